@@ -1,0 +1,68 @@
+"""Federated datasets by name: ``load("synthetic", alpha=1, beta=1)`` → :class:`FederatedDataset`.
+
+Importing this package reads no data; builders load files only when called. Files are
+staged by :func:`replicate.data.store.fetch` (``python -m replicate data fetch NAME``).
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Callable
+
+from ..errors import ReplicateError
+from .federated import FederatedDataset, Split
+from .mnist import load_mnist, mnist_balanced, mnist_fedprox, mnist_unbalanced
+from .quadratic import QuadraticProblem, li2020_counterexample
+from .store import fetch
+from .synthetic import synthetic, synthetic_iid
+
+
+def _synthetic(alpha: float, beta: float, num_clients: int = 100, seed: int = 0) -> FederatedDataset:
+    return synthetic(alpha, beta, num_clients, iid=False, seed=seed)
+
+
+_BUILDERS: dict[str, Callable[..., FederatedDataset]] = {
+    "synthetic": _synthetic,
+    "synthetic_iid": synthetic_iid,
+    "mnist_balanced": mnist_balanced,
+    "mnist_unbalanced": mnist_unbalanced,
+    "mnist_fedprox": mnist_fedprox,
+}
+
+
+def available() -> list[str]:
+    """Names accepted by :func:`load`."""
+    return list(_BUILDERS)
+
+
+def parameters(name: str) -> dict[str, object]:
+    """``{parameter: default}`` of dataset ``name``; required ones map to ``inspect.Parameter.empty``."""
+    return {p.name: p.default for p in inspect.signature(_builder(name)).parameters.values()}
+
+
+def load(name: str, **params) -> FederatedDataset:
+    """Build dataset ``name`` (see :func:`available`) with keyword ``params``."""
+    accepted = parameters(name)
+    unknown = sorted(set(params) - set(accepted))
+    if unknown:
+        raise ReplicateError(
+            f"dataset {name!r} has no parameter {', '.join(map(repr, unknown))}; "
+            f"valid: {', '.join(accepted) or 'none'}")
+    missing = [p for p, default in accepted.items()
+               if default is inspect.Parameter.empty and p not in params]
+    if missing:
+        raise ReplicateError(f"dataset {name!r} needs {', '.join(map(repr, missing))}")
+    return _BUILDERS[name](**params)
+
+
+def _builder(name: str) -> Callable[..., FederatedDataset]:
+    try:
+        return _BUILDERS[name]
+    except (KeyError, TypeError):
+        raise ReplicateError(f"unknown dataset {name!r}; valid: {', '.join(_BUILDERS)}") from None
+
+
+__all__ = [
+    "FederatedDataset", "Split", "QuadraticProblem", "available", "fetch", "li2020_counterexample",
+    "load", "load_mnist", "mnist_balanced", "mnist_fedprox", "mnist_unbalanced", "parameters",
+    "synthetic", "synthetic_iid",
+]

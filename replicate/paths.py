@@ -1,0 +1,41 @@
+"""Where things live. Every location can be overridden by an environment variable
+read here, at the top, and nowhere deeper in the package."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def data_dir() -> Path:
+    """Download/cache root for datasets (`REPLICATE_DATA`, default `<repo>/data`)."""
+    return Path(os.environ.get("REPLICATE_DATA", REPO / "data"))
+
+
+def local_data_source() -> Path | None:
+    """Directory to stage datasets from instead of downloading (`REPLICATE_DATA_FROM`;
+    default `../shared/data` beside the checkout when it exists)."""
+    env = os.environ.get("REPLICATE_DATA_FROM")
+    if env:
+        return Path(env)
+    shared = REPO.parent / "shared" / "data"
+    return shared if shared.is_dir() else None
+
+
+def build_dir() -> Path:
+    """Scratch space outside git: executed notebooks, staged figures, result cache."""
+    return Path(os.environ.get("REPLICATE_BUILD", REPO / "build"))
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("REPLICATE_CACHE", build_dir() / "cache"))
+
+
+def figures_dir() -> Path:
+    """Committed paper-scale outputs."""
+    return REPO / "figures"
+
+
+def notebooks_dir() -> Path:
+    return REPO / "notebooks"

@@ -1,0 +1,10 @@
+"""Per-round federated maths, one module per algorithm.
+
+An algorithm provides ``plan(weights, seed, round) -> RoundPlan`` (which clients
+train, with which aggregation weights and learning-rate scales) and
+``aggregate(global, local, plan) -> new global``. The engine owns the loop.
+"""
+from .base import RoundPlan
+from .fedavg import SCHEMES, FedAvg
+
+__all__ = ["RoundPlan", "FedAvg", "SCHEMES"]

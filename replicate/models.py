@@ -1,0 +1,129 @@
+"""Models as functions of a flat parameter vector, evaluated for many clients at once.
+
+Parameters of K clients are one ``(K, P)`` tensor. A model knows how to split a flat
+row into named tensors, how to initialise one, and how to compute per-client
+mean loss and gradient on per-client mini-batches ``x: (K, b, ...)``.
+``Model.loss_and_grad`` has a generic ``torch.func.vmap(grad(...))`` implementation
+so CNNs/LSTMs only need ``forward``; the linear model overrides it with the closed
+form, which is several times faster on CPU.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch.func import functional_call, grad_and_value, vmap
+
+from .errors import ReplicateError
+
+
+class Model:
+    """Base class: subclasses define ``shapes`` and ``forward(params, x)``."""
+
+    shapes: dict[str, tuple[int, ...]]
+
+    @property
+    def num_params(self) -> int:
+        return sum(math.prod(s) for s in self.shapes.values())
+
+    def unflatten(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Views of a ``(..., P)`` tensor as named parameters of shape ``(..., *shape)``."""
+        out, start = {}, 0
+        lead = flat.shape[:-1]
+        for name, shape in self.shapes.items():
+            size = math.prod(shape)
+            out[name] = flat[..., start:start + size].reshape(*lead, *shape)
+            start += size
+        return out
+
+    def init(self, generator: torch.Generator, dtype=torch.float32) -> torch.Tensor:
+        raise NotImplementedError
+
+    def forward(self, params: dict, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def per_sample_loss(self, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Cross-entropy of one model (flat ``(P,)``) on samples ``x``."""
+        return F.cross_entropy(self.forward(self.unflatten(flat), x), y, reduction="none")
+
+    def loss_and_grad(self, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
+                      mask: torch.Tensor | None = None):
+        """Mean cross-entropy and its gradient for each client: ``(K,)`` and ``(K, P)``.
+
+        ``mask`` (K, b) marks real samples when clients have fewer than b samples.
+        """
+        def one(w, xb, yb, mb):
+            losses = self.per_sample_loss(w, xb, yb)
+            return (losses * mb).sum() / mb.sum()
+
+        m = torch.ones(y.shape, dtype=x.dtype, device=x.device) if mask is None else mask.to(x.dtype)
+        grads, losses = vmap(grad_and_value(one))(flat, x, y, m)
+        return losses, grads
+
+    def prepare(self, x: torch.Tensor, y: torch.Tensor, num_classes: int):
+        """Training arrays as ``grad`` consumes them (hook for precomputed layouts)."""
+        return x, y
+
+    def grad(self, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
+             mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Stacked gradients ``(K, P)`` of each client's mean loss on its batch."""
+        return self.loss_and_grad(flat, x, y, mask)[1]
+
+    def predict(self, flat: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return self.forward(self.unflatten(flat), x)
+
+
+class LogisticRegression(Model):
+    """Multinomial logistic regression ``logits = x W + b`` (the papers' convex model)."""
+
+    def __init__(self, num_features: int, num_classes: int):
+        self.d, self.c = num_features, num_classes
+        self.shapes = {"weight": (num_features, num_classes), "bias": (num_classes,)}
+
+    def init(self, generator, dtype=torch.float32):
+        # PyTorch's nn.Linear default (uniform in ±1/sqrt(fan_in)), which the authors'
+        # code used; the paper's text says w0 = 0.
+        bound = 1.0 / math.sqrt(self.d)
+        return (torch.rand(self.num_params, generator=generator, dtype=dtype) * 2 - 1) * bound
+
+    def forward(self, params, x):
+        return x @ params["weight"] + params["bias"]
+
+    def prepare(self, x: torch.Tensor, y: torch.Tensor, num_classes: int):
+        """Training arrays in the form ``grad`` wants: x with a ones column (so the flat
+        parameters view as one (d+1, C) matrix) and one-hot targets."""
+        ones = torch.ones(x.shape[0], 1, dtype=x.dtype, device=x.device)
+        onehot = F.one_hot(y, num_classes).to(x.dtype)
+        return torch.cat([x.reshape(x.shape[0], -1), ones], dim=1), onehot
+
+    def grad(self, flat: torch.Tensor, x_aug: torch.Tensor, onehot: torch.Tensor,
+             mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Stacked mean cross-entropy gradients (K, P) on prepared batches (K, b, d+1)."""
+        k = flat.shape[0]
+        w = flat.view(k, self.d + 1, self.c)
+        g = torch.softmax(torch.bmm(x_aug, w), dim=-1).sub_(onehot)  # dCE/dlogits
+        if mask is None:
+            g.div_(x_aug.shape[1])
+        else:
+            m = mask.to(g.dtype)
+            g.mul_((m / m.sum(1, keepdim=True)).unsqueeze(-1))
+        return torch.bmm(x_aug.transpose(1, 2), g).view(k, -1)
+
+    def loss_and_grad(self, flat, x, y, mask=None):
+        x_aug, onehot = self.prepare(x.reshape(-1, x.shape[-1]), y.reshape(-1), self.c)
+        x_aug = x_aug.view(*x.shape[:-1], self.d + 1)
+        onehot = onehot.view(*y.shape, self.c)
+        logp = torch.log_softmax(torch.bmm(x_aug, flat.view(flat.shape[0], self.d + 1, self.c)), -1)
+        nll = -(logp * onehot).sum(-1)
+        m = torch.ones_like(nll) if mask is None else mask.to(nll.dtype)
+        return (nll * m).sum(1) / m.sum(1), self.grad(flat, x_aug, onehot, mask)
+
+
+MODELS = {"logistic": LogisticRegression}
+
+
+def build(name: str, num_features: int, num_classes: int) -> Model:
+    if name not in MODELS:
+        raise ReplicateError(f"unknown model {name!r}; available: {', '.join(MODELS)}")
+    return MODELS[name](num_features, num_classes)

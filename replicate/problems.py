@@ -1,0 +1,170 @@
+"""Federated problems: what a client differentiates and how the global model is scored.
+
+A problem couples data with a model and exposes exactly what the engine needs:
+per-round mini-batch draws for a set of clients, the stacked gradient for one
+local step, a single-client loss (for the sequential oracle), and global metrics.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from . import rng
+from .data.federated import FederatedDataset
+from .models import Model
+
+
+@dataclass(frozen=True)
+class Batches:
+    """A round's mini-batches: ``index[j, s]`` are the rows client j uses at step s."""
+
+    index: torch.Tensor  # (m, S, b) rows into the flat training split
+    mask: torch.Tensor | None  # (m, b) True for real samples; None when every client has >= b
+
+    def step(self, s: int):
+        return self.index[:, s % self.index.shape[1]], self.mask
+
+
+def draw_batch_positions(sizes: torch.Tensor, steps: int, batch_size: int,
+                         generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """For each client, ``steps`` independent uniform subsets of ``min(n_k, b)`` distinct positions.
+
+    This is what ``next(iter(DataLoader(shuffle=True, batch_size=b)))`` gives per step in
+    the authors' code. Draw with replacement, then redraw repeated positions until
+    each row is distinct; the procedure is symmetric in the positions, so each subset
+    is uniform. Clients with n_k < b use their whole local set (masked).
+    """
+    m = sizes.numel()
+    b = batch_size
+    device = sizes.device
+    n = sizes.view(m, 1, 1).to(torch.float64)
+    pos = (torch.rand((m, steps, b), generator=generator, dtype=torch.float64, device=device) * n).long()
+    small = sizes < b
+    mask = None
+    if bool(small.any()):
+        # Whole local set, padded with position 0 and masked out.
+        ar = torch.arange(b, device=device)
+        mask = ar.unsqueeze(0) < sizes.unsqueeze(1)
+        pos[small] = torch.where(mask[small], ar, 0).unsqueeze(1).expand(-1, steps, -1)
+        mask[~small] = True
+    rows = pos[~small].view(-1, b) if bool(small.any()) else pos.view(-1, b)
+    limits = sizes[~small].repeat_interleave(steps) if bool(small.any()) else sizes.repeat_interleave(steps)
+    active = torch.arange(rows.shape[0], device=device)
+    while active.numel():
+        sub, order = rows[active].sort(dim=1)
+        dup = torch.zeros_like(sub, dtype=torch.bool)
+        dup[:, 1:] = sub[:, 1:] == sub[:, :-1]
+        has_dup = dup.any(dim=1)
+        if not bool(has_dup.any()):
+            break
+        active, sub, dup = active[has_dup], sub[has_dup], dup[has_dup]
+        fresh = (torch.rand(sub.shape, generator=generator, dtype=torch.float64, device=device)
+                 * limits[active].unsqueeze(1)).long()
+        rows[active] = torch.where(dup, fresh, sub)
+    if bool(small.any()):
+        pos[~small] = rows.view(-1, steps, b)
+    else:
+        pos = rows.view(m, steps, b)
+    return pos, mask
+
+
+class SampleProblem:
+    """Empirical risk of a model on a federated dataset (cross-entropy, no regulariser)."""
+
+    def __init__(self, dataset: FederatedDataset, model: Model, device=None):
+        device = torch.device(device or "cpu")
+        self.dataset = dataset.to(device)
+        self.model = model
+        self.device = device
+        self.dtype = torch.float32
+        self.train = self.dataset.train
+        self.sizes = self.train.sizes
+        self.x = self.train.x.reshape(self.train.x.shape[0], -1)
+        self.y = self.train.y
+        self.x_prepared, self.y_prepared = model.prepare(self.x, self.y, dataset.num_classes)
+        test = self.dataset.test
+        self.test = None if test is None else (test.x.reshape(test.x.shape[0], -1), test.y)
+
+    @property
+    def num_clients(self) -> int:
+        return self.train.num_clients
+
+    def weights(self) -> torch.Tensor:
+        return self.dataset.weights()
+
+    def init(self, seed: int) -> torch.Tensor:
+        return self.model.init(rng.generator(seed, "init")).to(self.device)
+
+    def draw_batches(self, clients: torch.Tensor, steps: int, batch_size: int | None,
+                     generator: torch.Generator) -> Batches:
+        sizes = self.sizes[clients]
+        if batch_size is None:  # full local batch every step
+            b = int(sizes.max())
+            ar = torch.arange(b, device=self.device)
+            mask = ar.unsqueeze(0) < sizes.unsqueeze(1)
+            pos = torch.where(mask, ar, 0).unsqueeze(1)
+            mask = None if bool(mask.all()) else mask
+        else:
+            pos, mask = draw_batch_positions(sizes, steps, batch_size, generator)
+        return Batches(pos + self.train.offsets[clients].view(-1, 1, 1), mask)
+
+    def grad(self, flat: torch.Tensor, clients: torch.Tensor, batch):
+        index, mask = batch
+        return self.model.grad(flat, self.x_prepared[index], self.y_prepared[index], mask)
+
+    def client_loss(self, flat: torch.Tensor, client: int, rows: torch.Tensor) -> torch.Tensor:
+        """Mean loss of one client on the given rows (the oracle's scalar objective)."""
+        return self.model.per_sample_loss(flat, self.x[rows], self.y[rows]).mean()
+
+    @torch.no_grad()
+    def evaluate(self, flat: torch.Tensor) -> dict:
+        """Global training loss (sample-weighted over all devices) and accuracies."""
+        out = {}
+        parts = [("train", self.x, self.y)] + ([("test", *self.test)] if self.test is not None else [])
+        for name, x, y in parts:
+            logits = self.model.predict(flat, x)
+            out[f"{name}_loss"] = float(torch.nn.functional.cross_entropy(logits, y))
+            out[f"{name}_acc"] = float((logits.argmax(1) == y).to(torch.float64).mean())
+        return out
+
+
+class QuadraticFederatedProblem:
+    """Deterministic quadratic clients F_k(w) = ½wᵀA_k w − b_kᵀw + (μ/2)‖w‖², full gradients."""
+
+    def __init__(self, problem, device=None):
+        self.problem = problem
+        self.device = torch.device(device or "cpu")
+        self.A = problem.A.to(self.device)
+        self.b = problem.b.to(self.device)
+        self.mu = float(problem.mu)
+        self.dtype = self.A.dtype
+        self.w_star = problem.optimum().to(self.device)
+        self.f_star = float(problem.objective(self.w_star))
+
+    @property
+    def num_clients(self) -> int:
+        return self.A.shape[0]
+
+    def weights(self) -> torch.Tensor:
+        return torch.full((self.num_clients,), 1.0 / self.num_clients, dtype=torch.float64)
+
+    def init(self, seed: int) -> torch.Tensor:
+        return torch.zeros(self.A.shape[-1], dtype=self.dtype, device=self.device)  # w0 = 0 (App. C)
+
+    def draw_batches(self, clients, steps, batch_size, generator):
+        return None
+
+    def grad(self, flat, clients, batch):
+        A, b = self.A[clients], self.b[clients]
+        Aw = torch.bmm(A, flat.unsqueeze(-1)).squeeze(-1)
+        return Aw.sub_(b).add_(flat, alpha=self.mu)
+
+    def client_loss(self, flat, client, rows):
+        A, b = self.A[client], self.b[client]
+        return 0.5 * flat @ A @ flat - b @ flat + 0.5 * self.mu * flat @ flat
+
+    @torch.no_grad()
+    def evaluate(self, flat):
+        return {"objective": float(self.problem.objective(flat)),
+                "distance": float(torch.linalg.vector_norm(flat - self.w_star))}

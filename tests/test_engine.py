@@ -1,0 +1,155 @@
+"""The vectorized engine against the sequential oracle, and the engine's building blocks."""
+import pytest
+import torch
+
+from replicate import rng
+from replicate.algorithms import FedAvg
+from replicate.data.quadratic import li2020_counterexample
+from replicate.engine import ClientUpdate, run
+from replicate.errors import ReplicateError
+from replicate.models import LogisticRegression
+from replicate.oracle import run_sequential
+from replicate.problems import QuadraticFederatedProblem, SampleProblem, draw_batch_positions
+from replicate.schedules import LRSchedule
+
+from conftest import toy_dataset
+
+SCHEMES = ["full", "scheme1", "scheme2", "original", "transformed2"]
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_vectorized_engine_equals_sequential_oracle(scheme):
+    problem = SampleProblem(toy_dataset(small_clients=2), LogisticRegression(5, 3))
+    algorithm = FedAvg(scheme, clients_per_round=5)
+    update = ClientUpdate(steps=7, batch_size=8, weight_decay=1e-3, clip_norm=0.5, prox_mu=0.1)
+    schedule = LRSchedule("li2020", 0.3)
+    fast, w_fast = run(problem, algorithm, update, schedule, rounds=4, seed=3, return_params=True)
+    slow, w_slow = run_sequential(problem, algorithm, update, schedule, rounds=4, seed=3, return_params=True)
+    torch.testing.assert_close(w_fast, w_slow, rtol=1e-5, atol=1e-6)
+    assert fast["train_loss"].tolist() == pytest.approx(slow["train_loss"].tolist(), rel=1e-5)
+    assert fast["train_loss"].iloc[-1] < fast["train_loss"].iloc[0]
+
+
+@pytest.mark.parametrize("scheme", ["full", "scheme1"])
+def test_quadratic_engine_equals_oracle_and_closed_form(scheme):
+    problem = QuadraticFederatedProblem(li2020_counterexample())
+    update = ClientUpdate(steps=3)
+    _, fast = run(problem, FedAvg(scheme, 3), update, LRSchedule("constant", 0.4), rounds=5, return_params=True)
+    _, slow = run_sequential(problem, FedAvg(scheme, 3), update, LRSchedule("constant", 0.4), rounds=5,
+                             return_params=True)
+    torch.testing.assert_close(fast, slow)
+    if scheme == "full":  # one round by hand: average of 3 plain GD steps per device
+        q = li2020_counterexample()
+        w = torch.zeros(q.A.shape[-1], dtype=torch.float64)
+        locals_ = []
+        for k in range(5):
+            v = w.clone()
+            for _ in range(3):
+                v = v - 0.4 * (q.A[k] @ v - q.b[k] + q.mu * v)
+            locals_.append(v)
+        _, one = run(problem, FedAvg("full"), update, LRSchedule("constant", 0.4), rounds=1, return_params=True)
+        torch.testing.assert_close(one, torch.stack(locals_).mean(0))
+
+
+def test_logistic_closed_form_gradient_matches_autograd():
+    model = LogisticRegression(4, 3)
+    g = torch.Generator().manual_seed(0)
+    flat = torch.randn(2, model.num_params, generator=g)
+    x = torch.randn(2, 6, 4, generator=g)
+    y = torch.randint(0, 3, (2, 6), generator=g)
+    mask = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])
+    losses, grads = model.loss_and_grad(flat, x, y, mask)
+    generic_losses, generic = super(LogisticRegression, model).loss_and_grad(flat, x, y, mask)
+    torch.testing.assert_close(grads, generic)
+    torch.testing.assert_close(losses, generic_losses)
+    # client 1 ignores its two padded samples
+    w = flat[1].clone().requires_grad_(True)
+    loss = model.per_sample_loss(w, x[1, :4], y[1, :4]).mean()
+    loss.backward()
+    torch.testing.assert_close(grads[1], w.grad)
+
+
+def test_plans_match_the_papers_formulas():
+    p = torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64)
+    for seed in range(5):
+        s1 = FedAvg("scheme1", 3).plan(p, seed, 0)
+        assert s1.weights.sum().item() == pytest.approx(1.0)
+        assert set((s1.weights * 3).round().tolist()) <= {1.0, 2.0, 3.0}  # multiplicity / K
+        s2 = FedAvg("scheme2", 2).plan(p, seed, 0)
+        torch.testing.assert_close(s2.weights, p[s2.clients] * 4 / 2)  # (N/K) p_k
+        orig = FedAvg("original", 2).plan(p, seed, 0)
+        assert orig.residual == pytest.approx(1 - p[orig.clients].sum().item())
+        t2 = FedAvg("transformed2", 2).plan(p, seed, 0)
+        torch.testing.assert_close(t2.lr_scale, 4 * p[t2.clients])  # lr · N p_k
+        torch.testing.assert_close(t2.weights, torch.full((2,), 0.5, dtype=torch.float64))
+        # schemes with the same sampling law see the same clients in the same round
+        assert s2.clients.tolist() == orig.clients.tolist() == t2.clients.tolist()
+
+
+@pytest.mark.parametrize("scheme", ["scheme1", "scheme2"])
+def test_schemes_are_unbiased(scheme):
+    """E[aggregate] = Σ p_k w_k for fixed local models (Li et al. Lemma 4)."""
+    g = torch.Generator().manual_seed(1)
+    n, rounds = 8, 6000
+    p = torch.rand(n, generator=g, dtype=torch.float64) + 0.2
+    p /= p.sum()
+    local = torch.randn(n, 3, generator=g, dtype=torch.float64)
+    algorithm = FedAvg(scheme, 3)
+    samples = torch.stack([algorithm.plan(p, 0, r).aggregate(None, local[algorithm.plan(p, 0, r).clients])
+                           for r in range(rounds)])
+    target = p @ local
+    stderr = samples.std(0) / rounds ** 0.5
+    assert ((samples.mean(0) - target).abs() < 4 * stderr).all()
+    # the original scheme is biased towards w_t when Σ_S p_k < 1: checked to fail the same test
+    orig = FedAvg("original", 3)
+    biased = torch.stack([orig.plan(p, 0, r).aggregate(torch.zeros(3, dtype=torch.float64),
+                                                       local[orig.plan(p, 0, r).clients]) for r in range(rounds)])
+    assert ((biased.mean(0) - target).abs() > 4 * stderr).any()
+
+
+def test_sampling_is_a_pure_function_of_seed_and_round():
+    p = torch.full((20,), 0.05, dtype=torch.float64)
+    a = [FedAvg("scheme1", 5).plan(p, 7, r).clients.tolist() for r in range(10)]
+    b = [FedAvg("scheme1", 5).plan(p, 7, r).clients.tolist() for r in reversed(range(10))][::-1]
+    assert a == b
+    assert a != [FedAvg("scheme1", 5).plan(p, 8, r).clients.tolist() for r in range(10)]
+    assert rng.seed_for(1, "init") != rng.seed_for(1, "sampling")
+
+
+def test_batches_are_distinct_in_range_and_uniform():
+    sizes = torch.tensor([30, 5, 12, 400])
+    pos, mask = draw_batch_positions(sizes, steps=2000, batch_size=10, generator=torch.Generator().manual_seed(0))
+    assert mask is not None and mask[1].sum() == 5 and mask[[0, 2, 3]].all()
+    assert sorted(pos[1, 0, :5].tolist()) == [0, 1, 2, 3, 4]  # whole local set when n_k < b
+    for k in (0, 2, 3):
+        rows = pos[k]
+        assert int(rows.max()) < sizes[k] and int(rows.min()) >= 0
+        assert all(len(set(r.tolist())) == 10 for r in rows)  # b distinct samples per step
+    counts = torch.bincount(pos[2].flatten(), minlength=12).double()  # 12 choose 10: each position ~ 10/12
+    expected = 2000 * 10 / 12
+    assert ((counts - expected).abs() < 5 * (expected * (2 / 12)) ** 0.5).all()
+
+
+def test_clipping_matches_torch_and_schedules():
+    from replicate.engine import clip_
+
+    g = torch.tensor([[3.0, 4.0], [0.3, 0.4]])
+    clip_(g, 1.0)
+    assert torch.linalg.vector_norm(g[0]).item() == pytest.approx(1.0, rel=1e-5)
+    assert g[1].tolist() == pytest.approx([0.3, 0.4])
+    li = LRSchedule("li2020", 0.1)
+    assert [li(r) for r in range(4)] == pytest.approx([0.1, 0.1, 0.05, 0.1 / 3])
+    assert LRSchedule("li2020_quadratic", 0.4, 1e-2)(100) == pytest.approx(0.4 / 6)
+
+
+def test_bad_settings_raise_clear_errors():
+    with pytest.raises(ReplicateError, match="unknown sampling scheme"):
+        FedAvg("scheme3")
+    with pytest.raises(ReplicateError, match="exceeds"):
+        FedAvg("scheme2", 50).plan(torch.full((10,), 0.1, dtype=torch.float64), 0, 0)
+    with pytest.raises(ReplicateError, match="local steps"):
+        ClientUpdate(steps=0)
+    with pytest.raises(ReplicateError, match="learning rate"):
+        LRSchedule("constant", -1.0)
+    with pytest.raises(ReplicateError, match="unknown lr schedule"):
+        LRSchedule("cosine", 0.1)

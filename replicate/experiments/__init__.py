@@ -1,0 +1,1 @@
+"""Figure-level sweeps: configs, cached runs, and one module per paper."""

@@ -1,0 +1,157 @@
+"""Run figure notebooks headlessly with papermill and publish their outputs.
+
+Each notebook writes into a fresh staging folder; only when it finishes without
+error are its files (PNG, PDF, CSV, claims) moved into ``figures/`` — and only for
+the paper profile. A failed notebook is reported with its error and leaves the
+committed figures untouched; the batch carries on and exits non-zero at the end.
+Runs inside notebooks are cached (``replicate.experiments.cache``), so rerunning an
+interrupted batch resumes where it stopped.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from . import paths
+from .claims import PROFILES, atomic_write_text
+from .errors import ReplicateError
+
+
+@dataclass(frozen=True)
+class FigureNotebook:
+    paper: str
+    figure: str
+    path: Path
+
+    @property
+    def key(self) -> str:
+        return f"{self.paper}/{self.figure}"
+
+    @property
+    def title(self) -> str:
+        cells = json.loads(self.path.read_text())["cells"]
+        for cell in cells:
+            if cell["cell_type"] == "markdown":
+                return "".join(cell["source"]).splitlines()[0].lstrip("# ").strip()
+        return ""
+
+
+def discover(folder: Path | None = None) -> list[FigureNotebook]:
+    """Every ``notebooks/<paper>_<figure>.ipynb``, in name order."""
+    folder = folder or paths.notebooks_dir()
+    found = []
+    for path in sorted(folder.glob("*.ipynb")):
+        paper, _, figure = path.stem.partition("_")
+        if figure:
+            found.append(FigureNotebook(paper, figure, path))
+    return found
+
+
+def resolve(names: list[str], available: list[FigureNotebook] | None = None) -> list[FigureNotebook]:
+    """Select notebooks by ``paper/figure``, ``paper_figure`` or a whole ``paper``; none = all."""
+    available = available if available is not None else discover()
+    if not names:
+        return available
+    chosen = []
+    for name in names:
+        key = name.replace("_", "/", 1) if "/" not in name else name
+        match = [nb for nb in available if nb.key == key or nb.paper == name]
+        if not match:
+            raise ReplicateError(f"unknown figure {name!r}; run `python -m replicate figures --list` "
+                                 f"to see the {len(available)} available (e.g. {available[0].key if available else '-'})")
+        chosen += [nb for nb in match if nb not in chosen]
+    return chosen
+
+
+def _parse_value(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def parameters(notebook: FigureNotebook, profile: str, out_dir: Path, overrides: dict) -> dict:
+    """Papermill parameters, checked against the notebook's ``parameters`` cell."""
+    import papermill
+
+    declared = papermill.inspect_notebook(str(notebook.path))
+    if not declared:
+        raise ReplicateError(f"{notebook.path.name} has no cell tagged 'parameters'")
+    unknown = sorted(set(overrides) - set(declared))
+    if unknown:
+        raise ReplicateError(f"{notebook.key} has no parameter(s) {unknown}; "
+                             f"its parameters are: {', '.join(declared)}")
+    return {"profile": profile, "out_dir": str(out_dir), **overrides}
+
+
+def _promote(staged: Path, destination: Path) -> list[Path]:
+    moved = []
+    for src in sorted(p for p in staged.rglob("*") if p.is_file()):
+        dest = destination / src.relative_to(staged)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(f".{dest.name}.promote")
+        shutil.copyfile(src, tmp)
+        tmp.replace(dest)
+        moved.append(dest)
+    return moved
+
+
+def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
+        log_output: bool = False) -> int:
+    """Execute the selected notebooks; returns the number that failed."""
+    import papermill
+
+    if profile not in PROFILES:
+        raise ReplicateError(f"--profile must be one of {', '.join(PROFILES)}, got {profile!r}")
+    notebooks = resolve(names)
+    overrides = overrides or {}
+    for nb in notebooks:  # validate every parameter before spending time on any notebook
+        parameters(nb, profile, Path("."), overrides)
+    executed_dir = paths.build_dir() / "executed" / profile
+    target = paths.figures_dir() if profile == "paper" else paths.build_dir() / "figures"
+    failures = []
+    bar = tqdm(notebooks, desc=f"figures ({profile})", unit="notebook", file=sys.stderr)
+    for nb in bar:
+        bar.set_postfix_str(nb.key)
+        staging = paths.build_dir() / "staging" / f"{nb.paper}_{nb.figure}"
+        shutil.rmtree(staging, ignore_errors=True)
+        executed_dir.mkdir(parents=True, exist_ok=True)
+        start = time.perf_counter()
+        try:
+            papermill.execute_notebook(str(nb.path), str(executed_dir / nb.path.name),
+                                       parameters=parameters(nb, profile, staging, overrides),
+                                       kernel_name="python3", progress_bar=False, log_output=log_output,
+                                       cwd=str(paths.notebooks_dir()))
+        except Exception as exc:  # papermill re-raises the cell's error; report it and go on
+            failures.append(nb.key)
+            message = getattr(exc, "evalue", None) or str(exc).strip().splitlines()[-1]
+            tqdm.write(f"FAILED {nb.key}: {getattr(exc, 'ename', type(exc).__name__)}: {message}\n"
+                       f"  executed notebook with the traceback: {executed_dir / nb.path.name}\n"
+                       f"  committed figures were left unchanged", file=sys.stderr)
+            continue
+        elapsed = time.perf_counter() - start
+        claims_file = staging / nb.paper / f"{nb.figure}.claims.json"
+        if not claims_file.exists():
+            failures.append(nb.key)
+            tqdm.write(f"FAILED {nb.key}: the notebook did not publish its claims (no {claims_file.name})",
+                       file=sys.stderr)
+            continue
+        record = json.loads(claims_file.read_text())
+        record["wall_time_s"] = round(elapsed, 1)
+        atomic_write_text(claims_file, json.dumps(record, indent=2) + "\n")
+        _promote(staging, target)
+        status = "PASS" if all(c["passed"] for c in record["claims"]) else "some claims FAIL"
+        tqdm.write(f"done   {nb.key} in {elapsed:.0f}s ({status}) -> {target / nb.paper}", file=sys.stderr)
+    if profile == "paper":
+        from . import report
+
+        report.write()
+    if failures:
+        tqdm.write(f"{len(failures)} notebook(s) failed: {', '.join(failures)}", file=sys.stderr)
+    return len(failures)

@@ -1,0 +1,60 @@
+"""Run configs, the result cache, and the Li et al. quadratic analysis."""
+import json
+
+import pytest
+import torch
+
+from replicate import paths
+from replicate.data.quadratic import li2020_counterexample
+from replicate.errors import ReplicateError
+from replicate.experiments import cache, li2020
+from replicate.experiments.config import RunConfig, make
+
+QUAD = RunConfig(dataset="quadratic", scheme="full", local_steps=5, batch_size=None, lr=0.4,
+                 lr_schedule="constant", weight_decay=0.0, clip_norm=None, rounds=30)
+
+
+def test_cache_roundtrip_and_resume(monkeypatch):
+    first = cache.run(QUAD, progress=False)
+    stored = paths.cache_dir() / "runs" / f"{cache.key(QUAD)}.csv"
+    assert stored.exists() and json.loads(stored.with_suffix(".json").read_text())["local_steps"] == 5
+    calls = []
+    monkeypatch.setattr("replicate.engine.run", lambda *a, **k: calls.append(a))
+    again = cache.run(QUAD, progress=False)  # loads, does not recompute
+    assert not calls
+    assert again["objective"].tolist() == pytest.approx(first["objective"].tolist(), rel=1e-12)
+    assert cache.key(QUAD) != cache.key(QUAD.replace(local_steps=6))
+    assert not list((paths.cache_dir() / "runs").glob("*.tmp"))  # atomic writes leave no temp files
+
+
+def test_run_many_labels_varying_fields():
+    frame = cache.run_many([QUAD, QUAD.replace(local_steps=1)], progress=False)
+    assert set(frame["local_steps"]) == {1, 5}
+    assert len(frame) == 2 * (QUAD.rounds + 1)
+
+
+def test_unknown_run_parameter_is_named():
+    with pytest.raises(ReplicateError, match="local_step"):
+        make(dataset="quadratic", local_step=3)
+    with pytest.raises(ReplicateError, match="profile"):
+        li2020.Fig2Config.for_profile("huge")
+    with pytest.raises(ReplicateError, match="no parameter"):
+        li2020.Fig2Config.for_profile("smoke", epochs=3)
+
+
+def test_fedavg_converges_to_the_predicted_fixed_point():
+    """Long fixed-lr FedAvg on the quadratic ends at w̃* from the closed form, not at w*."""
+    q = li2020_counterexample()
+    history = cache.run(QUAD.replace(rounds=4000, lr=0.2), progress=False, use_cache=False)
+    w_tilde = li2020.fedavg_fixed_point(q, 0.2, 5)
+    w_star = q.optimum()
+    assert history["distance"].iloc[-1] == pytest.approx(float(torch.linalg.vector_norm(w_tilde - w_star)), rel=1e-3)
+    assert float(torch.linalg.vector_norm(w_tilde - w_star)) > 1e-3
+    # E = 1 is gradient descent: its fixed point is the optimum
+    torch.testing.assert_close(li2020.fedavg_fixed_point(q, 0.2, 1), w_star.to(torch.float64))
+
+
+def test_theorem5_bound_grid():
+    frame = li2020.theorem5(li2020.Fig2Config(theorem5_lrs=(0.01,), theorem5_steps=(2, 5)))
+    assert len(frame) == 2 and (frame.y >= frame.bound).all()
+    assert (frame.bound > 0).all()

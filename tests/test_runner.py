@@ -1,0 +1,76 @@
+"""Papermill runner: selection, parameter checks, and never overwriting figures on failure."""
+import json
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from replicate import paths, report, runner
+from replicate.claims import Claim, publish
+from replicate.errors import ReplicateError
+
+
+def _notebook(folder, name, body):
+    params = new_code_cell('profile = "smoke"\nout_dir = None')
+    params.metadata["tags"] = ["parameters"]
+    nb = new_notebook(cells=[new_markdown_cell(f"# {name} title"), params, new_code_cell(body)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, folder / f"{name}.ipynb")
+
+
+GOOD = ('import pandas as pd\nfrom replicate.claims import publish, check\n'
+        'publish(None, pd.DataFrame({"x": [1], "y": [2.0]}), [check("y is two", True, "y = 2")],\n'
+        '        paper="notes", figure="figA", profile=profile, out_dir=out_dir)')
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "figures" / "notes").mkdir(parents=True)
+    monkeypatch.setattr(paths, "notebooks_dir", lambda: tmp_path / "notebooks")
+    monkeypatch.setattr(paths, "figures_dir", lambda: tmp_path / "figures")
+    monkeypatch.setattr(paths, "REPO", tmp_path)
+    return tmp_path
+
+
+def test_resolve_and_unknown_figure(project):
+    _notebook(project / "notebooks", "notes_figA", GOOD)
+    assert [nb.key for nb in runner.resolve(["notes/figA"])] == ["notes/figA"]
+    assert [nb.key for nb in runner.resolve(["notes"])] == ["notes/figA"]
+    assert runner.discover()[0].title == "notes_figA title"
+    with pytest.raises(ReplicateError, match="unknown figure 'notes/figZ'.*--list"):
+        runner.resolve(["notes/figZ"])
+
+
+def test_wrong_parameter_is_rejected_before_running(project):
+    _notebook(project / "notebooks", "notes_figA", GOOD)
+    with pytest.raises(ReplicateError, match="no parameter.*'rounds'.*profile, out_dir"):
+        runner.run(["notes/figA"], "smoke", {"rounds": 3})
+
+
+def test_success_promotes_and_failure_keeps_committed_figures(project):
+    _notebook(project / "notebooks", "notes_figA", GOOD)
+    assert runner.run(["notes/figA"], "paper") == 0
+    committed = project / "figures" / "notes" / "figA.csv"
+    record = json.loads((project / "figures" / "notes" / "figA.claims.json").read_text())
+    assert committed.read_text().startswith("x,y") and record["wall_time_s"] >= 0
+    assert "y is two" in (project / "REPLICATION.md").read_text()
+    before = committed.read_text()
+    _notebook(project / "notebooks", "notes_figA", GOOD.replace("[1]", "[1/0]"))
+    assert runner.run(["notes/figA"], "paper") == 1
+    assert committed.read_text() == before
+
+
+def test_publish_writes_data_claims_and_report(tmp_path):
+    import pandas as pd
+
+    out = tmp_path / "out"
+    table = publish(None, pd.DataFrame({"series": ["a"], "x": [0], "y": [1.5]}),
+                    [Claim("a holds", True, "1.5"), Claim("b holds", False, "no", ("PROPOSED thing",))],
+                    paper="li2020", figure="fig9", profile="paper", out_dir=out, deviations=["dev one"])
+    assert list(table.status) == ["PASS", "FAIL"]
+    assert (out / "li2020" / "fig9.csv").read_text().splitlines() == ["series,x,y", "a,0,1.5"]
+    text = report.render(out)
+    assert "1 of 2 claims hold" in text and "**FAIL**" in text and "PROPOSED thing" in text and "dev one" in text
+    with pytest.raises(ReplicateError, match="unknown paper key"):
+        publish(None, pd.DataFrame(), [], paper="li2021", figure="x", profile="paper", out_dir=out)

@@ -1,0 +1,56 @@
+"""Project-level promises: dependency lists agree, import stays light, notebooks stay thin."""
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from replicate import paths
+
+NOTEBOOKS = sorted(paths.notebooks_dir().glob("*.ipynb"))
+
+
+def _pins(lines):
+    return {line.strip().lstrip("- ").strip() for line in lines
+            if re.match(r"^\s*-?\s*[A-Za-z0-9_.-]+==", line)}
+
+
+def test_environment_yml_and_pip_requirements_agree():
+    env = _pins((paths.REPO / "environment.yml").read_text().splitlines())
+    pip = _pins((paths.REPO / "requirements.txt").read_text().splitlines())
+    pip |= _pins((paths.REPO / "requirements-vision.txt").read_text().splitlines())
+    assert env == pip
+    names = {p.split("==")[0] for p in pip}
+    assert {"jupyterlab", "papermill", "numpy", "torch", "torchvision", "matplotlib", "seaborn",
+            "pytest", "nbval"} <= names
+
+
+def test_import_does_not_load_torchvision_or_data():
+    code = ("import sys, replicate, replicate.data, replicate.engine, replicate.experiments.li2020;"
+            "print('torchvision' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (paths.REPO / "README.md").read_text()
+    ci = (paths.REPO / ".ci" / "run").read_text()
+    command = re.search(r"^make test$", ci, re.M)
+    assert command and "make test" in readme
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_is_thin_and_parameterized(path):
+    nb = json.loads(path.read_text())
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    src = ["".join(c["source"]) for c in code]
+    params = [s for c, s in zip(code, src) if "parameters" in c["metadata"].get("tags", [])]
+    assert len(params) == 1 and "profile" in params[0] and "out_dir" in params[0]
+    assert len(code) <= 8
+    assert not any(re.search(r"^\s*(def|class|for|while)\s", s, re.M) for s in src)
+    assert all(not c.get("outputs") or "NBVAL_CHECK_OUTPUT" in s for c, s in zip(code, src))
+    assert "publish(" in src[-1]  # ends with the claims cell
+    assert nb["cells"][0]["cell_type"] == "markdown"
+    paper, _, figure = path.stem.partition("_")
+    assert nb["metadata"].get("replicate", {}).get("figure", figure) == figure

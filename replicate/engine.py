@@ -83,12 +83,15 @@ def local_update(problem, global_flat, plan, update: ClientUpdate, lr: float, ba
 
 def run(problem, algorithm, update: ClientUpdate, schedule: LRSchedule, *, rounds: int,
         seed: int = 0, eval_every: int = 1, progress: bool = False, desc: str | None = None,
-        local=local_update, return_params: bool = False):
+        local=local_update, return_params: bool = False, extra_metrics=None, stop=None):
     """Train for ``rounds`` rounds; metrics before every ``eval_every``-th round and at the end.
 
     Row r holds the global model's metrics before round r (row ``rounds`` = final model),
     as the authors' code logs them. ``local`` swaps the client solver (the oracle uses it).
     With ``return_params`` the final global parameters come back too: ``(history, params)``.
+    ``extra_metrics(problem, params) -> dict`` adds columns to every evaluated row.
+    ``stop(row) -> bool`` ends training at the first evaluated row it accepts (e.g. a target
+    loss reached), which is then the last row: rounds-to-target sweeps need no more.
     """
     if rounds < 1:
         raise ReplicateError(f"rounds must be >= 1, got {rounds}")
@@ -98,14 +101,22 @@ def run(problem, algorithm, update: ClientUpdate, schedule: LRSchedule, *, round
     coefficients = algorithm.coefficients(update.steps)
     device = flat.device
     rows = []
+
+    def evaluate(r):
+        extra = extra_metrics(problem, flat) if extra_metrics is not None else {}
+        rows.append({"round": r, "lr": schedule(r), **problem.evaluate(flat), **extra})
+
     for r in tqdm(range(rounds), desc=desc, disable=not progress, leave=False, mininterval=1.0):
         if r % eval_every == 0:
-            rows.append({"round": r, "lr": schedule(r), **problem.evaluate(flat)})
+            evaluate(r)
+            if stop is not None and stop(rows[-1]):
+                break
         plan = algorithm.plan(weights, seed, r)
         batches = problem.draw_batches(plan.clients.to(device), update.steps, update.batch_size,
                                        rng.generator(seed, "batches", r, device=device))
         local_models, message = local(problem, flat, plan, update, schedule(r), batches, coefficients)
         flat, state = algorithm.server_step(flat, local_models, message, plan, state)
-    rows.append({"round": rounds, "lr": schedule(rounds), **problem.evaluate(flat)})
+    else:
+        evaluate(rounds)
     history = pd.DataFrame(rows)
     return (history, flat.detach().cpu()) if return_params else history

@@ -111,7 +111,10 @@ class SampleProblem:
 
     def grad(self, flat: torch.Tensor, clients: torch.Tensor, batch):
         index, mask = batch
-        return self.model.grad(flat, self.x_prepared[index], self.y_prepared[index], mask)
+        rows = index.reshape(-1)  # index_select on flat rows is several times faster than x[index]
+        x = self.x_prepared.index_select(0, rows).view(*index.shape, *self.x_prepared.shape[1:])
+        y = self.y_prepared.index_select(0, rows).view(*index.shape, *self.y_prepared.shape[1:])
+        return self.model.grad(flat, x, y, mask)
 
     def client_loss(self, flat: torch.Tensor, client: int, rows: torch.Tensor) -> torch.Tensor:
         """Mean loss of one client on the given rows (the oracle's scalar objective)."""
@@ -156,7 +159,9 @@ class QuadraticFederatedProblem:
         return None
 
     def grad(self, flat, clients, batch):
-        A, b = self.A[clients], self.b[clients]
+        if clients is not getattr(self, "_clients", None):  # gather once per round, not per step
+            self._clients, self._A, self._b = clients, self.A[clients], self.b[clients]
+        A, b = self._A, self._b
         Aw = torch.bmm(A, flat.unsqueeze(-1)).squeeze(-1)
         return Aw.sub_(b).add_(flat, alpha=self.mu)
 

@@ -41,6 +41,15 @@ def test_ci_runs_the_readme_test_command():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_papermill_sees_the_notebook_parameters(path):
+    import papermill
+
+    declared = papermill.inspect_notebook(str(path))
+    assert {"profile", "out_dir"} <= set(declared)
+    assert declared["profile"]["default"] == '"smoke"'
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_is_thin_and_parameterized(path):
     nb = json.loads(path.read_text())
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]

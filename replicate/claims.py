@@ -22,6 +22,10 @@ from .errors import ReplicateError
 PAPERS = ("li2020", "fedprox2020", "charles2021", "khanduri2021", "notes")
 PROFILES = ("smoke", "paper")
 
+# Callables returning a dict merged into every claims record (e.g. the result cache's
+# run count and compute time); lower layers register here so this module imports none of them.
+PROVENANCE: list = []
+
 
 @dataclass(frozen=True)
 class Claim:
@@ -74,6 +78,8 @@ def publish(fig, data: pd.DataFrame, claims: list[Claim], *, paper: str, figure:
         "deviations": list(deviations),
         "notes": notes,
     }
+    for provider in PROVENANCE:
+        record.update(provider())
     atomic_write_text(stem.parent / f"{figure}.claims.json", json.dumps(record, indent=2) + "\n")
     table = pd.DataFrame([{"claim": c.claim, "result": c.result,
                            "status": "PASS" if c.passed else "FAIL"} for c in claims])

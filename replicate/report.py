@@ -47,6 +47,10 @@ def render(root: Path | None = None) -> str:
                   "| figure | claim | our result | status | wall time |", "|---|---|---|---|---|"]
         for r in mine:
             wall = f"{r['wall_time_s']:.0f} s" if "wall_time_s" in r else "—"
+            if r.get("runs"):
+                wall += (f" ({r['runs_from_cache']}/{r['runs']} runs from cache; "
+                         f"runs take {r['runs_compute_s']:.0f} s from scratch"
+                         + (f", {r['runs_untimed']} untimed" if r.get("runs_untimed") else "") + ")")
             link = f"[{r['figure']}](figures/{paper}/{r['figure']}.png)"
             for c in r["claims"]:
                 status = "PASS" if c["passed"] else "**FAIL**"

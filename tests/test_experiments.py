@@ -15,6 +15,7 @@ QUAD = RunConfig(dataset="quadratic", scheme="full", local_steps=5, batch_size=N
 
 
 def test_cache_roundtrip_and_resume(monkeypatch):
+    cache.reset_usage()
     first = cache.run(QUAD, progress=False)
     stored = paths.cache_dir() / "runs" / f"{cache.key(QUAD)}.csv"
     assert stored.exists() and json.loads(stored.with_suffix(".json").read_text())["local_steps"] == 5
@@ -23,6 +24,9 @@ def test_cache_roundtrip_and_resume(monkeypatch):
     again = cache.run(QUAD, progress=False)  # loads, does not recompute
     assert not calls
     assert again["objective"].tolist() == pytest.approx(first["objective"].tolist(), rel=1e-12)
+    used = cache.usage()  # both uses counted, the compute time of the first carried by the second
+    assert used["runs"] == 2 and used["runs_from_cache"] == 1 and used["runs_untimed"] == 0
+    assert used["runs_compute_s"] == pytest.approx(2 * json.loads(stored.with_suffix(".json").read_text())["elapsed_s"], abs=0.11)
     assert cache.key(QUAD) != cache.key(QUAD.replace(local_steps=6))
     assert not list((paths.cache_dir() / "runs").glob("*.tmp"))  # atomic writes leave no temp files
 

@@ -11,15 +11,32 @@ import dataclasses
 import hashlib
 import io
 import json
+import time
 
 import pandas as pd
 from tqdm.auto import tqdm
 
-from .. import engine, paths
+from .. import claims, engine, paths
 from ..claims import atomic_write_text
 from .config import RunConfig, build
 
 VERSION = 1
+
+# What this process's runs cost: published beside each figure's claims so the report can
+# say how long a figure takes from scratch even when its runs came from the cache.
+_usage = {"runs": 0, "from_cache": 0, "compute_s": 0.0, "untimed": 0}
+
+
+def usage() -> dict:
+    return {"runs": _usage["runs"], "runs_from_cache": _usage["from_cache"],
+            "runs_compute_s": round(_usage["compute_s"], 1), "runs_untimed": _usage["untimed"]}
+
+
+def reset_usage() -> None:
+    _usage.update(runs=0, from_cache=0, compute_s=0.0, untimed=0)
+
+
+claims.PROVENANCE.append(usage)
 
 
 def key(config: RunConfig) -> str:
@@ -32,19 +49,34 @@ def load(config: RunConfig) -> pd.DataFrame | None:
     return pd.read_csv(path) if path.exists() else None
 
 
+def _record(elapsed: float | None, cached: bool) -> None:
+    _usage["runs"] += 1
+    _usage["from_cache"] += cached
+    if elapsed is None:
+        _usage["untimed"] += 1
+    else:
+        _usage["compute_s"] += elapsed
+
+
 def run(config: RunConfig, *, progress: bool = True, use_cache: bool = True) -> pd.DataFrame:
     """Metrics per round for one config, from the cache when present."""
     if use_cache and (cached := load(config)) is not None:
+        meta = json.loads((paths.cache_dir() / "runs" / f"{key(config)}.json").read_text())
+        _record(meta.get("elapsed_s"), cached=True)
         return cached
+    start = time.perf_counter()
     problem, algorithm, update, schedule = build(config)
     history = engine.run(problem, algorithm, update, schedule, rounds=config.rounds, seed=config.seed,
                          eval_every=config.eval_every, progress=progress,
                          desc=f"{config.dataset} {config.scheme} E={config.local_steps} K={config.clients_per_round}")
+    elapsed = time.perf_counter() - start
+    _record(elapsed, cached=False)
     if use_cache:
         folder = paths.cache_dir() / "runs"
         buffer = io.StringIO()
         history.to_csv(buffer, index=False)
-        atomic_write_text(folder / f"{key(config)}.json", json.dumps(dataclasses.asdict(config), indent=1))
+        meta = dataclasses.asdict(config) | {"elapsed_s": round(elapsed, 3), "device": str(problem.device)}
+        atomic_write_text(folder / f"{key(config)}.json", json.dumps(meta, indent=1))
         atomic_write_text(folder / f"{key(config)}.csv", buffer.getvalue())
     return history
 

@@ -26,46 +26,61 @@ class Batches:
         return self.index[:, s % self.index.shape[1]], self.mask
 
 
+def _uniform_subsets(limits: torch.Tensor, b: int, generator: torch.Generator) -> torch.Tensor:
+    """One uniform b-subset of range(n) per row, by the b smallest of n random keys (rows with small n)."""
+    keys = torch.rand((limits.numel(), int(limits.max())), generator=generator, device=limits.device)
+    keys.masked_fill_(torch.arange(keys.shape[1], device=limits.device) >= limits.unsqueeze(1), 2.0)
+    return keys.topk(b, dim=1, largest=False).indices
+
+
+def _redraw_repeats(rows, active, limits, generator):
+    """Redraw every repeated position of the active rows once; returns the rows still repeating."""
+    sub = rows[active].sort(dim=1).values
+    dup = torch.zeros_like(sub, dtype=torch.bool)
+    dup[:, 1:] = sub[:, 1:] == sub[:, :-1]
+    has_dup = dup.any(dim=1)
+    active, sub, dup = active[has_dup], sub[has_dup], dup[has_dup]
+    fresh = (torch.rand(sub.shape, generator=generator, dtype=torch.float64, device=rows.device)
+             * limits[active].unsqueeze(1)).long()
+    rows[active] = torch.where(dup, fresh, sub)
+    return active
+
+
 def draw_batch_positions(sizes: torch.Tensor, steps: int, batch_size: int,
                          generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor | None]:
     """For each client, ``steps`` independent uniform subsets of ``min(n_k, b)`` distinct positions.
 
     This is what ``next(iter(DataLoader(shuffle=True, batch_size=b)))`` gives per step in
-    the authors' code. Draw with replacement, then redraw repeated positions until
-    each row is distinct; the procedure is symmetric in the positions, so each subset
-    is uniform. Clients with n_k < b use their whole local set (masked).
+    the authors' code. Positions are drawn with replacement and repeats redrawn (twice at
+    most); rows still repeating are replaced by a fresh uniform subset drawn from random
+    keys. Every stage treats all positions alike, so each accepted subset is uniform.
+    Clients with n_k < b use their whole local set (masked).
     """
-    m = sizes.numel()
-    b = batch_size
-    device = sizes.device
-    n = sizes.view(m, 1, 1).to(torch.float64)
-    pos = (torch.rand((m, steps, b), generator=generator, dtype=torch.float64, device=device) * n).long()
+    m, b, device = sizes.numel(), batch_size, sizes.device
     small = sizes < b
-    mask = None
-    if bool(small.any()):
-        # Whole local set, padded with position 0 and masked out.
-        ar = torch.arange(b, device=device)
-        mask = ar.unsqueeze(0) < sizes.unsqueeze(1)
-        pos[small] = torch.where(mask[small], ar, 0).unsqueeze(1).expand(-1, steps, -1)
-        mask[~small] = True
-    rows = pos[~small].view(-1, b) if bool(small.any()) else pos.view(-1, b)
-    limits = sizes[~small].repeat_interleave(steps) if bool(small.any()) else sizes.repeat_interleave(steps)
+    full = ~small
+    limits = sizes[full].repeat_interleave(steps)
+    rows = (torch.rand((limits.numel(), b), generator=generator, dtype=torch.float64, device=device)
+            * limits.unsqueeze(1)).long()
     active = torch.arange(rows.shape[0], device=device)
-    while active.numel():
-        sub, order = rows[active].sort(dim=1)
-        dup = torch.zeros_like(sub, dtype=torch.bool)
-        dup[:, 1:] = sub[:, 1:] == sub[:, :-1]
-        has_dup = dup.any(dim=1)
-        if not bool(has_dup.any()):
+    for _ in range(2):
+        if not active.numel():
             break
-        active, sub, dup = active[has_dup], sub[has_dup], dup[has_dup]
-        fresh = (torch.rand(sub.shape, generator=generator, dtype=torch.float64, device=device)
-                 * limits[active].unsqueeze(1)).long()
-        rows[active] = torch.where(dup, fresh, sub)
-    if bool(small.any()):
-        pos[~small] = rows.view(-1, steps, b)
-    else:
-        pos = rows.view(m, steps, b)
+        active = _redraw_repeats(rows, active, limits, generator)
+    while active.numel():
+        keyed = limits[active] <= 64 * b  # cheap enough to key every position
+        if bool(keyed.any()):
+            rows[active[keyed]] = _uniform_subsets(limits[active[keyed]], b, generator)
+        active = active[~keyed]
+        if active.numel():
+            active = _redraw_repeats(rows, active, limits, generator)
+    if not bool(small.any()):
+        return rows.view(m, steps, b), None
+    pos = torch.zeros((m, steps, b), dtype=torch.long, device=device)
+    pos[full] = rows.view(-1, steps, b)
+    ar = torch.arange(b, device=device)
+    mask = (ar.unsqueeze(0) < sizes.unsqueeze(1)) | full.unsqueeze(1)
+    pos[small] = torch.where(mask[small], ar, 0).unsqueeze(1).expand(-1, steps, -1)
     return pos, mask
 
 

@@ -179,3 +179,19 @@ def test_generic_model_runs_in_the_same_loop_and_matches_oracle():
                                return_params=True)
     torch.testing.assert_close(w_fast, w_slow, rtol=1e-5, atol=1e-6)
     assert len(seen) == 4 and fast["norm"].iloc[-1] == pytest.approx(float(w_fast.norm()), rel=1e-6)
+
+
+def test_subsets_stay_uniform_when_rows_need_the_keyed_fallback():
+    """n = 12, b = 10: nearly every row still repeats after two redraws and is re-keyed;
+    every 10-subset of 12 (66 of them) must stay equally likely."""
+    pos, _ = draw_batch_positions(torch.tensor([12]), steps=6600, batch_size=10,
+                                  generator=torch.Generator().manual_seed(5))
+    rows = pos[0].sort(dim=1).values
+    assert all(len(set(r.tolist())) == 10 for r in rows)
+    missing = (torch.arange(12).view(1, 1, 12) != rows.unsqueeze(-1)).all(1)  # the two left out
+    pair = missing.nonzero()[:, 1].view(-1, 2)
+    counts = torch.bincount(pair[:, 0] * 12 + pair[:, 1], minlength=144).double()
+    counts = counts[counts > 0]
+    assert counts.numel() == 66
+    chi2 = float(((counts - 100) ** 2 / 100).sum())
+    assert chi2 < 110  # 65 degrees of freedom: P(chi2 > 110) < 0.001

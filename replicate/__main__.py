@@ -19,7 +19,7 @@ def _figures(args) -> int:
         name, sep, value = item.partition("=")
         if not sep:
             raise ReplicateError(f"--set expects NAME=VALUE, got {item!r}")
-        overrides[name] = runner._parse_value(value)
+        overrides[name] = runner.parse_value(value)
     return 1 if runner.run(args.names, args.profile, overrides, log_output=args.verbose) else 0
 
 

@@ -69,7 +69,8 @@ def resolve(names: list[str], available: list[FigureNotebook] | None = None) -> 
     return chosen
 
 
-def _parse_value(text: str):
+def parse_value(text: str):
+    """A --set value: JSON when it parses (numbers, null, lists), else the plain string."""
     try:
         return json.loads(text)
     except json.JSONDecodeError:

@@ -6,5 +6,6 @@ train, with which aggregation weights and learning-rate scales) and
 """
 from .base import RoundPlan
 from .fedavg import SCHEMES, FedAvg
+from .local_update import LocalUpdate
 
-__all__ = ["RoundPlan", "FedAvg", "SCHEMES"]
+__all__ = ["RoundPlan", "FedAvg", "LocalUpdate", "SCHEMES"]

@@ -12,6 +12,7 @@ import torch
 
 from . import rng
 from .data.federated import FederatedDataset
+from .errors import ReplicateError
 from .models import Model
 
 
@@ -148,43 +149,64 @@ class SampleProblem:
 
 
 class QuadraticFederatedProblem:
-    """Deterministic quadratic clients F_k(w) = ½wᵀA_k w − b_kᵀw + (μ/2)‖w‖², full gradients."""
+    """Deterministic quadratic clients with full gradients ∇F_k(w) = H_k w − r_k.
 
-    def __init__(self, problem, device=None):
-        self.problem = problem
+    Serves Li et al.'s counterexample (H_k = A_k + μI, r_k = b_k, see ``li2020``) and the
+    quadratic models of Charles & Konečný. Metrics: the global objective
+    F(w) = Σ_k p_k (½wᵀH_k w − r_kᵀw) and the distance to its minimiser w*; with
+    ``record_iterates`` also every coordinate, so a run's history holds its iterates.
+    """
+
+    def __init__(self, hessians: torch.Tensor, linear: torch.Tensor, weights: torch.Tensor | None = None,
+                 x0: torch.Tensor | None = None, record_iterates: bool = False, device=None):
         self.device = torch.device(device or "cpu")
-        self.A = problem.A.to(self.device)
-        self.b = problem.b.to(self.device)
-        self.mu = float(problem.mu)
-        self.dtype = self.A.dtype
-        self.w_star = problem.optimum().to(self.device)
-        self.f_star = float(problem.objective(self.w_star))
+        self.H = torch.as_tensor(hessians).to(self.device)
+        self.r = torch.as_tensor(linear).to(self.device, self.H.dtype)
+        self.dtype = self.H.dtype
+        n, d = self.r.shape
+        self.p = (torch.full((n,), 1.0 / n, dtype=torch.float64) if weights is None
+                  else torch.as_tensor(weights, dtype=torch.float64))
+        self.x0 = torch.zeros(d, dtype=self.dtype) if x0 is None else torch.as_tensor(x0, dtype=self.dtype)
+        self.record_iterates = record_iterates
+        p = self.p.to(self.device, self.dtype)
+        self.w_star = torch.linalg.solve(torch.einsum("k,kij->ij", p, self.H), p @ self.r)
+
+    @classmethod
+    def li2020(cls, problem, device=None) -> "QuadraticFederatedProblem":
+        """Li et al. App. C: F_k(w) = ½wᵀA_k w − b_kᵀw + (μ/2)‖w‖², p_k = 1/N, w0 = 0."""
+        eye = torch.eye(problem.A.shape[-1], dtype=problem.A.dtype)
+        return cls(problem.A + problem.mu * eye, problem.b, device=device)
 
     @property
     def num_clients(self) -> int:
-        return self.A.shape[0]
+        return self.r.shape[0]
 
     def weights(self) -> torch.Tensor:
-        return torch.full((self.num_clients,), 1.0 / self.num_clients, dtype=torch.float64)
+        return self.p
 
     def init(self, seed: int) -> torch.Tensor:
-        return torch.zeros(self.A.shape[-1], dtype=self.dtype, device=self.device)  # w0 = 0 (App. C)
+        return self.x0.clone().to(self.device)
 
     def draw_batches(self, clients, steps, batch_size, generator):
+        if batch_size is not None:
+            raise ReplicateError("quadratic clients take full gradients: use batch_size=None")
         return None
 
     def grad(self, flat, clients, batch):
         if clients is not getattr(self, "_clients", None):  # gather once per round, not per step
-            self._clients, self._A, self._b = clients, self.A[clients], self.b[clients]
-        A, b = self._A, self._b
-        Aw = torch.bmm(A, flat.unsqueeze(-1)).squeeze(-1)
-        return Aw.sub_(b).add_(flat, alpha=self.mu)
+            self._clients, self._H, self._r = clients, self.H[clients], self.r[clients]
+        return torch.bmm(self._H, flat.unsqueeze(-1)).squeeze(-1).sub_(self._r)
 
     def client_loss(self, flat, client, rows):
-        A, b = self.A[client], self.b[client]
-        return 0.5 * flat @ A @ flat - b @ flat + 0.5 * self.mu * flat @ flat
+        return 0.5 * flat @ self.H[client] @ flat - self.r[client] @ flat
+
+    def objective(self, flat: torch.Tensor) -> torch.Tensor:
+        return self.p.to(flat.dtype) @ (0.5 * torch.einsum("i,kij,j->k", flat, self.H, flat) - self.r @ flat)
 
     @torch.no_grad()
     def evaluate(self, flat):
-        return {"objective": float(self.problem.objective(flat)),
-                "distance": float(torch.linalg.vector_norm(flat - self.w_star))}
+        out = {"objective": float(self.objective(flat)),
+               "distance": float(torch.linalg.vector_norm(flat - self.w_star))}
+        if self.record_iterates:
+            out |= {f"x{i}": float(v) for i, v in enumerate(flat)}
+        return out

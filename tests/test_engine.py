@@ -32,14 +32,17 @@ def test_vectorized_engine_equals_sequential_oracle(scheme):
 
 @pytest.mark.parametrize("scheme", ["full", "scheme1"])
 def test_quadratic_engine_equals_oracle_and_closed_form(scheme):
-    problem = QuadraticFederatedProblem(li2020_counterexample())
+    problem = QuadraticFederatedProblem.li2020(li2020_counterexample())
     update = ClientUpdate(steps=3)
     _, fast = run(problem, FedAvg(scheme, 3), update, LRSchedule("constant", 0.4), rounds=5, return_params=True)
     _, slow = run_sequential(problem, FedAvg(scheme, 3), update, LRSchedule("constant", 0.4), rounds=5,
                              return_params=True)
     torch.testing.assert_close(fast, slow)
+    q = li2020_counterexample()  # same objective and optimum as the paper's F
+    w = torch.linspace(-1, 1, q.A.shape[-1], dtype=torch.float64)
+    assert float(problem.objective(w)) == pytest.approx(float(q.objective(w)), rel=1e-12)
+    torch.testing.assert_close(problem.w_star, q.optimum().to(torch.float64))
     if scheme == "full":  # one round by hand: average of 3 plain GD steps per device
-        q = li2020_counterexample()
         w = torch.zeros(q.A.shape[-1], dtype=torch.float64)
         locals_ = []
         for k in range(5):

@@ -32,7 +32,7 @@ def test_fedavg_is_local_update_with_ones_and_eta_equal_gamma(prox_mu):
 
 
 def test_fedavg_is_local_update_on_the_quadratic_in_float64():
-    problem = QuadraticFederatedProblem(li2020_counterexample())
+    problem = QuadraticFederatedProblem.li2020(li2020_counterexample())
     update, schedule = ClientUpdate(steps=5), LRSchedule("constant", 0.4)
     _, fedavg = run(problem, FedAvg("full"), update, schedule, rounds=6, return_params=True)
     _, ours = run(problem, LocalUpdate(server_lr=0.4, a=(1.0,) * 5), update, schedule, rounds=6, return_params=True)
@@ -82,11 +82,12 @@ def test_engine_matches_the_theory_reference(a, alpha, server):
 
 def test_message_is_sum_of_gradients_not_model_delta():
     # Appendix A: with tiny γ the server still moves by η Σ_k g_k ≈ η K ∇f(x)
-    problem = QuadraticFederatedProblem(li2020_counterexample())
+    quadratic = li2020_counterexample()
+    problem = QuadraticFederatedProblem.li2020(quadratic)
     x0 = problem.init(0)
     _, x1 = run(problem, LocalUpdate(server_lr=0.1), ClientUpdate(steps=3), LRSchedule("constant", 1e-9),
                 rounds=1, return_params=True)
-    grad = problem.weights().to(x0.dtype) @ problem.problem.grad_clients(x0.expand(problem.num_clients, -1))
+    grad = problem.weights().to(x0.dtype) @ quadratic.grad_clients(x0.expand(problem.num_clients, -1))
     torch.testing.assert_close(x1, x0 - 0.1 * 3 * grad, rtol=0, atol=1e-9)  # O(γ) local drift
     assert (x1 - x0).norm() > 1e-2
 

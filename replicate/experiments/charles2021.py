@@ -25,6 +25,7 @@ from .. import theory as th
 from ..algorithms.local_update import LocalUpdate
 from ..claims import PROFILES, check
 from ..engine import ClientUpdate, run
+from ..problems import QuadraticFederatedProblem
 from ..errors import ReplicateError
 from ..schedules import LRSchedule
 from ..theory import classic
@@ -98,49 +99,12 @@ def _intercept(condition):
 
 # ----------------------------------------------------------------------------- runs through the engine
 
-class EngineQuadratic:
-    """A :class:`replicate.theory.QuadraticProblem` in the engine's problem protocol.
-
-    Full-batch client gradients A_c x − E[A_z c_z]; client weights P; the start x0 is
-    fixed; ``evaluate`` reports the coordinates, so the engine's history holds the iterates.
-    """
-
-    def __init__(self, problem: "th.QuadraticProblem", x0):
-        self.problem = problem
-        self.x0 = torch.as_tensor(np.asarray(x0), dtype=th.reference.DTYPE)
-        self.dtype = self.x0.dtype
-        self._clients = None
-
-    def weights(self) -> torch.Tensor:
-        return self.problem.weights
-
-    def init(self, seed: int) -> torch.Tensor:
-        return self.x0.clone()
-
-    def draw_batches(self, clients, steps, batch_size, generator):
-        if batch_size is not None:
-            raise ReplicateError("EngineQuadratic runs full client batches only (batch_size=None)")
-        return None
-
-    def grad(self, flat, clients, batch):
-        if clients is not self._clients:  # gather once per round, not per local step
-            self._clients = clients
-            self._A, self._r = self.problem.hessians[clients], self.problem.linear[clients]
-        return torch.bmm(self._A, flat.unsqueeze(-1)).squeeze(-1) - self._r
-
-    def client_loss(self, flat, client, rows):
-        diff = flat - self.problem.optima[client]
-        return 0.5 * diff @ self.problem.hessians[client] @ diff
-
-    def evaluate(self, flat) -> dict:
-        return {f"x{i}": float(v) for i, v in enumerate(flat)}
-
-
 def run_local_update(problem, x0, a, gamma: float, server: "th.ServerOpt", rounds: int, alpha: float = 0.0):
     """Deterministic LocalUpdate through ``replicate.engine``; returns the iterates x_0..x_T, (T+1, d)."""
     algorithm = LocalUpdate(server_lr=server.lr, a=tuple(float(v) for v in a), momentum=server.momentum,
                             nesterov=server.nesterov)
-    engine_problem = EngineQuadratic(problem, x0)
+    engine_problem = QuadraticFederatedProblem(problem.hessians, problem.linear, problem.weights,
+                                               x0=torch.as_tensor(np.asarray(x0)), record_iterates=True)
     history = run(engine_problem, algorithm, ClientUpdate(steps=len(a), prox_mu=alpha),
                   LRSchedule("constant", gamma), rounds=rounds)
     return torch.tensor(history[[f"x{i}" for i in range(problem.dim)]].to_numpy())

@@ -75,7 +75,7 @@ def build(config: RunConfig, device=None):
     if config.dataset == "quadratic":
         from ..data.quadratic import li2020_counterexample
 
-        problem = problems.QuadraticFederatedProblem(li2020_counterexample(), device=device)
+        problem = problems.QuadraticFederatedProblem.li2020(li2020_counterexample(), device=device)
     else:
         ds = dataset(config.dataset, config.data_seed, config.num_clients)
         model = models.build(config.model, ds.num_features, ds.num_classes)

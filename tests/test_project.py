@@ -63,3 +63,9 @@ def test_notebook_is_thin_and_parameterized(path):
     assert nb["cells"][0]["cell_type"] == "markdown"
     paper, _, figure = path.stem.partition("_")
     assert nb["metadata"].get("replicate", {}).get("figure", figure) == figure
+
+
+def test_readme_lists_every_figure_notebook():
+    readme = (paths.REPO / "README.md").read_text()
+    missing = [p.name for p in NOTEBOOKS if f"notebooks/{p.name}" not in readme]
+    assert not missing, f"add these notebooks to the README's figures table: {missing}"

@@ -18,13 +18,16 @@ from .models import Model
 
 @dataclass(frozen=True)
 class Batches:
-    """A round's mini-batches: ``index[j, s]`` are the rows client j uses at step s."""
+    """A round's mini-batches: ``index[s, j]`` are the rows client j uses at step s.
 
-    index: torch.Tensor  # (m, S, b) rows into the flat training split
+    Steps lead so that each step's (m, b) index is one contiguous block.
+    """
+
+    index: torch.Tensor  # (S, m, b) rows into the flat training split
     mask: torch.Tensor | None  # (m, b) True for real samples; None when every client has >= b
 
     def step(self, s: int):
-        return self.index[:, s % self.index.shape[1]], self.mask
+        return self.index[s % self.index.shape[0]], self.mask
 
 
 def _uniform_subsets(limits: torch.Tensor, b: int, generator: torch.Generator) -> torch.Tensor:
@@ -123,7 +126,8 @@ class SampleProblem:
             mask = None if bool(mask.all()) else mask
         else:
             pos, mask = draw_batch_positions(sizes, steps, batch_size, generator)
-        return Batches(pos + self.train.offsets[clients].view(-1, 1, 1), mask)
+        rows = pos + self.train.offsets[clients].view(-1, 1, 1)
+        return Batches(rows.transpose(0, 1).contiguous(), mask)
 
     def grad(self, flat: torch.Tensor, clients: torch.Tensor, batch):
         index, mask = batch

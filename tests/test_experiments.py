@@ -62,3 +62,15 @@ def test_theorem5_bound_grid():
     frame = li2020.theorem5(li2020.Fig2Config(theorem5_lrs=(0.01,), theorem5_steps=(2, 5)))
     assert len(frame) == 2 and (frame.y >= frame.bound).all()
     assert (frame.bound > 0).all()
+
+
+def test_stopped_runs_end_at_the_target_and_are_cached_apart():
+    synthetic = RunConfig(dataset="synthetic(1,1)", num_clients=10, clients_per_round=3, local_steps=5,
+                          batch_size=8, rounds=40)
+    full = cache.run(synthetic, progress=False)
+    goal = float(full["train_loss"].iloc[8])
+    stopped = cache.run(synthetic, stop_loss=goal, progress=False)
+    first = int((full["train_loss"] <= goal).idxmax())
+    assert len(stopped) == first + 1 and stopped["train_loss"].iloc[-1] <= goal
+    assert cache.load(synthetic, stop_loss=goal) is not None and cache.load(synthetic, stop_loss=goal / 2) is None
+    assert len(cache.load(synthetic)) == synthetic.rounds + 1  # the full run is untouched

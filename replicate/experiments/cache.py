@@ -44,8 +44,15 @@ def key(config: RunConfig) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
 
-def load(config: RunConfig) -> pd.DataFrame | None:
-    path = paths.cache_dir() / "runs" / f"{key(config)}.csv"
+def _file(config: RunConfig, stop_loss: float | None, suffix: str):
+    """``runs/<key>.csv|json``, or ``to_target/<key>_to_<loss>.csv|json`` for stopped runs."""
+    if stop_loss is None:
+        return paths.cache_dir() / "runs" / f"{key(config)}{suffix}"
+    return paths.cache_dir() / "to_target" / f"{key(config)}_to_{stop_loss:g}{suffix}"
+
+
+def load(config: RunConfig, stop_loss: float | None = None) -> pd.DataFrame | None:
+    path = _file(config, stop_loss, ".csv")
     return pd.read_csv(path) if path.exists() else None
 
 
@@ -58,26 +65,32 @@ def _record(elapsed: float | None, cached: bool) -> None:
         _usage["compute_s"] += elapsed
 
 
-def run(config: RunConfig, *, progress: bool = True, use_cache: bool = True) -> pd.DataFrame:
-    """Metrics per round for one config, from the cache when present."""
-    if use_cache and (cached := load(config)) is not None:
-        meta = json.loads((paths.cache_dir() / "runs" / f"{key(config)}.json").read_text())
-        _record(meta.get("elapsed_s"), cached=True)
+def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = True,
+        use_cache: bool = True) -> pd.DataFrame:
+    """Metrics per round for one config, from the cache when present.
+
+    With ``stop_loss`` the run ends at the first evaluated round whose global training loss
+    is at most that value (rounds-to-target sweeps); such runs are cached separately.
+    """
+    if use_cache and (cached := load(config, stop_loss)) is not None:
+        _record(json.loads(_file(config, stop_loss, ".json").read_text()).get("elapsed_s"), cached=True)
         return cached
     start = time.perf_counter()
     problem, algorithm, update, schedule = build(config)
     history = engine.run(problem, algorithm, update, schedule, rounds=config.rounds, seed=config.seed,
                          eval_every=config.eval_every, progress=progress,
+                         stop=None if stop_loss is None else (lambda row: row["train_loss"] <= stop_loss),
                          desc=f"{config.dataset} {config.scheme} E={config.local_steps} K={config.clients_per_round}")
     elapsed = time.perf_counter() - start
     _record(elapsed, cached=False)
     if use_cache:
-        folder = paths.cache_dir() / "runs"
         buffer = io.StringIO()
         history.to_csv(buffer, index=False)
         meta = dataclasses.asdict(config) | {"elapsed_s": round(elapsed, 3), "device": str(problem.device)}
-        atomic_write_text(folder / f"{key(config)}.json", json.dumps(meta, indent=1))
-        atomic_write_text(folder / f"{key(config)}.csv", buffer.getvalue())
+        if stop_loss is not None:
+            meta["target"] = stop_loss
+        atomic_write_text(_file(config, stop_loss, ".json"), json.dumps(meta, indent=1))
+        atomic_write_text(_file(config, stop_loss, ".csv"), buffer.getvalue())
     return history
 
 

@@ -13,7 +13,7 @@ import math
 
 import torch
 import torch.nn.functional as F
-from torch.func import functional_call, grad_and_value, vmap
+from torch.func import grad_and_value, vmap
 
 from .errors import ReplicateError
 
@@ -90,6 +90,11 @@ class LogisticRegression(Model):
     def forward(self, params, x):
         return x @ params["weight"] + params["bias"]
 
+    def predict(self, flat, x):
+        """Logits of one model for all rows of ``x``, with W held as (C, d) in memory (see ``grad``)."""
+        params = self.unflatten(flat)
+        return x @ params["weight"].t().contiguous().t() + params["bias"]
+
     def prepare(self, x: torch.Tensor, y: torch.Tensor, num_classes: int):
         """Training arrays in the form ``grad`` wants: x with a ones column (so the flat
         parameters view as one (d+1, C) matrix) and one-hot targets."""
@@ -101,14 +106,18 @@ class LogisticRegression(Model):
              mask: torch.Tensor | None = None) -> torch.Tensor:
         """Stacked mean cross-entropy gradients (K, P) on prepared batches (K, b, d+1)."""
         k = flat.shape[0]
-        w = flat.view(k, self.d + 1, self.c)
-        g = torch.softmax(torch.bmm(x_aug, w), dim=-1).sub_(onehot)  # dCE/dlogits
+        # Both products run with the narrow class dimension leading, (K, C, d+1): CPU batched
+        # GEMM is 2-4x faster in that layout for d = 785, C = 10 than with C trailing, and the
+        # two small transposes of the parameters and the gradient cost far less than they save.
+        w_t = flat.view(k, self.d + 1, self.c).transpose(1, 2).contiguous()
+        g = torch.softmax(torch.bmm(x_aug, w_t.transpose(1, 2)), dim=-1).sub_(onehot)  # dCE/dlogits
         if mask is None:
             g.div_(x_aug.shape[1])
         else:
             m = mask.to(g.dtype)
             g.mul_((m / m.sum(1, keepdim=True)).unsqueeze(-1))
-        return torch.bmm(x_aug.transpose(1, 2), g).view(k, -1)
+        g_t = torch.bmm(g.transpose(1, 2).contiguous(), x_aug)
+        return g_t.transpose(1, 2).reshape(k, -1)
 
     def loss_and_grad(self, flat, x, y, mask=None):
         x_aug, onehot = self.prepare(x.reshape(-1, x.shape[-1]), y.reshape(-1), self.c)

@@ -6,32 +6,18 @@ per figure or table. Settings follow ``shared/specs/li2020-fedavg-noniid-and-fed
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
 
-from .. import plotting
+from .. import plotting  # noqa: F401  (applies the project's plot style)
 from ..claims import check
 from ..errors import ReplicateError
 from . import cache
 from .config import RunConfig, dataset
-
-PROFILES = ("smoke", "paper")
-
-
-def _profile(cls, profile: str, overrides: dict):
-    if profile not in PROFILES:
-        raise ReplicateError(f"profile must be 'smoke' or 'paper', got {profile!r}")
-    base = cls() if profile == "paper" else cls.smoke()
-    unknown = sorted(set(overrides) - {f.name for f in dataclasses.fields(cls)})
-    if unknown:
-        raise ReplicateError(f"{cls.__name__} has no parameter(s) {unknown}; "
-                             f"valid: {', '.join(f.name for f in dataclasses.fields(cls))}")
-    return dataclasses.replace(base, **overrides)
-
+from .config import for_profile as _profile
 
 # --------------------------------------------------------------------------- Table 2
 

@@ -32,7 +32,7 @@ def _bench(args) -> int:
     print(text)
     if args.record:
         path = paths.REPO / "BENCHMARKS.md"
-        from .claims import atomic_write_text
+        from .fileio import atomic_write_text
 
         atomic_write_text(path, "# Benchmarks\n\n`python -m replicate bench --record` — "
                           "vectorized engine vs sequential oracle, same run, same plans and batches.\n\n"

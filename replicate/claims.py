@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from . import paths, plotting
+from .fileio import atomic_write_text
 from .errors import ReplicateError
 
 PAPERS = ("li2020", "fedprox2020", "charles2021", "khanduri2021", "notes")
@@ -39,20 +39,6 @@ class Claim:
 
 def check(claim: str, passed, result: str, deviations=()) -> Claim:
     return Claim(claim=claim, passed=bool(passed), result=result, deviations=tuple(deviations))
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temporary file in the same folder and rename: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def output_dir(out_dir: str | os.PathLike | None) -> Path:

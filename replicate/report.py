@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from . import paths
-from .claims import atomic_write_text
+from .fileio import atomic_write_text
 
 PAPER_TITLES = {
     "li2020": "Li et al. 2020 — On the Convergence of FedAvg on Non-IID Data",

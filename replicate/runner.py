@@ -19,7 +19,8 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from . import paths
-from .claims import PROFILES, atomic_write_text
+from .claims import PROFILES
+from .fileio import atomic_write_text
 from .errors import ReplicateError
 
 

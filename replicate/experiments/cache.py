@@ -17,7 +17,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from .. import claims, engine, paths
-from ..claims import atomic_write_text
+from ..fileio import atomic_write_text
 from .config import RunConfig, build
 
 VERSION = 1

@@ -1,0 +1,8 @@
+"""replicate: notebook-first, reproducible replications of federated-optimization papers.
+
+Layers, with imports pointing one way: ``data`` → ``models`` → ``problems`` →
+``algorithms`` → ``engine`` → ``experiments`` → notebooks; ``plotting``, ``claims``
+and ``report`` read results. Importing the package loads no data and no torchvision.
+"""
+
+__version__ = "0.1.0"

@@ -36,7 +36,7 @@ def _bench(args) -> int:
 
         atomic_write_text(path, "# Benchmarks\n\n`python -m replicate bench --record` — "
                           "vectorized engine vs sequential oracle, same run, same plans and batches.\n\n"
-                          f"Workload: {bench.__doc__.split('Workload (issue #2): ')[1].split('Both')[0].strip()}\n\n"
+                          f"{bench.__doc__.split(chr(10), 2)[2].strip()}\n\n"
                           f"Machine: {bench.describe_machine(args.device)}\n\n{text}\n")
         print(f"recorded in {path}")
     return 0

@@ -51,13 +51,21 @@ def clip_(g: torch.Tensor, max_norm: float) -> torch.Tensor:
 
 
 def local_update(problem, global_flat, plan, update: ClientUpdate, lr: float, batches,
-                 coefficients: torch.Tensor | None = None):
+                 coefficients: torch.Tensor | None = None, fused: bool = True):
     """Run ``update.steps`` local steps for all clients of ``plan`` at once.
 
     Returns the final local models ``(m, P)`` and, when ``coefficients`` (a_s) are
     given, the message Σ_s a_s g_s each client would send (Charles & Konečný 2021).
+    With ``fused`` (and no message to collect) a problem's own solver (``local_sgd``,
+    e.g. the linear model's, which keeps its parameters in a faster layout across steps)
+    replaces the generic step below; ``fused=False`` forces the generic step.
     """
     clients = plan.clients.to(global_flat.device)
+    if fused and coefficients is None and hasattr(problem, "local_sgd"):
+        rates = lr if plan.lr_scale is None else lr * plan.lr_scale
+        w = problem.local_sgd(global_flat, clients, update, rates, batches)
+        if w is not None:
+            return w, None
     m = clients.numel()
     w = global_flat.unsqueeze(0).repeat(m, 1)
     step_lr = None

@@ -30,8 +30,11 @@ class Batches:
         return self.index[s % self.index.shape[0]], self.mask
 
 
+KEYED_BELOW = 4  # clients with n_k <= KEYED_BELOW * b draw subsets by random keys
+
+
 def _uniform_subsets(limits: torch.Tensor, b: int, generator: torch.Generator) -> torch.Tensor:
-    """One uniform b-subset of range(n) per row, by the b smallest of n random keys (rows with small n)."""
+    """One uniform b-subset of range(n) per row: the b smallest of n random keys (for small n)."""
     keys = torch.rand((limits.numel(), int(limits.max())), generator=generator, device=limits.device)
     keys.masked_fill_(torch.arange(keys.shape[1], device=limits.device) >= limits.unsqueeze(1), 2.0)
     return keys.topk(b, dim=1, largest=False).indices
@@ -55,35 +58,31 @@ def draw_batch_positions(sizes: torch.Tensor, steps: int, batch_size: int,
     """For each client, ``steps`` independent uniform subsets of ``min(n_k, b)`` distinct positions.
 
     This is what ``next(iter(DataLoader(shuffle=True, batch_size=b)))`` gives per step in
-    the authors' code. Positions are drawn with replacement and repeats redrawn (twice at
-    most); rows still repeating are replaced by a fresh uniform subset drawn from random
-    keys. Every stage treats all positions alike, so each accepted subset is uniform.
-    Clients with n_k < b use their whole local set (masked).
+    the authors' code. Clients with n_k > 4b draw b positions with replacement and redraw
+    repeated ones until none repeat (each redraw repeats with probability below 1/4, so a
+    few passes over ever fewer rows suffice); clients with b ≤ n_k ≤ 4b take the b
+    smallest of n_k random keys. Both procedures commute with relabelling the positions,
+    so each subset is uniform. Clients with n_k < b use their whole local set (masked).
     """
     m, b, device = sizes.numel(), batch_size, sizes.device
+    pos = torch.empty((m, steps, b), dtype=torch.long, device=device)
     small = sizes < b
-    full = ~small
-    limits = sizes[full].repeat_interleave(steps)
-    rows = (torch.rand((limits.numel(), b), generator=generator, dtype=torch.float64, device=device)
-            * limits.unsqueeze(1)).long()
-    active = torch.arange(rows.shape[0], device=device)
-    for _ in range(2):
-        if not active.numel():
-            break
-        active = _redraw_repeats(rows, active, limits, generator)
-    while active.numel():
-        keyed = limits[active] <= 64 * b  # cheap enough to key every position
-        if bool(keyed.any()):
-            rows[active[keyed]] = _uniform_subsets(limits[active[keyed]], b, generator)
-        active = active[~keyed]
-        if active.numel():
+    keyed = ~small & (sizes <= KEYED_BELOW * b)
+    redrawn = sizes > KEYED_BELOW * b
+    if bool(redrawn.any()):
+        limits = sizes[redrawn].repeat_interleave(steps)
+        rows = (torch.rand((limits.numel(), b), generator=generator, dtype=torch.float64, device=device)
+                * limits.unsqueeze(1)).long()
+        active = torch.arange(rows.shape[0], device=device)
+        while active.numel():
             active = _redraw_repeats(rows, active, limits, generator)
+        pos[redrawn] = rows.view(-1, steps, b)
+    if bool(keyed.any()):
+        pos[keyed] = _uniform_subsets(sizes[keyed].repeat_interleave(steps), b, generator).view(-1, steps, b)
     if not bool(small.any()):
-        return rows.view(m, steps, b), None
-    pos = torch.zeros((m, steps, b), dtype=torch.long, device=device)
-    pos[full] = rows.view(-1, steps, b)
+        return pos, None
     ar = torch.arange(b, device=device)
-    mask = (ar.unsqueeze(0) < sizes.unsqueeze(1)) | full.unsqueeze(1)
+    mask = (ar.unsqueeze(0) < sizes.unsqueeze(1)) | ~small.unsqueeze(1)
     pos[small] = torch.where(mask[small], ar, 0).unsqueeze(1).expand(-1, steps, -1)
     return pos, mask
 
@@ -102,6 +101,9 @@ class SampleProblem:
         self.x = self.train.x.reshape(self.train.x.shape[0], -1)
         self.y = self.train.y
         self.x_prepared, self.y_prepared = model.prepare(self.x, self.y, dataset.num_classes)
+        bound = getattr(model, "grad_norm_bound", None)
+        self.grad_bound = bound(self.x_prepared) if bound is not None and self.x.shape[0] else None
+        self.row_norms = torch.linalg.vector_norm(self.x_prepared, dim=1) if self.x.shape[0] else None
         test = self.dataset.test
         self.test = None if test is None else (test.x.reshape(test.x.shape[0], -1), test.y)
 
@@ -135,6 +137,31 @@ class SampleProblem:
         x = self.x_prepared.index_select(0, rows).view(*index.shape, *self.x_prepared.shape[1:])
         y = self.y_prepared.index_select(0, rows).view(*index.shape, *self.y_prepared.shape[1:])
         return self.model.grad(flat, x, y, mask)
+
+    def local_sgd(self, global_flat: torch.Tensor, clients: torch.Tensor, update, lr, batches):
+        """All clients' local SGD through the model's fused solver, or None if it has none.
+
+        Clipping is dropped when the model proves it can never act on this data (every
+        mini-batch gradient's norm is below ``update.clip_norm``): a no-op then either way.
+        Otherwise the solver gets each sample's ‖x_i‖ to bound the norm step by step.
+        """
+        sgd = getattr(self.model, "sgd", None)
+        if sgd is None or batches is None:
+            return None
+        clip = update.clip_norm
+        if clip is not None and self.grad_bound is not None and self.grad_bound * (1 + 1e-4) + 1e-6 < clip:
+            clip = None
+
+        def batch(s):
+            index, mask = batches.step(s)
+            rows = index.reshape(-1)
+            x = self.x_prepared.index_select(0, rows).view(*index.shape, -1)
+            y = self.y_prepared.index_select(0, rows).view(*index.shape, -1)
+            norms = None if clip is None else self.row_norms.index_select(0, rows).view(index.shape)
+            return x, y, mask, norms
+
+        start = global_flat.unsqueeze(0).expand(clients.numel(), -1)
+        return sgd(start, batch, update.steps, lr, update.weight_decay, clip, update.prox_mu)
 
     def client_loss(self, flat: torch.Tensor, client: int, rows: torch.Tensor) -> torch.Tensor:
         """Mean loss of one client on the given rows (the oracle's scalar objective)."""

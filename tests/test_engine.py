@@ -5,7 +5,7 @@ import torch
 from replicate import rng
 from replicate.algorithms import FedAvg
 from replicate.data.quadratic import li2020_counterexample
-from replicate.engine import ClientUpdate, run
+from replicate.engine import ClientUpdate, local_update, run
 from replicate.errors import ReplicateError
 from replicate.models import LogisticRegression, Model
 from replicate.oracle import run_sequential
@@ -52,6 +52,36 @@ def test_quadratic_engine_equals_oracle_and_closed_form(scheme):
             locals_.append(v)
         _, one = run(problem, FedAvg("full"), update, LRSchedule("constant", 0.4), rounds=1, return_params=True)
         torch.testing.assert_close(one, torch.stack(locals_).mean(0))
+
+
+@pytest.mark.parametrize("scheme", ["transformed2", "original"])
+@pytest.mark.parametrize("clip_norm", [0.3, 1e3, None])
+def test_fused_linear_solver_equals_the_generic_step(scheme, clip_norm):
+    """The linear model's fused solver (class-major layout, one baddbmm per step, clipping
+    dropped when provably inactive) against the generic per-step gradient path."""
+    problem = SampleProblem(toy_dataset(small_clients=3), LogisticRegression(5, 3))
+    assert problem.grad_bound < 1e3  # clip_norm = 1e3 takes the no-clipping branch
+    plan = FedAvg(scheme, clients_per_round=6).plan(problem.weights(), 1, 2)
+    flat = problem.init(4)
+    for update in (ClientUpdate(steps=9, batch_size=8, weight_decay=1e-2, clip_norm=clip_norm),
+                   ClientUpdate(steps=5, batch_size=8, clip_norm=clip_norm, prox_mu=0.5),
+                   ClientUpdate(steps=3, batch_size=None, weight_decay=1e-3, clip_norm=clip_norm)):
+        batches = problem.draw_batches(plan.clients, update.steps, update.batch_size, torch.Generator().manual_seed(2))
+        fused, _ = local_update(problem, flat, plan, update, 0.7, batches)
+        generic, _ = local_update(problem, flat, plan, update, 0.7, batches, fused=False)
+        torch.testing.assert_close(fused, generic, rtol=1e-5, atol=1e-6)
+        assert (fused - flat).abs().max() > 0.05  # the clients really moved
+
+
+def test_gradient_norm_bound_holds_on_random_batches():
+    problem = SampleProblem(toy_dataset(small_clients=2), LogisticRegression(5, 3))
+    flat = torch.randn(12, problem.model.num_params, generator=torch.Generator().manual_seed(0)) * 3
+    clients = torch.arange(12)
+    batches = problem.draw_batches(clients, 50, 4, torch.Generator().manual_seed(1))
+    norms = torch.stack([torch.linalg.vector_norm(problem.grad(flat, clients, batches.step(s)), dim=1)
+                         for s in range(50)])
+    assert float(norms.max()) <= problem.grad_bound
+    assert float(norms.max()) > 0.2 * problem.grad_bound  # a bound, but not a vacuous one
 
 
 def test_logistic_closed_form_gradient_matches_autograd():
@@ -185,8 +215,8 @@ def test_generic_model_runs_in_the_same_loop_and_matches_oracle():
 
 
 def test_subsets_stay_uniform_when_rows_need_the_keyed_fallback():
-    """n = 12, b = 10: nearly every row still repeats after two redraws and is re-keyed;
-    every 10-subset of 12 (66 of them) must stay equally likely."""
+    """n = 12, b = 10 (n <= 4b: subsets come from random keys): every 10-subset of 12
+    (66 of them) must be equally likely."""
     pos, _ = draw_batch_positions(torch.tensor([12]), steps=6600, batch_size=10,
                                   generator=torch.Generator().manual_seed(5))
     rows = pos[0].sort(dim=1).values
@@ -198,3 +228,21 @@ def test_subsets_stay_uniform_when_rows_need_the_keyed_fallback():
     assert counts.numel() == 66
     chi2 = float(((counts - 100) ** 2 / 100).sum())
     assert chi2 < 110  # 65 degrees of freedom: P(chi2 > 110) < 0.001
+
+
+def test_subsets_stay_uniform_when_repeats_are_redrawn():
+    """n = 50, b = 10 (n > 4b: draws with replacement, repeats redrawn until none are left).
+    Single positions and pairs of positions must appear equally often (within chance)."""
+    steps, n, b = 20000, 50, 10
+    pos, _ = draw_batch_positions(torch.tensor([n]), steps=steps, batch_size=b,
+                                  generator=torch.Generator().manual_seed(7))
+    rows = pos[0]
+    assert int(rows.sort(dim=1).values.diff(dim=1).min()) > 0  # distinct within every step
+    singles = torch.bincount(rows.flatten(), minlength=n).double()
+    expected = steps * b / n
+    assert float(((singles - expected) ** 2 / expected).sum()) < 95  # 49 dof: P(chi2 > 95) < 1e-4
+    hit = torch.zeros(steps, n).scatter_(1, rows, 1.0)
+    pairs = (hit.T @ hit)[torch.triu_indices(n, n, 1).unbind()]  # co-occurrence of i < j
+    expected = steps * b * (b - 1) / (n * (n - 1))
+    chi2 = float(((pairs - expected) ** 2 / expected).sum())
+    assert chi2 < 1224 + 5 * (2 * 1224) ** 0.5  # 1224 dof, about +5 sd

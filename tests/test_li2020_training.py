@@ -154,12 +154,15 @@ def test_figure_configs_follow_the_paper():
     assert (run.scheme, run.clients_per_round, run.local_steps, run.batch_size, run.lr) == ("scheme1", 30, 200, 24, 0.1)
     assert fig1a.run_config("mnist_balanced", 5, 0).clients_per_round == 30
     run = fig1a.run_config("mnist_unbalanced", 5, 0)
-    assert (run.clients_per_round, run.local_steps, run.batch_size) == (10, 50, 64)  # K reduced: a listed deviation
-    assert any("K = 10 instead of 30" in d for d in fig1a.deviations)
+    assert (run.clients_per_round, run.local_steps, run.batch_size) == (30, 50, 64)
+    for dataset, (grid, _) in exp.FIG1A_PAPER.items():  # the paper's E grids, up to 400 on mnist unbalanced
+        assert {e for (c, _) in fig1a.jobs() if c.dataset == dataset for e in [c.local_steps // 10]} == set(grid)
+    assert fig1a.max_rounds >= 400  # the paper's slowest point (mnist unbalanced, E = 10) needed 400 rounds
     fig3 = exp.Fig3Config.for_profile("paper")
     assert fig3.run_config("synthetic(0,0)", 70, 1).local_steps == 50 and fig3.rounds + 1 == 80
     fig1cd = exp.Fig1cdConfig.for_profile("paper")
     assert (fig1cd.clients_per_round, fig1cd.epochs, fig1cd.original_lrs) == (10, 20, (0.1, 0.5, 0.9, 1.1))
+    assert fig1cd.rounds + 1 == 200  # the 200 logged losses of the authors' scheme plots
     fig4 = exp.Fig4Config.for_profile("paper")
     assert fig4.run_config("synthetic(0,0)", "original", 0.9, 0).batch_size == 24 and fig4.rounds + 1 == 200
     with pytest.raises(ReplicateError, match="no parameter"):

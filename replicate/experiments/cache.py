@@ -20,7 +20,7 @@ from .. import claims, engine, paths
 from ..fileio import atomic_write_text
 from .config import RunConfig, build
 
-VERSION = 1
+VERSION = 2
 
 # What this process's runs cost: published beside each figure's claims so the report can
 # say how long a figure takes from scratch even when its runs came from the cache.

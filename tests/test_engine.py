@@ -246,3 +246,21 @@ def test_subsets_stay_uniform_when_repeats_are_redrawn():
     expected = steps * b * (b - 1) / (n * (n - 1))
     chi2 = float(((pairs - expected) ** 2 / expected).sum())
     assert chi2 < 1224 + 5 * (2 * 1224) ** 0.5  # 1224 dof, about +5 sd
+
+
+def test_bench_times_every_solver_on_the_same_workload():
+    """The benchmark command's table (no timing asserted: only that every solver ran and the ratios are its own)."""
+    from replicate import bench
+    from replicate.experiments.config import RunConfig
+
+    tiny = {"tiny": (RunConfig("synthetic(1,1)", num_clients=20, local_steps=2, batch_size=4), (3,)),
+            "unavailable": (RunConfig("no_such_dataset"), (3,))}
+    try:
+        rows = bench.run(rounds=1, repeats=1, device="cpu", workloads=tiny)
+    except ReplicateError:
+        pytest.fail("a workload that cannot be built (e.g. data not staged) must be skipped, not raise")
+    assert [r["workload"] for r in rows] == ["tiny"]
+    row = rows[0]
+    assert all(row[f"{s}_s_per_round"] > 0 for s in bench.SOLVERS)
+    assert row["speedup"] == pytest.approx(row["oracle_s_per_round"] / row["fused_s_per_round"])
+    assert "| tiny | 3 |" in bench.table(rows)

@@ -29,6 +29,17 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _time_summary(records: list[dict]) -> str:
+    """One line: the paper profile's summed notebook wall time and its runs' compute from scratch."""
+    wall = sum(r.get("wall_time_s", 0.0) for r in records)
+    compute = sum(r.get("runs_compute_s", 0.0) for r in records)
+    text = f"Paper profile: {len(records)} notebooks, {wall / 60:.1f} min of notebook wall time as last run"
+    if compute:
+        text += (f"; their training runs take {compute / 60:.1f} min of single-process compute from scratch "
+                 "(figure sweeps spread them over two worker processes)")
+    return text + "."
+
+
 def render(root: Path | None = None) -> str:
     root = root or paths.figures_dir()
     records = [json.loads(p.read_text()) for p in sorted(root.glob("*/*.claims.json"))]
@@ -43,7 +54,7 @@ def render(root: Path | None = None) -> str:
         mine = [r for r in records if r["paper"] == paper]
         if not mine:
             continue
-        lines += [f"## {PAPER_TITLES[paper]}", "",
+        lines += [f"## {PAPER_TITLES[paper]}", "", _time_summary(mine), "",
                   "| figure | claim | our result | status | wall time |", "|---|---|---|---|---|"]
         for r in mine:
             wall = f"{r['wall_time_s']:.0f} s" if "wall_time_s" in r else "—"

@@ -27,7 +27,7 @@ def _bench(args) -> int:
     from . import bench, paths
 
     results = bench.run(rounds=args.rounds, device=args.device)
-    text = bench.table(results)
+    text = bench.table(results) + "\n\n" + bench.profile_table(args.device)
     print(bench.describe_machine(args.device))
     print(text)
     if args.record:

@@ -79,6 +79,76 @@ def run(rounds: int = 5, repeats: int = 3, device=None, workloads=None) -> list[
     return results
 
 
+def gemm_peak_gflops(n: int = 1024, repeats: int = 5, device=None) -> float:
+    """This machine's single-precision GEMM rate on one large square product (a practical peak)."""
+    device = torch.device(device) if device else engine.default_device()
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+    times = []
+    for _ in range(repeats + 1):
+        start = time.perf_counter()
+        a @ b
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return 2 * n ** 3 / statistics.median(times[1:]) / 1e9
+
+
+# Which work each aten op of the fused linear solver is (the rest: softmax, scaling, clipping bound).
+STEP_PARTS = {"aten::index_select": "gather mini-batches", "aten::bmm": "logits (bmm)",
+              "aten::baddbmm_": "update (baddbmm)"}
+
+
+def step_profile(config: RunConfig, steps: int = 40, device="cpu") -> dict:
+    """Where one round's local steps spend their time (CPU): ms per step, the GEMMs' GFLOP/s,
+    and each part's share of the profiled op time."""
+    from torch.profiler import profile
+
+    from . import rng
+
+    problem, algorithm, update, schedule = build(config.replace(local_steps=steps), device=device)
+    plan = algorithm.plan(problem.weights(), 0, 0)
+    flat = problem.init(0)
+    batches = problem.draw_batches(plan.clients, steps, update.batch_size, rng.generator(0, "batches", 0))
+    engine.local_update(problem, flat, plan, update, 0.1, batches)  # warm-up
+    start = time.perf_counter()
+    engine.local_update(problem, flat, plan, update, 0.1, batches)
+    seconds = (time.perf_counter() - start) / steps  # timed without the profiler's overhead
+    with profile() as prof:
+        engine.local_update(problem, flat, plan, update, 0.1, batches)
+    times = {e.key: e.self_cpu_time_total for e in prof.key_averages()}
+    total = sum(times.values())
+    shares = {part: 0.0 for part in STEP_PARTS.values()} | {"other ops": 0.0}
+    for op, t in times.items():
+        shares[STEP_PARTS.get(op, "other ops")] += t / total
+    m, b = plan.clients.numel(), update.batch_size
+    d, c = problem.x_prepared.shape[1], problem.y_prepared.shape[1]
+    return {"clients": m, "ms_per_step": seconds * 1e3,
+            "gemm_gflops": 4 * m * b * d * c / seconds / 1e9, "shares": shares}
+
+
+PROFILED = "mnist unbalanced, E=100, b=64"  # the workload whose step is broken down
+
+
+def profile_table(device=None) -> str:
+    """Markdown: the fused step of ``PROFILED`` broken down, against this machine's GEMM peak."""
+    device = torch.device(device) if device else engine.default_device()
+    config, (k, *_) = WORKLOADS[PROFILED]
+    if device.type != "cpu":
+        return "(step breakdown: CPU only)"
+    try:
+        p = step_profile(config.replace(clients_per_round=k))
+    except ReplicateError as exc:
+        return f"(step breakdown skipped: {exc})"
+    peak = gemm_peak_gflops()
+    rows = [f"Fused step of '{PROFILED}', K = {k} ({p['clients']} distinct clients): "
+            f"{p['ms_per_step']:.2f} ms per step; its two GEMMs run at {p['gemm_gflops']:.0f} GFLOP/s, "
+            f"{p['gemm_gflops'] / peak:.0%} of this machine's {peak:.0f} GFLOP/s on a 1024² product "
+            "(the class dimension, C = 10, is too narrow for a GEMM's full rate).", "",
+            "| part of the step | share of op time |", "|---|---|"]
+    rows += [f"| {part} | {share:.0%} |" for part, share in p["shares"].items()]
+    return "\n".join(rows)
+
+
 def describe_machine(device=None) -> str:
     device = torch.device(device) if device else engine.default_device()
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()

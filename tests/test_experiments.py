@@ -27,6 +27,9 @@ def test_cache_roundtrip_and_resume(monkeypatch):
     used = cache.usage()  # both uses counted, the compute time of the first carried by the second
     assert used["runs"] == 2 and used["runs_from_cache"] == 1 and used["runs_untimed"] == 0
     assert used["runs_compute_s"] == pytest.approx(2 * json.loads(stored.with_suffix(".json").read_text())["elapsed_s"], abs=0.11)
+    cache.mark_computed(QUAD)  # as a worker pool does after computing it for this notebook
+    cache.run(QUAD, progress=False)
+    assert cache.usage()["runs"] == 3 and cache.usage()["runs_from_cache"] == 1
     assert cache.key(QUAD) != cache.key(QUAD.replace(local_steps=6))
     assert not list((paths.cache_dir() / "runs").glob("*.tmp"))  # atomic writes leave no temp files
 

@@ -12,6 +12,7 @@ import hashlib
 import io
 import json
 import time
+from pathlib import Path
 
 import pandas as pd
 from tqdm.auto import tqdm
@@ -25,6 +26,7 @@ VERSION = 2
 # What this process's runs cost: published beside each figure's claims so the report can
 # say how long a figure takes from scratch even when its runs came from the cache.
 _usage = {"runs": 0, "from_cache": 0, "compute_s": 0.0, "untimed": 0}
+_fresh: set[Path] = set()  # cache entries this process's worker pools just computed: not "from cache"
 
 
 def usage() -> dict:
@@ -34,6 +36,13 @@ def usage() -> dict:
 
 def reset_usage() -> None:
     _usage.update(runs=0, from_cache=0, compute_s=0.0, untimed=0)
+    _fresh.clear()
+
+
+def mark_computed(config: RunConfig, stop_loss: float | None = None) -> None:
+    """Note that a worker process just computed this entry for us, so that reading it back
+    counts as computed in this run, not as taken from an earlier run's cache."""
+    _fresh.add(_file(config, stop_loss, ".csv"))
 
 
 claims.PROVENANCE.append(usage)
@@ -73,7 +82,8 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
     is at most that value (rounds-to-target sweeps); such runs are cached separately.
     """
     if use_cache and (cached := load(config, stop_loss)) is not None:
-        _record(json.loads(_file(config, stop_loss, ".json").read_text()).get("elapsed_s"), cached=True)
+        _record(json.loads(_file(config, stop_loss, ".json").read_text()).get("elapsed_s"),
+                cached=_file(config, stop_loss, ".csv") not in _fresh)
         return cached
     start = time.perf_counter()
     problem, algorithm, update, schedule = build(config)

@@ -117,8 +117,10 @@ def compute(jobs: list[tuple[RunConfig, float | None]], workers: int = 2, progre
     context = multiprocessing.get_context("spawn")
     with (concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool,
           tqdm(total=len(missing), desc="runs", disable=not progress, leave=False) as bar):
-        for future in concurrent.futures.as_completed([pool.submit(_compute, job) for job in missing]):
+        futures = {pool.submit(_compute, job): job for job in missing}
+        for future in concurrent.futures.as_completed(futures):
             future.result()
+            cache.mark_computed(*futures[future])
             bar.update()
 
 

@@ -550,7 +550,7 @@ def _tuned_text(lr: float, config: SchemesConfig) -> str:
     """The Original's tuned η0, flagged when it sits at the edge of the paper's tuning grid."""
     text = f"Original η0 = {lr:g} (tuned over {list(config.original_lrs)}"
     if len(config.original_lrs) > 1 and lr == max(config.original_lrs):
-        text += "; the grid's largest, so a larger η0 than the paper tried might do better"
+        text += ", the grid's largest"
     return text + ")"
 
 

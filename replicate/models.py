@@ -119,14 +119,14 @@ class LogisticRegression(Model):
         g_t = torch.bmm(g.transpose(1, 2).contiguous(), x_aug)
         return g_t.transpose(1, 2).reshape(k, -1)
 
-    def grad_norm_bound(self, x_aug: torch.Tensor) -> float:
-        """A bound on every mini-batch gradient's norm over the rows of ``x_aug``.
+    def grad_norm_bound(self, row_norms: torch.Tensor) -> float:
+        """A bound on every mini-batch gradient's norm, given the prepared rows' norms ‖x_i‖.
 
         The gradient is Σ_i ω_i (p_i − e_{y_i}) x_iᵀ with weights ω_i ≥ 0 summing to 1, and
         ‖p − e_y‖ ≤ √2 for any softmax output p, so its Frobenius norm is at most
         √2 · max_i ‖x_i‖. When that is below the clipping threshold, clipping never acts.
         """
-        return math.sqrt(2.0) * float(torch.linalg.vector_norm(x_aug, dim=1).max())
+        return math.sqrt(2.0) * float(row_norms.max())
 
     def sgd(self, flat: torch.Tensor, batches, steps: int, lr, weight_decay: float = 0.0,
             clip_norm: float | None = None, prox_mu: float = 0.0) -> torch.Tensor:
@@ -185,11 +185,16 @@ class LogisticRegression(Model):
         return (nll * m).sum(1) / m.sum(1), self.grad(flat, x_aug, onehot, mask)
 
 
+def clip_may_act(bound, clip_norm: float) -> bool:
+    """Whether gradients whose norms are at most ``bound`` (a float or a tensor of per-client
+    bounds) may be clipped at ``clip_norm``, with a margin for rounding."""
+    return bool((torch.as_tensor(bound) * (1 + 1e-4) + 1e-6 >= clip_norm).any())
+
+
 def _may_clip(g: torch.Tensor, row_norms: torch.Tensor, clip_norm: float) -> bool:
-    """Whether any client's gradient Σ_i g_i x_iᵀ (g: (K, C, b), already weighted) may reach
-    ``clip_norm``, by the triangle bound Σ_i ‖g_i‖·‖x_i‖ with a margin for rounding."""
-    bound = (g.square().sum(1).sqrt_() * row_norms).sum(-1)
-    return bool((bound * (1 + 1e-4) + 1e-6 >= clip_norm).any())
+    """``clip_may_act`` for the clients' gradients Σ_i g_i x_iᵀ (g: (K, C, b), already weighted),
+    by the triangle bound Σ_i ‖g_i‖·‖x_i‖."""
+    return clip_may_act((g.square().sum(1).sqrt_() * row_norms).sum(-1), clip_norm)
 
 
 MODELS = {"logistic": LogisticRegression}

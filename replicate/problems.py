@@ -13,7 +13,7 @@ import torch
 from . import rng
 from .data.federated import FederatedDataset
 from .errors import ReplicateError
-from .models import Model
+from .models import Model, clip_may_act
 
 
 @dataclass(frozen=True)
@@ -101,9 +101,9 @@ class SampleProblem:
         self.x = self.train.x.reshape(self.train.x.shape[0], -1)
         self.y = self.train.y
         self.x_prepared, self.y_prepared = model.prepare(self.x, self.y, dataset.num_classes)
+        self.row_norms = torch.linalg.vector_norm(self.x_prepared, dim=1)  # ‖x_i‖, for clipping bounds
         bound = getattr(model, "grad_norm_bound", None)
-        self.grad_bound = bound(self.x_prepared) if bound is not None and self.x.shape[0] else None
-        self.row_norms = torch.linalg.vector_norm(self.x_prepared, dim=1) if self.x.shape[0] else None
+        self.grad_bound = bound(self.row_norms) if bound is not None and self.x.shape[0] else None
         test = self.dataset.test
         self.test = None if test is None else (test.x.reshape(test.x.shape[0], -1), test.y)
 
@@ -149,7 +149,7 @@ class SampleProblem:
         if sgd is None or batches is None:
             return None
         clip = update.clip_norm
-        if clip is not None and self.grad_bound is not None and self.grad_bound * (1 + 1e-4) + 1e-6 < clip:
+        if clip is not None and self.grad_bound is not None and not clip_may_act(self.grad_bound, clip):
             clip = None
 
         def batch(s):

@@ -506,11 +506,15 @@ def fig5(config: Fig5Config) -> pd.DataFrame:
     frames = []
     for d in config.dims:
         eig = th.random_spectrum(d, config.mu, L, rng)
-        panel = f"d = {d}"
-        frames.append(_universal(config.condition, config.server, 400, panel))
-        frames.append(_simulated(config.mu, L, config.local_steps, 0.0, eig, config.gamma_points, config.server,
-                                 panel=panel, d=d))
+        frames += _frontier_pair(config, config.condition, config.server, eig, f"d = {d}", d)
     return pd.concat(frames, ignore_index=True)
+
+
+def _frontier_pair(config, condition: float, server: str, eig, panel: str, d: int) -> list[pd.DataFrame]:
+    """A panel's universal FedAvg frontier and the simulated FedAvg/MAML curves (α = 0) on spectrum ``eig``."""
+    return [_universal(condition, server, 400, panel),
+            _simulated(config.mu, condition * config.mu, config.local_steps, 0.0, eig, config.gamma_points, server,
+                       panel=panel, d=d)]
 
 
 def _simulated_claims(data, condition_of, panels, tol):
@@ -565,17 +569,23 @@ def plot_fig5(data: pd.DataFrame):
 
 
 @dataclass(frozen=True)
-class Fig7Config(_Profiled):
-    """Figure 7: as Figure 5 with L varying (μ, K, d fixed)."""
+class _SimulatedConfig(_Profiled):
+    """Settings shared by the figures simulated on one random quadratic of dimension d (App. D.1)."""
 
     mu: float = 1.0
-    conditions: tuple[float, ...] = (10.0, 100.0, 1000.0)
-    local_steps: int = 10
-    dim: int = 100
-    server: str = "gd"
+    local_steps: int = 10  # K
+    dim: int = 100  # d
     gamma_points: int = 1000
-    seed: int = 0
+    seed: int = 0  # seed of the random Hessian B of Appendix D.1
     SMOKE: ClassVar[dict] = dict(gamma_points=300)
+
+
+@dataclass(frozen=True)
+class Fig7Config(_SimulatedConfig):
+    """Figure 7: as Figure 5 with L varying (μ, K, d fixed)."""
+
+    conditions: tuple[float, ...] = (10.0, 100.0, 1000.0)
+    server: str = "gd"
 
     @property
     def deviations(self) -> tuple[str, ...]:
@@ -588,11 +598,8 @@ def fig7(config: Fig7Config) -> pd.DataFrame:
     rng = np.random.default_rng(config.seed)
     frames = []
     for condition in config.conditions:
-        L = condition * config.mu
-        eig = th.random_spectrum(config.dim, config.mu, L, rng)
-        frames.append(_universal(condition, config.server, 400, _panel(condition)))
-        frames.append(_simulated(config.mu, L, config.local_steps, 0.0, eig, config.gamma_points, config.server,
-                                 panel=_panel(condition), d=config.dim))
+        eig = th.random_spectrum(config.dim, config.mu, condition * config.mu, rng)
+        frames += _frontier_pair(config, condition, config.server, eig, _panel(condition), config.dim)
     return pd.concat(frames, ignore_index=True)
 
 
@@ -615,17 +622,11 @@ def plot_fig7(data: pd.DataFrame):
 
 
 @dataclass(frozen=True)
-class Fig8Config(_Profiled):
+class Fig8Config(_SimulatedConfig):
     """Figure 8: simulated MAML vs FedAvg under the three ServerOpts (L/μ, K, d fixed)."""
 
-    mu: float = 1.0
     condition: float = 100.0
-    local_steps: int = 10
-    dim: int = 100
     servers: tuple[str, ...] = ("gd", "nesterov", "heavyball")
-    gamma_points: int = 1000
-    seed: int = 0
-    SMOKE: ClassVar[dict] = dict(gamma_points=300)
 
     @property
     def deviations(self) -> tuple[str, ...]:
@@ -637,11 +638,8 @@ class Fig8Config(_Profiled):
 def fig8(config: Fig8Config) -> pd.DataFrame:
     L = config.condition * config.mu
     eig = th.random_spectrum(config.dim, config.mu, L, np.random.default_rng(config.seed))
-    frames = []
-    for server in config.servers:
-        frames.append(_universal(config.condition, server, 400, SERVER_LABELS[server]))
-        frames.append(_simulated(config.mu, L, config.local_steps, 0.0, eig, config.gamma_points, server,
-                                 panel=SERVER_LABELS[server], d=config.dim))
+    frames = [frame for server in config.servers
+              for frame in _frontier_pair(config, config.condition, server, eig, SERVER_LABELS[server], config.dim)]
     return pd.concat(frames, ignore_index=True)
 
 
@@ -680,18 +678,13 @@ def plot_fig8(data: pd.DataFrame):
 
 
 @dataclass(frozen=True)
-class Fig10Config(_Profiled):
+class Fig10Config(_SimulatedConfig):
     """Figure 10: simulated FedAvg/FedProx and MAML (γ up to 1/(L+α)) for several α."""
 
-    mu: float = 1.0
     condition: float = 100.0
-    local_steps: int = 100
-    dim: int = 100
+    local_steps: int = 100  # K
     alphas: tuple[float, ...] = (0.0, 1.0, 10.0, 100.0)
     server: str = "gd"
-    gamma_points: int = 1000
-    seed: int = 0
-    SMOKE: ClassVar[dict] = dict(gamma_points=300)
 
     @property
     def deviations(self) -> tuple[str, ...]:

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 import pytest
 
-from replicate.errors import ReplicateError
+from replicate.core.errors import ReplicateError
 from replicate.experiments import charles2021 as exp
 
 KEYS = {"fig1": "Fig1Config", "fig2": "Fig2Config", "fig3": "Fig3Config", "fig4": "Fig4Config",
@@ -115,7 +115,7 @@ def test_plots_have_one_panel_per_facet(fig2_data):
 
 def test_engine_quadratic_refuses_minibatches_and_records_iterates():
     from replicate import theory as th
-    from replicate.problems import QuadraticFederatedProblem
+    from replicate.fl.problems import QuadraticFederatedProblem
 
     problem = th.random_problem(3, 2, 1.0, 5.0, 1.0, np.random.default_rng(0))
     engine_problem = QuadraticFederatedProblem(problem.hessians, problem.linear, problem.weights,

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from replicate.data import mnist, store
-from replicate.errors import ReplicateError
+from replicate.core.errors import ReplicateError
 
 
 def _idx(magic, dims, body):

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from replicate.data.quadratic import li2020_counterexample
-from replicate.errors import ReplicateError
+from replicate.core.errors import ReplicateError
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import replicate.data as data
-from replicate.errors import ReplicateError
+from replicate.core.errors import ReplicateError
 
 
 def test_available_names():

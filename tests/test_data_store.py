@@ -7,7 +7,7 @@ import urllib.error
 import pytest
 
 from replicate.data import store
-from replicate.errors import ReplicateError
+from replicate.core.errors import ReplicateError
 
 PAYLOAD = b"\x00\x00\x08\x01\x00\x00\x00\x03\x07\x02\x01"  # a 3-label IDX file
 TOY = store.DatasetFiles(

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from replicate.data.synthetic import synthetic, synthetic_iid
-from replicate.errors import ReplicateError
+from replicate.core.errors import ReplicateError
 
 
 def _client_xy(ds, k):

@@ -2,15 +2,15 @@
 import pytest
 import torch
 
-from replicate import rng
-from replicate.algorithms import FedAvg
+from replicate.core import rng
+from replicate.fl.algorithms import FedAvg
 from replicate.data.quadratic import li2020_counterexample
-from replicate.engine import ClientUpdate, local_update, run
-from replicate.errors import ReplicateError
-from replicate.models import LogisticRegression, Model
-from replicate.oracle import run_sequential
-from replicate.problems import QuadraticFederatedProblem, SampleProblem, draw_batch_positions
-from replicate.schedules import LRSchedule
+from replicate.fl.engine import ClientUpdate, local_update, run
+from replicate.core.errors import ReplicateError
+from replicate.fl.models import LogisticRegression, Model
+from replicate.fl.oracle import run_sequential
+from replicate.fl.problems import QuadraticFederatedProblem, SampleProblem, draw_batch_positions
+from replicate.fl.schedules import LRSchedule
 
 from conftest import toy_dataset
 
@@ -164,7 +164,7 @@ def test_batches_are_distinct_in_range_and_uniform():
 
 
 def test_clipping_matches_torch_and_schedules():
-    from replicate.engine import clip_
+    from replicate.fl.engine import clip_
 
     g = torch.tensor([[3.0, 4.0], [0.3, 0.4]])
     clip_(g, 1.0)
@@ -250,7 +250,7 @@ def test_subsets_stay_uniform_when_repeats_are_redrawn():
 
 def test_bench_times_every_solver_on_the_same_workload():
     """The benchmark command's table (no timing asserted: only that every solver ran and the ratios are its own)."""
-    from replicate import bench
+    from replicate.cli import bench
     from replicate.experiments.config import RunConfig
 
     tiny = {"tiny": (RunConfig("synthetic(1,1)", num_clients=20, local_steps=2, batch_size=4), (3,)),

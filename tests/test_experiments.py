@@ -4,9 +4,9 @@ import json
 import pytest
 import torch
 
-from replicate import paths
+from replicate.core import paths
 from replicate.data.quadratic import li2020_counterexample
-from replicate.errors import ReplicateError
+from replicate.core.errors import ReplicateError
 from replicate.experiments import cache, li2020
 from replicate.experiments.config import RunConfig, make
 
@@ -20,7 +20,7 @@ def test_cache_roundtrip_and_resume(monkeypatch):
     stored = paths.cache_dir() / "runs" / f"{cache.key(QUAD)}.csv"
     assert stored.exists() and json.loads(stored.with_suffix(".json").read_text())["local_steps"] == 5
     calls = []
-    monkeypatch.setattr("replicate.engine.run", lambda *a, **k: calls.append(a))
+    monkeypatch.setattr("replicate.fl.engine.run", lambda *a, **k: calls.append(a))
     again = cache.run(QUAD, progress=False)  # loads, does not recompute
     assert not calls
     assert again["objective"].tolist() == pytest.approx(first["objective"].tolist(), rel=1e-12)

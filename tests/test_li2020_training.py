@@ -7,15 +7,17 @@ import pandas as pd
 import pytest
 import torch
 
-from replicate import engine, paths
-from replicate.algorithms import FedAvg
-from replicate.engine import ClientUpdate
-from replicate.errors import ReplicateError
+from replicate.fl import engine
+
+from replicate.core import paths
+from replicate.fl.algorithms import FedAvg
+from replicate.fl.engine import ClientUpdate
+from replicate.core.errors import ReplicateError
 from replicate.experiments import cache
 from replicate.experiments import li2020_training as exp
-from replicate.models import LogisticRegression
-from replicate.problems import SampleProblem
-from replicate.schedules import LRSchedule
+from replicate.fl.models import LogisticRegression
+from replicate.fl.problems import SampleProblem
+from replicate.fl.schedules import LRSchedule
 
 from conftest import toy_dataset
 

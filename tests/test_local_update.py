@@ -4,17 +4,19 @@ import numpy as np
 import pytest
 import torch
 
-from replicate import engine, theory as th
-from replicate.algorithms import FedAvg
-from replicate.algorithms.local_update import LocalUpdate
+from replicate.fl import engine
+
+from replicate import theory as th
+from replicate.fl.algorithms import FedAvg
+from replicate.fl.algorithms.local_update import LocalUpdate
 from replicate.data.quadratic import li2020_counterexample
-from replicate.engine import ClientUpdate, run
-from replicate.errors import ReplicateError
+from replicate.fl.engine import ClientUpdate, run
+from replicate.core.errors import ReplicateError
 from replicate.experiments.charles2021 import run_local_update
-from replicate.models import LogisticRegression
-from replicate.oracle import run_sequential
-from replicate.problems import QuadraticFederatedProblem, SampleProblem
-from replicate.schedules import LRSchedule
+from replicate.fl.models import LogisticRegression
+from replicate.fl.oracle import run_sequential
+from replicate.fl.problems import QuadraticFederatedProblem, SampleProblem
+from replicate.fl.schedules import LRSchedule
 
 from conftest import toy_dataset
 

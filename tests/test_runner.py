@@ -5,9 +5,13 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from replicate import paths, report, runner
-from replicate.claims import Claim, publish
-from replicate.errors import ReplicateError
+from replicate.core import paths
+
+from replicate.report import replication as report
+
+from replicate.cli import runner
+from replicate.report.claims import Claim, publish
+from replicate.core.errors import ReplicateError
 
 
 def _notebook(folder, name, body):
@@ -18,7 +22,7 @@ def _notebook(folder, name, body):
     nbformat.write(nb, folder / f"{name}.ipynb")
 
 
-GOOD = ('import pandas as pd\nfrom replicate.claims import publish, check\n'
+GOOD = ('import pandas as pd\nfrom replicate.report.claims import publish, check\n'
         'publish(None, pd.DataFrame({"x": [1], "y": [2.0]}), [check("y is two", True, "y = 2")],\n'
         '        paper="notes", figure="figA", profile=profile, out_dir=out_dir)')
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from replicate import theory as th
-from replicate.errors import ReplicateError
+from replicate.core.errors import ReplicateError
 
 
 def _random_settings(rng, n):

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from replicate import theory as th
-from replicate.errors import ReplicateError
+from replicate.core.errors import ReplicateError
 from replicate.theory import classic
 
 MU, L, ZETA = 1.0, 10.0, 1.0

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from replicate import theory as th
-from replicate.errors import ReplicateError
+from replicate.core.errors import ReplicateError
 from replicate.theory import classic
 
 COEFFICIENTS = {"1_5": th.ones(5), "e_7": th.basis(7), "(0.3,0,2,1)": np.array([0.3, 0.0, 2.0, 1.0])}

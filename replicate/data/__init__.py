@@ -8,12 +8,12 @@ from __future__ import annotations
 import inspect
 from typing import Callable
 
-from ..errors import ReplicateError
-from .federated import FederatedDataset, Split
-from .mnist import load_mnist, mnist_balanced, mnist_fedprox, mnist_unbalanced
-from .quadratic import QuadraticProblem, li2020_counterexample
-from .store import fetch
-from .synthetic import synthetic, synthetic_iid
+from replicate.core.errors import ReplicateError
+from replicate.data.federated import FederatedDataset, Split
+from replicate.data.mnist import load_mnist, mnist_balanced, mnist_fedprox, mnist_unbalanced
+from replicate.data.quadratic import QuadraticProblem, li2020_counterexample
+from replicate.data.store import fetch
+from replicate.data.synthetic import synthetic, synthetic_iid
 
 
 def _synthetic(alpha: float, beta: float, num_clients: int = 100, seed: int = 0) -> FederatedDataset:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numbers
 
-from ..errors import ReplicateError
+from replicate.core.errors import ReplicateError
 
 
 def check_seed(seed) -> None:

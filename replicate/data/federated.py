@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..errors import ReplicateError
+from replicate.core.errors import ReplicateError
 
 
 @dataclass(frozen=True)

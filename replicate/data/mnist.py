@@ -24,10 +24,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..errors import ReplicateError
-from . import store
-from .checks import check_positive_int, check_seed
-from .federated import FederatedDataset, Split
+from replicate.core.errors import ReplicateError
+from replicate.data import store
+from replicate.data.checks import check_positive_int, check_seed
+from replicate.data.federated import FederatedDataset, Split
 
 # IDX type codes (third magic byte) -> big-endian numpy dtype.
 _IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .checks import check_nonnegative, check_positive_int
+from replicate.data.checks import check_nonnegative, check_positive_int
 
 
 @dataclass(frozen=True)

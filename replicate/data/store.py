@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable
 
-from .. import paths
-from ..errors import ReplicateError
+from replicate.core import paths
+from replicate.core.errors import ReplicateError
 
 _CHUNK = 1 << 20
 

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ReplicateError
-from .checks import check_nonnegative, check_positive_int, check_seed
-from .federated import FederatedDataset, Split
+from replicate.core.errors import ReplicateError
+from replicate.data.checks import check_nonnegative, check_positive_int, check_seed
+from replicate.data.federated import FederatedDataset, Split
 
 DIMENSION = 60
 NUM_CLASSES = 10

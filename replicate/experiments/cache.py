@@ -17,9 +17,11 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
-from .. import claims, engine, paths
-from ..fileio import atomic_write_text
-from .config import RunConfig, build
+from replicate.report import claims
+from replicate.fl import engine
+from replicate.core import paths
+from replicate.core.fileio import atomic_write_text
+from replicate.experiments.config import RunConfig, build
 
 VERSION = 2
 

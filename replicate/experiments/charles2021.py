@@ -20,15 +20,15 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .. import plotting  # noqa: F401  (applies the project's plot style)
-from .. import theory as th
-from ..algorithms.local_update import LocalUpdate
-from ..claims import PROFILES, check
-from ..engine import ClientUpdate, run
-from ..problems import QuadraticFederatedProblem
-from ..errors import ReplicateError
-from ..schedules import LRSchedule
-from ..theory import classic
+from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
+from replicate import theory as th
+from replicate.fl.algorithms.local_update import LocalUpdate
+from replicate.report.claims import PROFILES, check
+from replicate.fl.engine import ClientUpdate, run
+from replicate.fl.problems import QuadraticFederatedProblem
+from replicate.core.errors import ReplicateError
+from replicate.fl.schedules import LRSchedule
+from replicate.theory import classic
 
 SERVER_LABELS = {"gd": "no momentum", "nesterov": "Nesterov", "heavyball": "heavy-ball"}
 RATE_FORMULAS = {"no momentum": "(κ−1)/(κ+1)", "Nesterov": "1 − 2/√(3κ+1)", "heavy-ball": "(√κ−1)/(√κ+1)"}
@@ -100,7 +100,7 @@ def _intercept(condition):
 # ----------------------------------------------------------------------------- runs through the engine
 
 def run_local_update(problem, x0, a, gamma: float, server: "th.ServerOpt", rounds: int, alpha: float = 0.0):
-    """Deterministic LocalUpdate through ``replicate.engine``; returns the iterates x_0..x_T, (T+1, d)."""
+    """Deterministic LocalUpdate through ``replicate.fl.engine``; returns the iterates x_0..x_T, (T+1, d)."""
     algorithm = LocalUpdate(server_lr=server.lr, a=tuple(float(v) for v in a), momentum=server.momentum,
                             nesterov=server.nesterov)
     engine_problem = QuadraticFederatedProblem(problem.hessians, problem.linear, problem.weights,
@@ -846,7 +846,7 @@ def _textbook_round(row: _Row, problem, x, K):
 @dataclass(frozen=True)
 class Table12Config(_Profiled):
     """Tables 1-2: Table 1's algorithms as LocalUpdate configurations, and Table 2's rates,
-    each checked by running LocalUpdate through ``replicate.engine``; the textbook forms
+    each checked by running LocalUpdate through ``replicate.fl.engine``; the textbook forms
     come from :mod:`replicate.theory.classic`."""
 
     mu: float = 1.0
@@ -1004,7 +1004,7 @@ class FigMeasuredConfig(_Profiled):
             f"for the K-sweep (K ≤ 4L/μ), {self.points} points each; ServerOpt tuned as in spec §4",
             f"measured ε = ‖x_T − x*‖/(2ζ): the constant 2 is the tight one of Lemma 12 (d = 1); the random problem "
             f"(d = {self.random_dim}, {self.random_clients} clients, seed {self.seed}) is not covered by that constant",
-            "runs use replicate.engine with replicate.algorithms.local_update.LocalUpdate (deterministic, full "
+            "runs use replicate.fl.engine with replicate.fl.algorithms.local_update.LocalUpdate (deterministic, full "
             "participation, full client batches)"])
 
 

@@ -10,10 +10,12 @@ import functools
 import re
 from dataclasses import dataclass
 
-from .. import engine, models, problems
-from ..algorithms import FedAvg
-from ..errors import ReplicateError
-from ..schedules import LRSchedule
+from replicate.fl import engine
+from replicate.fl import models
+from replicate.fl import problems
+from replicate.fl.algorithms import FedAvg
+from replicate.core.errors import ReplicateError
+from replicate.fl.schedules import LRSchedule
 
 _SYNTHETIC = re.compile(r"^synthetic\(([0-9.]+),\s*([0-9.]+)\)$")
 
@@ -29,7 +31,7 @@ class RunConfig:
     local_steps: int = 50  # E, in SGD steps (the authors' num_epoch × 10)
     batch_size: int | None = 64  # b; None = full local gradient
     lr: float = 0.1  # η0
-    lr_schedule: str = "li2020"  # see replicate.schedules
+    lr_schedule: str = "li2020"  # see replicate.fl.schedules
     lr_decay: float = 0.0  # a in η0/(5 + a·r)
     weight_decay: float = 1e-4  # λ
     clip_norm: float | None = 60.0
@@ -70,7 +72,7 @@ def make(**params) -> RunConfig:
 @functools.lru_cache(maxsize=8)
 def dataset(name: str, data_seed: int | None, num_clients: int | None):
     """Build (once per process) the federated dataset a config names."""
-    from .. import data
+    from replicate import data
 
     seed = {} if data_seed is None else {"seed": data_seed}
     clients = {} if num_clients is None else {"num_clients": num_clients}
@@ -86,7 +88,7 @@ def build(config: RunConfig, device=None):
     """(problem, algorithm, client update, lr schedule) for a config."""
     device = device or engine.default_device()
     if config.dataset == "quadratic":
-        from ..data.quadratic import li2020_counterexample
+        from replicate.data.quadratic import li2020_counterexample
 
         problem = problems.QuadraticFederatedProblem.li2020(li2020_counterexample(), device=device)
     else:

@@ -12,12 +12,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .. import plotting  # noqa: F401  (applies the project's plot style)
-from ..claims import check
-from ..errors import ReplicateError
-from . import cache
-from .config import RunConfig, dataset
-from .config import for_profile as _profile
+from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
+from replicate.report.claims import check
+from replicate.core.errors import ReplicateError
+from replicate.experiments import cache
+from replicate.experiments.config import RunConfig, dataset
+from replicate.experiments.config import for_profile as _profile
 
 # --------------------------------------------------------------------------- Table 2
 
@@ -171,7 +171,7 @@ def fedavg_fixed_point(problem, lr: float, steps: int) -> torch.Tensor:
 
 def theorem5(config: Fig2Config) -> pd.DataFrame:
     """‖w̃* − w*‖ against the lower bound (E−1)η/16 · ‖A₁A₂w*‖ over the (η, E) grid."""
-    from ..data.quadratic import li2020_counterexample
+    from replicate.data.quadratic import li2020_counterexample
 
     problem = li2020_counterexample()
     w_star = problem.optimum().to(torch.float64)
@@ -199,7 +199,7 @@ def fig2(config: Fig2Config, progress: bool = True) -> pd.DataFrame:
 
 
 def optimal_value() -> float:
-    from ..data.quadratic import li2020_counterexample
+    from replicate.data.quadratic import li2020_counterexample
 
     problem = li2020_counterexample()
     return float(problem.objective(problem.optimum()))

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .. import plotting
-from ..claims import check
-from . import cache
-from .config import RunConfig
-from .config import for_profile as _profile
+from replicate.report import plotting
+from replicate.report.claims import check
+from replicate.experiments import cache
+from replicate.experiments.config import RunConfig
+from replicate.experiments.config import for_profile as _profile
 
 DATASETS = ("mnist_balanced", "mnist_unbalanced", "synthetic(0,0)", "synthetic(1,1)")
 LABELS = {"mnist_balanced": "mnist balanced", "mnist_unbalanced": "mnist unbalanced",

@@ -11,15 +11,15 @@
 Numbers that the paper lost and the spec reconstructs are marked DERIVED in the
 docstrings; see ``/work/shared/specs/charles2021-local-update-tradeoffs.md``.
 """
-from .conditioning import (family_condition, gamma_max_fedavg, gamma_max_maml, kappa_fedavg, kappa_maml,
+from replicate.theory.conditioning import (family_condition, gamma_max_fedavg, gamma_max_maml, kappa_fedavg, kappa_maml,
                            kappa_min_fedavg, kappa_min_fedavg_fixed_K, kappa_min_maml, random_hessian,
                            random_spectrum, spectral_condition)
-from .frontier import gamma_grid, gap_to_curve, kappa_grid, mirror_defect, operating_point, pareto_mask, steps_grid
-from .rates import (SERVERS, eps_of_kappa, eps_of_omega, iteration_radius, kappa_of_rho, rho_of_kappa,
+from replicate.theory.frontier import gamma_grid, gap_to_curve, kappa_grid, mirror_defect, operating_point, pareto_mask, steps_grid
+from replicate.theory.rates import (SERVERS, eps_of_kappa, eps_of_omega, iteration_radius, kappa_of_rho, rho_of_kappa,
                     server_tuning)
-from .reference import (QuadraticProblem, ServerOpt, client_update, local_update, observed_rate,
+from replicate.theory.reference import (QuadraticProblem, ServerOpt, client_update, local_update, observed_rate,
                         random_problem, worst_case_problem)
-from .surrogate import (basis, distortion_eigenvalue, distortion_matrix, fedavg_q, local_steps, maml_q,
+from replicate.theory.surrogate import (basis, distortion_eigenvalue, distortion_matrix, fedavg_q, local_steps, maml_q,
                         minimisers, ones, surrogate_eigenvalue, surrogate_gradient, surrogate_loss)
 
 __all__ = [

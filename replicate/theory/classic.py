@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from .reference import QuadraticProblem
+from replicate.theory.reference import QuadraticProblem
 
 
 def _local_gd(problem: QuadraticProblem, x: torch.Tensor, gamma: float, steps: int, alpha: float = 0.0):

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ReplicateError
-from .surrogate import distortion_eigenvalue, fedavg_q, maml_q
+from replicate.core.errors import ReplicateError
+from replicate.theory.surrogate import distortion_eigenvalue, fedavg_q, maml_q
 
 
 def gamma_max_fedavg(L: float, alpha: float = 0.0) -> float:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ReplicateError
-from .rates import eps_of_kappa, eps_of_omega, kappa_of_rho, rho_of_kappa
+from replicate.core.errors import ReplicateError
+from replicate.theory.rates import eps_of_kappa, eps_of_omega, kappa_of_rho, rho_of_kappa
 
 
 def operating_point(kappa, condition, server: str = "gd", nesterov: str = "optimal", omega=None):

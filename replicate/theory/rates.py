@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ReplicateError
+from replicate.core.errors import ReplicateError
 
 SERVERS = ("gd", "nesterov", "heavyball")
 NESTEROV_TUNINGS = ("optimal", "standard")

@@ -18,8 +18,8 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from ..errors import ReplicateError
-from .surrogate import distortion_eigenvalue, local_steps
+from replicate.core.errors import ReplicateError
+from replicate.theory.surrogate import distortion_eigenvalue, local_steps
 
 DTYPE = torch.float64
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..errors import ReplicateError
+from replicate.core.errors import ReplicateError
 
 
 def ones(K: int) -> np.ndarray:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from .engine import ClientUpdate, run
+from replicate.fl.engine import ClientUpdate, run
 
 
 def sequential_local_update(problem, global_flat, plan, update: ClientUpdate, lr: float, batches,

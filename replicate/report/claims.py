@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import paths, plotting
-from .fileio import atomic_write_text
-from .errors import ReplicateError
+from replicate.core import paths
+from replicate.report import plotting
+from replicate.core.fileio import atomic_write_text
+from replicate.core.errors import ReplicateError
 
 PAPERS = ("li2020", "fedprox2020", "charles2021", "khanduri2021", "notes")
 PROFILES = ("smoke", "paper")

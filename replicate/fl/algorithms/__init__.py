@@ -4,8 +4,8 @@ An algorithm provides ``plan(weights, seed, round) -> RoundPlan`` (which clients
 train, with which aggregation weights and learning-rate scales) and
 ``aggregate(global, local, plan) -> new global``. The engine owns the loop.
 """
-from .base import RoundPlan
-from .fedavg import SCHEMES, FedAvg
-from .local_update import LocalUpdate
+from replicate.fl.algorithms.base import RoundPlan
+from replicate.fl.algorithms.fedavg import SCHEMES, FedAvg
+from replicate.fl.algorithms.local_update import LocalUpdate
 
 __all__ = ["RoundPlan", "FedAvg", "LocalUpdate", "SCHEMES"]

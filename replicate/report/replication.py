@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import paths
-from .fileio import atomic_write_text
+from replicate.core import paths
+from replicate.core.fileio import atomic_write_text
 
 PAPER_TITLES = {
     "li2020": "Li et al. 2020 — On the Convergence of FedAvg on Non-IID Data",

@@ -21,9 +21,10 @@ import time
 
 import torch
 
-from . import engine, oracle
-from .errors import ReplicateError
-from .experiments.config import RunConfig, build
+from replicate.fl import engine
+from replicate.fl import oracle
+from replicate.core.errors import ReplicateError
+from replicate.experiments.config import RunConfig, build
 
 WORKLOADS = {
     "synthetic(1,1), E=20, b=24": (
@@ -103,7 +104,7 @@ def step_profile(config: RunConfig, steps: int = 40, device="cpu") -> dict:
     and each part's share of the profiled op time."""
     from torch.profiler import profile
 
-    from . import rng
+    from replicate.core import rng
 
     problem, algorithm, update, schedule = build(config.replace(local_steps=steps), device=device)
     plan = algorithm.plan(problem.weights(), 0, 0)

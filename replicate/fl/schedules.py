@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import ReplicateError
+from replicate.core.errors import ReplicateError
 
 KINDS = ("constant", "li2020", "li2020_quadratic")
 

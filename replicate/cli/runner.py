@@ -18,10 +18,10 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from . import paths
-from .claims import PROFILES
-from .fileio import atomic_write_text
-from .errors import ReplicateError
+from replicate.core import paths
+from replicate.report.claims import PROFILES
+from replicate.core.fileio import atomic_write_text
+from replicate.core.errors import ReplicateError
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
         status = "PASS" if all(c["passed"] for c in record["claims"]) else "some claims FAIL"
         tqdm.write(f"done   {nb.key} in {elapsed:.0f}s ({status}) -> {target / nb.paper}", file=sys.stderr)
     if profile == "paper":
-        from . import report
+        from replicate.report import replication as report
 
         report.write()
     if failures:

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import rng
-from ..errors import ReplicateError
-from .base import RoundPlan
+from replicate.core import rng
+from replicate.core.errors import ReplicateError
+from replicate.fl.algorithms.base import RoundPlan
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import grad_and_value, vmap
 
-from .errors import ReplicateError
+from replicate.core.errors import ReplicateError
 
 
 class Model:

@@ -3,7 +3,7 @@
 Clients are a tensor dimension: the m sampled clients' parameters form one
 ``(m, P)`` tensor and every local step is a handful of batched operations
 (gather the m mini-batches, one batched gradient, one update), so the only
-Python loops are over rounds and local steps. ``replicate.oracle`` runs the same
+Python loops are over rounds and local steps. ``replicate.fl.oracle`` runs the same
 maths client by client; tests check the two agree.
 
 Adding an algorithm touches ``replicate/algorithms``, not this loop: an algorithm
@@ -18,9 +18,9 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from . import rng
-from .errors import ReplicateError
-from .schedules import LRSchedule
+from replicate.core import rng
+from replicate.core.errors import ReplicateError
+from replicate.fl.schedules import LRSchedule
 
 
 @dataclass(frozen=True)

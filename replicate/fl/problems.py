@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 import torch
 
-from . import rng
-from .data.federated import FederatedDataset
-from .errors import ReplicateError
-from .models import Model, clip_may_act
+from replicate.core import rng
+from replicate.data.federated import FederatedDataset
+from replicate.core.errors import ReplicateError
+from replicate.fl.models import Model, clip_may_act
 
 
 @dataclass(frozen=True)

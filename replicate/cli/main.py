@@ -1,0 +1,96 @@
+"""Command line: ``python -m replicate {figures,bench,data,report}``."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from replicate.core.errors import ReplicateError
+
+
+def _figures(args) -> int:
+    from replicate.cli import runner
+
+    if args.list:
+        for nb in runner.discover():
+            print(f"{nb.key:28s} notebooks/{nb.path.name:34s} {nb.title}")
+        return 0
+    overrides = {}
+    for item in args.set:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise ReplicateError(f"--set expects NAME=VALUE, got {item!r}")
+        overrides[name] = runner.parse_value(value)
+    return 1 if runner.run(args.names, args.profile, overrides, log_output=args.verbose) else 0
+
+
+def _bench(args) -> int:
+    from replicate.cli import bench
+    from replicate.core import paths
+
+    results = bench.run(rounds=args.rounds, device=args.device)
+    text = bench.table(results) + "\n\n" + bench.profile_table(args.device)
+    print(bench.describe_machine(args.device))
+    print(text)
+    if args.record:
+        path = paths.REPO / "BENCHMARKS.md"
+        from replicate.core.fileio import atomic_write_text
+
+        atomic_write_text(path, "# Benchmarks\n\n`python -m replicate bench --record` — "
+                          "vectorized engine vs sequential oracle, same run, same plans and batches.\n\n"
+                          f"{bench.__doc__.split(chr(10), 2)[2].strip()}\n\n"
+                          f"Machine: {bench.describe_machine(args.device)}\n\n{text}\n")
+        print(f"recorded in {path}")
+    return 0
+
+
+def _data(args) -> int:
+    from replicate.data import store
+
+    if args.action == "fetch":
+        for name in args.names:
+            folder = store.fetch(name, source=args.source)
+            print(f"{name}: ready in {folder}")
+    else:
+        for name in store.registered():
+            print(f"{name:12s} {'available' if store.is_available(name) else 'not fetched'}")
+    return 0
+
+
+def _report(args) -> int:
+    from replicate.report import replication as report
+
+    print(f"wrote {report.write()}")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m replicate", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    fig = sub.add_parser("figures", help="run figure notebooks with papermill")
+    fig.add_argument("names", nargs="*", help="figures (li2020/fig2), notebooks (li2020_fig2) or papers (li2020); default all")
+    fig.add_argument("--profile", default="smoke", choices=["smoke", "paper"],
+                     help="smoke: minutes, written to build/figures; paper: full scale, written to figures/")
+    fig.add_argument("--list", action="store_true", help="list the available figures and exit")
+    fig.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                     help="extra notebook parameter (checked against its parameters cell)")
+    fig.add_argument("-v", "--verbose", action="store_true", help="stream notebook output (progress bars)")
+    fig.set_defaults(func=_figures)
+    bench = sub.add_parser("bench", help="time the vectorized engine against the sequential oracle")
+    bench.add_argument("--rounds", type=int, default=5)
+    bench.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    bench.add_argument("--record", action="store_true", help="write the result to BENCHMARKS.md")
+    bench.set_defaults(func=_bench)
+    data = sub.add_parser("data", help="fetch or stage datasets")
+    data.add_argument("action", choices=["fetch", "list"])
+    data.add_argument("names", nargs="*", default=[])
+    data.add_argument("--from", dest="source", default=None, help="stage from this local directory instead of downloading")
+    data.set_defaults(func=_data)
+    rep = sub.add_parser("report", help="regenerate REPLICATION.md from figures/")
+    rep.set_defaults(func=_report)
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except ReplicateError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+

@@ -7,8 +7,9 @@ import torch
 from replicate.core import paths
 from replicate.data.quadratic import li2020_counterexample
 from replicate.core.errors import ReplicateError
-from replicate.experiments import cache, li2020
-from replicate.experiments.config import RunConfig, make
+from replicate.experiments.li2020 import fig2
+from replicate.experiments.runs import cache
+from replicate.experiments.runs.config import RunConfig, make
 
 QUAD = RunConfig(dataset="quadratic", scheme="full", local_steps=5, batch_size=None, lr=0.4,
                  lr_schedule="constant", weight_decay=0.0, clip_norm=None, rounds=30)
@@ -44,25 +45,25 @@ def test_unknown_run_parameter_is_named():
     with pytest.raises(ReplicateError, match="local_step"):
         make(dataset="quadratic", local_step=3)
     with pytest.raises(ReplicateError, match="profile"):
-        li2020.Fig2Config.for_profile("huge")
+        fig2.Fig2Config.for_profile("huge")
     with pytest.raises(ReplicateError, match="no parameter"):
-        li2020.Fig2Config.for_profile("smoke", epochs=3)
+        fig2.Fig2Config.for_profile("smoke", epochs=3)
 
 
 def test_fedavg_converges_to_the_predicted_fixed_point():
     """Long fixed-lr FedAvg on the quadratic ends at w̃* from the closed form, not at w*."""
     q = li2020_counterexample()
     history = cache.run(QUAD.replace(rounds=4000, lr=0.2), progress=False, use_cache=False)
-    w_tilde = li2020.fedavg_fixed_point(q, 0.2, 5)
+    w_tilde = fig2.fedavg_fixed_point(q, 0.2, 5)
     w_star = q.optimum()
     assert history["distance"].iloc[-1] == pytest.approx(float(torch.linalg.vector_norm(w_tilde - w_star)), rel=1e-3)
     assert float(torch.linalg.vector_norm(w_tilde - w_star)) > 1e-3
     # E = 1 is gradient descent: its fixed point is the optimum
-    torch.testing.assert_close(li2020.fedavg_fixed_point(q, 0.2, 1), w_star.to(torch.float64))
+    torch.testing.assert_close(fig2.fedavg_fixed_point(q, 0.2, 1), w_star.to(torch.float64))
 
 
 def test_theorem5_bound_grid():
-    frame = li2020.theorem5(li2020.Fig2Config(theorem5_lrs=(0.01,), theorem5_steps=(2, 5)))
+    frame = fig2.theorem5(fig2.Fig2Config(theorem5_lrs=(0.01,), theorem5_steps=(2, 5)))
     assert len(frame) == 2 and (frame.y >= frame.bound).all()
     assert (frame.bound > 0).all()
 

@@ -13,8 +13,8 @@ from replicate.core import paths
 from replicate.fl.algorithms import FedAvg
 from replicate.fl.engine import ClientUpdate
 from replicate.core.errors import ReplicateError
-from replicate.experiments import cache
-from replicate.experiments import li2020_training as exp
+from replicate.experiments.li2020 import common, fig1a, fig3, schemes
+from replicate.experiments.runs import cache, pool
 from replicate.fl.models import LogisticRegression
 from replicate.fl.problems import SampleProblem
 from replicate.fl.schedules import LRSchedule
@@ -24,18 +24,18 @@ from conftest import toy_dataset
 
 def test_rounds_to_target_counts_rounds_and_censors():
     losses = [2.0, 1.0, 0.6, 0.5, 0.4]
-    assert exp.rounds_to_target(losses, 0.5) == 3  # row r is the model after r rounds; ≤ counts
-    assert exp.rounds_to_target(losses, 2.0) == 0
-    assert exp.rounds_to_target(losses, 0.55) == 3
-    assert math.isnan(exp.rounds_to_target(losses, 0.1))
-    assert math.isnan(exp.rounds_to_target([2.0, float("nan"), float("inf")], 1.0))
+    assert common.rounds_to_target(losses, 0.5) == 3  # row r is the model after r rounds; ≤ counts
+    assert common.rounds_to_target(losses, 2.0) == 0
+    assert common.rounds_to_target(losses, 0.55) == 3
+    assert math.isnan(common.rounds_to_target(losses, 0.1))
+    assert math.isnan(common.rounds_to_target([2.0, float("nan"), float("inf")], 1.0))
 
 
 def test_fluctuation_is_rise_over_fall():
-    assert exp.fluctuation([3.0, 2.0, 1.5, 1.0]) == 0.0
-    assert exp.fluctuation([2.0, 1.0, 1.5, 1.0]) == pytest.approx(0.5 / 1.5)
-    assert exp.fluctuation([1.0, 2.0, 1.0]) == pytest.approx(1.0)  # no net progress
-    assert exp.fluctuation([1.0, 2.0, float("nan")]) == math.inf  # diverged
+    assert common.fluctuation([3.0, 2.0, 1.5, 1.0]) == 0.0
+    assert common.fluctuation([2.0, 1.0, 1.5, 1.0]) == pytest.approx(0.5 / 1.5)
+    assert common.fluctuation([1.0, 2.0, 1.0]) == pytest.approx(1.0)  # no net progress
+    assert common.fluctuation([1.0, 2.0, float("nan")]) == math.inf  # diverged
 
 
 def _curves(spec: dict, rounds: int = 20, seeds=(0,), key="series") -> pd.DataFrame:
@@ -50,37 +50,37 @@ def test_lr_tuning_picks_the_lowest_final_loss_and_skips_divergence():
                      0.5: lambda r, s: 2.0 / (1 + r) + 0.3 + 0.05 * s,
                      0.9: lambda r, s: 2.0 / (1 + r) + 0.2 + 0.3 * s,  # best on seed 0 only
                      1.1: lambda r, s: float("nan") if r > 3 else 1.0}, seeds=(0, 1), key="lr")
-    assert exp.tune_lr(frame, last=5) == 0.5  # mean over seeds: 0.325 beats 0.35
-    assert exp.tune_lr(frame[frame.seed == 0], last=5) == 0.9
-    final = exp.final_loss(frame, 5, by=("lr", "seed"))
+    assert common.tune_lr(frame, last=5) == 0.5  # mean over seeds: 0.325 beats 0.35
+    assert common.tune_lr(frame[frame.seed == 0], last=5) == 0.9
+    final = common.final_loss(frame, 5, by=("lr", "seed"))
     assert final[(1.1, 0)] == math.inf
-    partly = exp.final_loss(_curves({0.1: lambda r, s: float("nan") if r == 20 else 1.0}, key="lr"), 5, by=("lr", "seed"))
+    partly = common.final_loss(_curves({0.1: lambda r, s: float("nan") if r == 20 else 1.0}, key="lr"), 5, by=("lr", "seed"))
     assert partly[(0.1, 0)] == math.inf  # a NaN among the last rounds is divergence, not skipped
     assert final[(0.1, 0)] == pytest.approx(np.mean([2.0 / (1 + r) + 0.5 for r in range(16, 21)]))
 
 
 def _fig1a_frame(rounds: dict, cap: int = 100) -> pd.DataFrame:
     rows = [{"dataset": d, "source": "ours", "seed": 0, "local_steps": e * 10, "rounds": r, "censored": math.isnan(r),
-             "cap": cap, "min_loss": exp.FIG1A_TARGET[d] - 0.01} for d, series in rounds.items()
+             "cap": cap, "min_loss": fig1a.FIG1A_TARGET[d] - 0.01} for d, series in rounds.items()
             for e, r in series.items()]
     return pd.DataFrame(rows)
 
 
 def test_fig1a_claims_detect_the_u_shape_and_treat_censored_as_never():
-    config = exp.Fig1aConfig()
+    config = fig1a.Fig1aConfig()
     nan = math.nan
     u_shape = {10: 150.0, 20: 100.0, 50: 90.0, 100: 120.0}
     data = _fig1a_frame({"mnist_balanced": {10: 120.0, 20: 50.0, 50: 28.0, 100: 29.0},
                          "mnist_unbalanced": u_shape,
                          "synthetic(0,0)": {10: nan, 20: 100.0, 50: 95.0, 100: nan},  # censored ends count as never
                          "synthetic(1,1)": {10: 150.0, 20: 100.0, 50: 95.0, 100: 100.0}})  # rises < 10%: no
-    results = {c.claim.split(":")[0]: c.passed for c in exp.fig1a_claims(data, config)}
+    results = {c.claim.split(":")[0]: c.passed for c in fig1a.fig1a_claims(data, config)}
     assert results == {"mnist unbalanced": True, "synthetic(0,0)": True, "synthetic(1,1)": False,
                        "mnist balanced": True, "The paper's target losses are reached on every dataset (paper's minimum loss found": True}
-    rising = _fig1a_frame({d: u_shape for d in exp.DATASETS})
-    assert not [c for c in exp.fig1a_claims(rising, config) if c.claim.startswith("mnist balanced")][0].passed
-    never = _fig1a_frame({d: {10: nan, 20: nan} for d in exp.DATASETS})
-    assert not exp.fig1a_claims(never, config)[-1].passed
+    rising = _fig1a_frame({d: u_shape for d in common.DATASETS})
+    assert not [c for c in fig1a.fig1a_claims(rising, config) if c.claim.startswith("mnist balanced")][0].passed
+    never = _fig1a_frame({d: {10: nan, 20: nan} for d in common.DATASETS})
+    assert not fig1a.fig1a_claims(never, config)[-1].passed
 
 
 def _schemes_frame(curves: dict, dataset: str, seeds=(0, 1, 2), rounds: int = 60) -> pd.DataFrame:
@@ -88,7 +88,7 @@ def _schemes_frame(curves: dict, dataset: str, seeds=(0, 1, 2), rounds: int = 60
     frame["scheme"] = frame.series
     frame["lr"] = 0.1
     frame["chosen"] = True
-    frame["dataset"] = exp.LABELS[dataset]
+    frame["dataset"] = common.LABELS[dataset]
     return frame
 
 
@@ -101,41 +101,41 @@ def spiky(level):
 
 
 def test_fig4_claims_pass_on_the_papers_picture_and_fail_otherwise():
-    config = exp.Fig4Config(rounds=60, seeds=(0, 1, 2))
+    config = schemes.Fig4Config(rounds=60, seeds=(0, 1, 2))
     paper = {"scheme1": smooth(0.8), "original": smooth(0.9), "transformed2": smooth(1.0),
              "scheme2": lambda r, s: 1.5 + (0.8 if (r + s) % 3 == 0 else 0.0)}
     data = _schemes_frame(paper, "synthetic(0,0)")
-    assert [c.passed for c in exp.fig4_claims(data, config)] == [True, True, True, True]
+    assert [c.passed for c in schemes.fig4_claims(data, config)] == [True, True, True, True]
     swapped = _schemes_frame({"scheme1": smooth(0.95), "original": smooth(1.2), "transformed2": smooth(0.9),
                               "scheme2": smooth(0.5)}, "synthetic(0,0)")
-    passed = [c.passed for c in exp.fig4_claims(swapped, config)]
+    passed = [c.passed for c in schemes.fig4_claims(swapped, config)]
     assert passed == [False, False, False, False]
 
 
 def test_fig1cd_claims():
-    config = exp.Fig1cdConfig(seeds=(0, 1, 2))
+    config = schemes.Fig1cdConfig(seeds=(0, 1, 2))
     balanced = _schemes_frame({"scheme1": smooth(0.40), "scheme2": smooth(0.41), "transformed2": smooth(0.41),
                                "original": smooth(0.50)}, "mnist_balanced")
     unbalanced = _schemes_frame({"scheme1": smooth(0.30), "scheme2": spiky(0.40), "transformed2": smooth(0.35),
                                  "original": smooth(0.33)}, "mnist_unbalanced")
-    claims = exp.fig1cd_claims(pd.concat([balanced, unbalanced]), config)
+    claims = schemes.fig1cd_claims(pd.concat([balanced, unbalanced]), config)
     assert [c.passed for c in claims] == [True] * 6
     worse = _schemes_frame({"scheme1": smooth(0.40), "scheme2": smooth(0.60), "transformed2": smooth(0.70),
                             "original": smooth(0.50)}, "mnist_balanced")
-    assert [c.passed for c in exp.fig1cd_claims(worse, config)] == [False, False, False]
+    assert [c.passed for c in schemes.fig1cd_claims(worse, config)] == [False, False, False]
 
 
 def test_fig3_claims():
-    config = exp.Fig3Config(rounds=79, seeds=(0,))
+    config = fig3.Fig3Config(rounds=79, seeds=(0,))
     frame = _curves({k: (lambda k: lambda r, s: 0.5 + 2.0 / (1 + r) - 1e-4 * k)(k) for k in (10, 30, 100)},
                     rounds=79, key="K")
     frame["dataset"] = "synthetic(0,0)"
-    assert [c.passed for c in exp.fig3_claims(frame, config)] == [True, True, True]
+    assert [c.passed for c in fig3.fig3_claims(frame, config)] == [True, True, True]
     frame.loc[frame.K == 100, "train_loss"] += 0.2  # K = 100 worse and far apart
-    assert [c.passed for c in exp.fig3_claims(frame, config)] == [True, False, False]
+    assert [c.passed for c in fig3.fig3_claims(frame, config)] == [True, False, False]
 
 
-@pytest.mark.parametrize("config", [exp.Fig1cdConfig.for_profile("paper"), exp.Fig4Config.for_profile("paper")])
+@pytest.mark.parametrize("config", [schemes.Fig1cdConfig.for_profile("paper"), schemes.Fig4Config.for_profile("paper")])
 def test_schemes_of_one_seed_see_the_same_devices(config):
     dataset = config.datasets[-1]
     weights = torch.distributions.Dirichlet(torch.ones(100)).sample((1,))[0].to(torch.float64)
@@ -151,38 +151,38 @@ def test_schemes_of_one_seed_see_the_same_devices(config):
 
 
 def test_figure_configs_follow_the_paper():
-    fig1a = exp.Fig1aConfig.for_profile("paper")
-    run = fig1a.run_config("synthetic(1,1)", 20, 0)
+    fig1a_config = fig1a.Fig1aConfig.for_profile("paper")
+    run = fig1a_config.run_config("synthetic(1,1)", 20, 0)
     assert (run.scheme, run.clients_per_round, run.local_steps, run.batch_size, run.lr) == ("scheme1", 30, 200, 24, 0.1)
-    assert fig1a.run_config("mnist_balanced", 5, 0).clients_per_round == 30
-    run = fig1a.run_config("mnist_unbalanced", 5, 0)
+    assert fig1a_config.run_config("mnist_balanced", 5, 0).clients_per_round == 30
+    run = fig1a_config.run_config("mnist_unbalanced", 5, 0)
     assert (run.clients_per_round, run.local_steps, run.batch_size) == (30, 50, 64)
-    for dataset, (grid, _) in exp.FIG1A_PAPER.items():  # the paper's E grids, up to 400 on mnist unbalanced
-        assert {e for (c, _) in fig1a.jobs() if c.dataset == dataset for e in [c.local_steps // 10]} == set(grid)
-    assert fig1a.max_rounds >= 400  # the paper's slowest point (mnist unbalanced, E = 10) needed 400 rounds
-    fig3 = exp.Fig3Config.for_profile("paper")
-    assert fig3.run_config("synthetic(0,0)", 70, 1).local_steps == 50 and fig3.rounds + 1 == 80
-    fig1cd = exp.Fig1cdConfig.for_profile("paper")
-    assert (fig1cd.clients_per_round, fig1cd.epochs, fig1cd.original_lrs) == (10, 20, (0.1, 0.5, 0.9, 1.1))
-    assert fig1cd.rounds + 1 == 200  # the 200 logged losses of the authors' scheme plots
-    fig4 = exp.Fig4Config.for_profile("paper")
-    assert fig4.run_config("synthetic(0,0)", "original", 0.9, 0).batch_size == 24 and fig4.rounds + 1 == 200
+    for dataset, (grid, _) in fig1a.FIG1A_PAPER.items():  # the paper's E grids, up to 400 on mnist unbalanced
+        assert {e for (c, _) in fig1a_config.jobs() if c.dataset == dataset for e in [c.local_steps // 10]} == set(grid)
+    assert fig1a_config.max_rounds >= 400  # the paper's slowest point (mnist unbalanced, E = 10) needed 400 rounds
+    fig3_config = fig3.Fig3Config.for_profile("paper")
+    assert fig3_config.run_config("synthetic(0,0)", 70, 1).local_steps == 50 and fig3_config.rounds + 1 == 80
+    fig1cd_config = schemes.Fig1cdConfig.for_profile("paper")
+    assert (fig1cd_config.clients_per_round, fig1cd_config.epochs, fig1cd_config.original_lrs) == (10, 20, (0.1, 0.5, 0.9, 1.1))
+    assert fig1cd_config.rounds + 1 == 200  # the 200 logged losses of the authors' scheme plots
+    fig4_config = schemes.Fig4Config.for_profile("paper")
+    assert fig4_config.run_config("synthetic(0,0)", "original", 0.9, 0).batch_size == 24 and fig4_config.rounds + 1 == 200
     with pytest.raises(ReplicateError, match="no parameter"):
-        exp.Fig3Config.for_profile("smoke", Ks=(1,))
+        fig3.Fig3Config.for_profile("smoke", Ks=(1,))
 
 
 def test_run_to_target_stops_there_and_is_cached(monkeypatch):
     problem = SampleProblem(toy_dataset(), LogisticRegression(5, 3))
     parts = (problem, FedAvg("scheme1", 4), ClientUpdate(steps=5, batch_size=8), LRSchedule("li2020", 0.5))
     monkeypatch.setattr(cache, "build", lambda config: parts)
-    config = exp.Fig1aConfig(max_rounds=30).run_config("synthetic(0,0)", 1, 0)
+    config = fig1a.Fig1aConfig(max_rounds=30).run_config("synthetic(0,0)", 1, 0)
     full = engine.run(*parts, rounds=30, seed=config.seed)
     target = float(full.train_loss.iloc[6])
-    history = exp.run_to_target(config, target)
-    stop = int(exp.rounds_to_target(full.train_loss, target))
+    history = pool.run_to_target(config, target)
+    stop = int(common.rounds_to_target(full.train_loss, target))
     assert len(history) == stop + 1 and history.train_loss.tolist() == pytest.approx(full.train_loss[:stop + 1].tolist())
-    other = exp.run_to_target(config, target + 0.01)  # another target of the same config is another entry
+    other = pool.run_to_target(config, target + 0.01)  # another target of the same config is another entry
     assert len(other) <= len(history) and len(list((paths.cache_dir() / "to_target").glob("*.csv"))) == 2
     monkeypatch.setattr(cache, "build", lambda config: pytest.fail("recomputed a cached run"))
-    assert exp.run_to_target(config, target).equals(history)
-    exp.compute([(config, target)], workers=2)  # cached: nothing to do, no processes
+    assert pool.run_to_target(config, target).equals(history)
+    pool.compute([(config, target)], workers=2)  # cached: nothing to do, no processes

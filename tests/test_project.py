@@ -27,7 +27,8 @@ def test_environment_yml_and_pip_requirements_agree():
 
 
 def test_import_does_not_load_torchvision_or_data():
-    code = ("import sys, replicate, replicate.data, replicate.fl.engine, replicate.experiments.li2020;"
+    code = ("import sys, replicate, replicate.data, replicate.fl.engine, replicate.experiments.li2020.table2,"
+            " replicate.experiments.li2020.fig2;"
             "print('torchvision' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -21,7 +21,7 @@ from replicate.report import claims
 from replicate.fl import engine
 from replicate.core import paths
 from replicate.core.fileio import atomic_write_text
-from replicate.experiments.config import RunConfig, build
+from replicate.experiments.runs.config import RunConfig, build
 
 VERSION = 2
 

@@ -1,0 +1,199 @@
+"""Charles & Konečný 2021 (AISTATS, arXiv 2103.05032), "Convergence and Accuracy Trade-Offs
+in Federated Learning and Meta-Learning": what every figure and table shares.
+
+The profile base class of the figure configs (``_Profiled``) with the common deviations,
+labels, (ρ, ε) points and frontier helpers, the swept (γ, K) frontier of Figures 3, 4 and 9,
+deterministic LocalUpdate runs through the engine (``run_local_update``) and the frontier
+plot (``plot_frontiers``).
+
+Each figure key has a frozen config with ``smoke`` and ``paper`` profiles
+(``Fig1Config.for_profile(profile)``), a data function returning a tidy frame with one row
+per plotted point (facet ``panel``, curve ``series``, x = ``rho``, y = ``eps``), a claims
+function and a plot function. The maths lives in :mod:`replicate.theory`. The paper's
+numerical settings (μ, L, K, γ, α, d, grids) are lost from the text we have, so every
+default here is PROPOSED (spec §6) and listed in the config's ``deviations``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import ClassVar
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import torch
+
+from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
+from replicate import theory as th
+from replicate.fl.algorithms.local_update import LocalUpdate
+from replicate.report.claims import PROFILES
+from replicate.fl.engine import ClientUpdate, run
+from replicate.fl.problems import QuadraticFederatedProblem
+from replicate.core.errors import ReplicateError
+from replicate.fl.schedules import LRSchedule
+
+
+SERVER_LABELS = {"gd": "no momentum", "nesterov": "Nesterov", "heavyball": "heavy-ball"}
+
+EPS_DEVIATION = ("ε is eq. (17) as reconstructed in spec §5 (DERIVED): ζ and the constant of Lemma 5 are "
+                 "dropped, ε = (√(L/μ) − √κ)/(√(L/μ) + √κ)")
+NESTEROV_DEVIATION = ("Nesterov row of Table 2 is lost; we use Lessard et al.'s optimal tuning, "
+                      "ρ = 1 − 2/√(3κ+1) (PROPOSED, spec §4)")
+
+
+@dataclass(frozen=True)
+class _Profiled:
+    """Profile handling shared by every figure config: ``smoke`` only lowers resolution."""
+
+    profile: str = "paper"
+    SMOKE: ClassVar[dict] = {}
+
+    @classmethod
+    def for_profile(cls, profile: str = "smoke", **overrides):
+        """The ``paper`` or ``smoke`` settings, with optional field overrides (papermill parameters)."""
+        if profile not in PROFILES:
+            raise ReplicateError(f"profile must be one of {PROFILES}, got {profile!r}")
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(overrides) - names)
+        if unknown:
+            raise ReplicateError(f"{cls.__name__} has no parameter(s) {unknown}; valid: {', '.join(sorted(names))}")
+        return cls(**{**(cls.SMOKE if profile == "smoke" else {}), **overrides, "profile": profile})
+
+    def _common_deviations(self, conditions, servers=("gd",)) -> list[str]:
+        notes = [EPS_DEVIATION,
+                 f"μ = {self.mu:g} and L/μ ∈ {{{', '.join(f'{c:g}' for c in conditions)}}} (PROPOSED; values lost)"]
+        if "nesterov" in servers:
+            notes.append(NESTEROV_DEVIATION)
+        return notes
+
+
+def _panel(condition: float) -> str:
+    return f"L/μ = {condition:g}"
+
+
+def _points(kappa, condition, server="gd", omega=None, **columns) -> pd.DataFrame:
+    """Rows (ρ, ε) for a κ-array at L/μ = ``condition`` plus the sweep parameters as extra columns."""
+    kappa = np.maximum(np.asarray(kappa, dtype=float), 1.0)  # κ ≥ 1; closed forms can round to 1 - 1e-16
+    rho, eps = th.operating_point(kappa, condition, server, omega=omega)
+    frame = pd.DataFrame({"kappa": kappa, "rho": rho, "eps": eps,
+                          "condition": condition, "server": server})
+    for name, value in columns.items():
+        frame[name] = value
+    return frame
+
+
+def _universal(condition, server, n, panel, kappa_min=1.0) -> pd.DataFrame:
+    """The frontier curve κ ↦ (ρ, ε) over [κ_min, L/μ] (spec §5, key structural fact)."""
+    return _points(th.kappa_grid(kappa_min, condition, n), condition, server, panel=panel,
+                   series="FedAvg frontier (any K, γ)", kind="analytic")
+
+
+def _curve(data, **where):
+    part = data
+    for key, value in where.items():
+        part = part[part[key] == value]
+    return part["rho"].to_numpy(), part["eps"].to_numpy()
+
+
+def _intercept(condition):
+    """ε at κ = 1: where every FedAvg frontier meets ρ = 0 (one-shot averaging)."""
+    return float(th.eps_of_kappa(1.0, condition))
+
+
+def _thin(frame: pd.DataFrame, n: int) -> pd.DataFrame:
+    """At most n rows of a curve sorted by ρ, evenly spaced in arc length, both ends kept."""
+    if len(frame) <= n:
+        return frame
+    steps = np.hypot(np.diff(frame["rho"].to_numpy()), np.diff(frame["eps"].to_numpy()))
+    arc = np.concatenate([[0.0], np.cumsum(steps)])
+    keep = np.unique(np.searchsorted(arc, np.linspace(0.0, arc[-1], n)).clip(0, len(frame) - 1))
+    return frame.iloc[np.union1d(keep, [0, len(frame) - 1])]
+
+
+def _swept_frontier(mu, L, family, alpha, gammas_for, steps, server, curve_points=600, **columns) -> pd.DataFrame:
+    """Pareto-optimal (ρ, ε) points of a (γ, K)-sweep of a = 1_K or e_K at proximal strength α,
+    thinned to ``curve_points`` rows for plotting."""
+    kappas, gammas, Ks = [], [], []
+    for K in steps:
+        g = gammas_for(K)
+        kappa_of = th.kappa_fedavg if family == "fedavg" else th.kappa_maml
+        kappas.append(kappa_of(mu, L, g, K, alpha))
+        gammas.append(g)
+        Ks.append(np.full(g.size, K))
+    frame = _points(np.concatenate(kappas), L / mu, server, gamma=np.concatenate(gammas), K=np.concatenate(Ks),
+                    alpha=alpha, **columns)
+    front = frame[th.pareto_mask(frame["rho"], frame["eps"])].sort_values("rho", ascending=False)
+    return _thin(front, curve_points)
+
+
+def _subset_claims(data, config):
+    gaps, lows, highs = [], {}, {}
+    for server in config.servers:
+        part = data[data["server"] == server]
+        base = _curve(part, alpha=0.0)
+        for alpha in config.alphas:
+            rho, eps = _curve(part, alpha=alpha)
+            lows[(server, alpha)], highs[(server, alpha)] = rho.min(), rho.max()
+            if alpha > 0:
+                gaps.append(np.nanmax(th.gap_to_curve(rho, eps, *base)))
+    increasing = all(np.all(np.diff([lows[(s, a)] for a in sorted(config.alphas)]) >= -1e-12) for s in config.servers)
+    return gaps, lows, highs, increasing
+
+
+def _rounds_for(rho: float, reach: float = 1e-13) -> int:
+    """A run long enough for the error to fall to ``reach`` (the predicted ρ only sets the budget)."""
+    return int(np.ceil(1.3 * np.log(reach) / np.log(max(rho, 1e-3)))) + 20
+
+
+def run_local_update(problem, x0, a, gamma: float, server: "th.ServerOpt", rounds: int, alpha: float = 0.0):
+    """Deterministic LocalUpdate through ``replicate.fl.engine``; returns the iterates x_0..x_T, (T+1, d)."""
+    algorithm = LocalUpdate(server_lr=server.lr, a=tuple(float(v) for v in a), momentum=server.momentum,
+                            nesterov=server.nesterov)
+    engine_problem = QuadraticFederatedProblem(problem.hessians, problem.linear, problem.weights,
+                                               x0=torch.as_tensor(np.asarray(x0)), record_iterates=True)
+    history = run(engine_problem, algorithm, ClientUpdate(steps=len(a), prox_mu=alpha),
+                  LRSchedule("constant", gamma), rounds=rounds)
+    return torch.tensor(history[[f"x{i}" for i in range(problem.dim)]].to_numpy())
+
+
+def plot_frontiers(data: pd.DataFrame, *, hue: str = "series", facet: str = "panel", title: str = "",
+                   diagonal: bool = False, endpoints: bool = False, ncols: int | None = None):
+    """Frontier panels in the (ρ, ε) square, lines drawn in row order (curves may turn back).
+
+    Rows with ``kind == "measured"`` are drawn as markers, the others as lines, wider for
+    earlier series so that coinciding curves stay visible. ``endpoints`` marks the
+    smallest-ρ end of each curve (where a sweep stops short of ρ = 0).
+    """
+    panels = list(pd.unique(data[facet]))
+    ncols = ncols or min(len(panels), 3)
+    nrows = int(np.ceil(len(panels) / ncols))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.5 * ncols, 3.4 * nrows), squeeze=False)
+    labels = list(pd.unique(data[hue]))
+    colours = dict(zip(labels, plt.rcParams["axes.prop_cycle"].by_key()["color"] * 3))
+    styles = ["-", "--", "-.", ":"]
+    for ax, panel in zip(axes.flat, panels):
+        part = data[data[facet] == panel]
+        series = list(pd.unique(part[hue]))
+        for i, label in enumerate(series):
+            rows = part[part[hue] == label]
+            if rows["kind"].iloc[0] == "measured":
+                ax.plot(rows["rho"], rows["eps"], ls="none", marker="o", ms=4.5, mfc="none", mew=1.1,
+                        color=colours[label], label=str(label), zorder=3)
+                continue
+            width = 1.2 + 1.6 * (len(series) - 1 - i) / max(len(series) - 1, 1)
+            ax.plot(rows["rho"], rows["eps"], color=colours[label], ls=styles[i % len(styles)], lw=width,
+                    alpha=0.9, label=str(label))
+            if endpoints:
+                end = rows.loc[rows["rho"].idxmin()]
+                ax.plot(end["rho"], end["eps"], marker="o", ms=4, color=colours[label])
+        if diagonal:
+            ax.plot([0, 1], [0, 1], color="0.6", lw=0.7, ls=":", label="ρ = ε")
+        ax.set(xlim=(-0.02, 1.02), ylim=(-0.02, 1.02), xlabel="convergence rate ρ", ylabel="suboptimality ε",
+               title=str(panel), aspect="equal")
+        ax.legend(frameon=False, fontsize=6.5, loc="best")
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig

@@ -1,30 +1,78 @@
 """The vectorized engine against the sequential oracle, and the engine's building blocks."""
+from dataclasses import dataclass
+
 import pytest
 import torch
 
 from replicate.core import rng
-from replicate.fl.algorithms import FedAvg
+from replicate.fl.algorithms import FedAvg, LocalWork, PlainSGD, Population
+from replicate.fl.algorithms.protocol import descend_
 from replicate.data.quadratic import li2020_counterexample
-from replicate.fl.engine import ClientUpdate, local_update, run
+from replicate.fl.batches import draw_batch_positions
+from replicate.fl.engine import LocalObjective, run
 from replicate.core.errors import ReplicateError
 from replicate.fl.models import LogisticRegression, Model
 from replicate.fl.oracle import run_sequential
-from replicate.fl.problems import QuadraticFederatedProblem, SampleProblem, draw_batch_positions
+from replicate.fl.problems import QuadraticFederatedProblem, SampleProblem
 from replicate.fl.schedules import LRSchedule
 
 from conftest import toy_dataset
 
-SCHEMES = ["full", "scheme1", "scheme2", "original", "transformed2"]
+SCHEMES = ["full", "scheme1", "scheme2", "original", "transformed2", "weighted"]
 
 
+def population(p: torch.Tensor) -> Population:
+    """Sampling sees weights p_k and sizes n_k; these plans only look at p."""
+    return Population(p, torch.arange(1, p.numel() + 1))
+
+
+@dataclass(frozen=True)
+class ProxFedAvg(FedAvg):
+    """A FedAvg scheme's plan with FedProx's proximal local step (μ moved from the old
+    ``ClientUpdate`` into the algorithms, and only FedProx/LocalUpdate have one)."""
+
+    prox_mu: float = 0.0
+
+    @property
+    def plain_sgd(self) -> PlainSGD:
+        return PlainSGD(prox_mu=self.prox_mu)
+
+    def client_step(self, state, grad, lr, ctx):
+        g = grad(state["w"]).add_(state["w"] - ctx.params, alpha=self.prox_mu)
+        descend_(state["w"], g, lr)
+        return state
+
+
+def fedavg(scheme, clients_per_round=10, prox_mu=0.0):
+    return FedAvg(scheme, clients_per_round) if not prox_mu else ProxFedAvg(scheme, clients_per_round,
+                                                                             prox_mu=prox_mu)
+
+
+class Recording:
+    """Wraps an algorithm and keeps a copy of every round's uploaded local models."""
+
+    def __init__(self, inner):
+        self.inner, self.locals = inner, []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def client_message(self, state, params, plan, ctx):
+        self.locals.append(state["w"].clone())
+        return self.inner.client_message(state, params, plan, ctx)
+
+
+@pytest.mark.parametrize("prox_mu", [0.0, 0.1])
 @pytest.mark.parametrize("scheme", SCHEMES)
-def test_vectorized_engine_equals_sequential_oracle(scheme):
+def test_vectorized_engine_equals_sequential_oracle(scheme, prox_mu):
     problem = SampleProblem(toy_dataset(small_clients=2), LogisticRegression(5, 3))
-    algorithm = FedAvg(scheme, clients_per_round=5)
-    update = ClientUpdate(steps=7, batch_size=8, weight_decay=1e-3, clip_norm=0.5, prox_mu=0.1)
+    algorithm = fedavg(scheme, 5, prox_mu)
+    work, objective = LocalWork(7, "steps", 8), LocalObjective(weight_decay=1e-3, clip_norm=0.5)
     schedule = LRSchedule("li2020", 0.3)
-    fast, w_fast = run(problem, algorithm, update, schedule, rounds=4, seed=3, return_params=True)
-    slow, w_slow = run_sequential(problem, algorithm, update, schedule, rounds=4, seed=3, return_params=True)
+    fast, w_fast = run(problem, algorithm, work, schedule, objective=objective, rounds=4, seed=3,
+                       return_params=True)
+    slow, w_slow = run_sequential(problem, algorithm, work, schedule, objective=objective, rounds=4, seed=3,
+                                  return_params=True)
     torch.testing.assert_close(w_fast, w_slow, rtol=1e-5, atol=1e-6)
     assert fast["train_loss"].tolist() == pytest.approx(slow["train_loss"].tolist(), rel=1e-5)
     assert fast["train_loss"].iloc[-1] < fast["train_loss"].iloc[0]
@@ -33,7 +81,7 @@ def test_vectorized_engine_equals_sequential_oracle(scheme):
 @pytest.mark.parametrize("scheme", ["full", "scheme1"])
 def test_quadratic_engine_equals_oracle_and_closed_form(scheme):
     problem = QuadraticFederatedProblem.li2020(li2020_counterexample())
-    update = ClientUpdate(steps=3)
+    update = LocalWork(3)
     _, fast = run(problem, FedAvg(scheme, 3), update, LRSchedule("constant", 0.4), rounds=5, return_params=True)
     _, slow = run_sequential(problem, FedAvg(scheme, 3), update, LRSchedule("constant", 0.4), rounds=5,
                              return_params=True)
@@ -61,23 +109,27 @@ def test_fused_linear_solver_equals_the_generic_step(scheme, clip_norm):
     dropped when provably inactive) against the generic per-step gradient path."""
     problem = SampleProblem(toy_dataset(small_clients=3), LogisticRegression(5, 3))
     assert problem.grad_bound < 1e3  # clip_norm = 1e3 takes the no-clipping branch
-    plan = FedAvg(scheme, clients_per_round=6).plan(problem.weights(), 1, 2)
     flat = problem.init(4)
-    for update in (ClientUpdate(steps=9, batch_size=8, weight_decay=1e-2, clip_norm=clip_norm),
-                   ClientUpdate(steps=5, batch_size=8, clip_norm=clip_norm, prox_mu=0.5),
-                   ClientUpdate(steps=3, batch_size=None, weight_decay=1e-3, clip_norm=clip_norm)):
-        batches = problem.draw_batches(plan.clients, update.steps, update.batch_size, torch.Generator().manual_seed(2))
-        fused, _ = local_update(problem, flat, plan, update, 0.7, batches)
-        generic, _ = local_update(problem, flat, plan, update, 0.7, batches, fused=False)
-        torch.testing.assert_close(fused, generic, rtol=1e-5, atol=1e-6)
-        assert (fused - flat).abs().max() > 0.05  # the clients really moved
+    for algorithm, work, objective in (
+            (fedavg(scheme, 6), LocalWork(9, "steps", 8), LocalObjective(1e-2, clip_norm)),
+            (fedavg(scheme, 6, prox_mu=0.5), LocalWork(5, "steps", 8), LocalObjective(0.0, clip_norm)),
+            (fedavg(scheme, 6), LocalWork(3, "steps", None), LocalObjective(1e-3, clip_norm))):
+        assert algorithm.plain_sgd is not None  # fused=True takes LogisticRegression.sgd
+        fused, generic = Recording(algorithm), Recording(algorithm)
+        kwargs = dict(objective=objective, rounds=1, seed=4, return_params=True)
+        _, w_fused = run(problem, fused, work, LRSchedule("constant", 0.7), fused=True, **kwargs)
+        _, w_generic = run(problem, generic, work, LRSchedule("constant", 0.7), fused=False, **kwargs)
+        torch.testing.assert_close(fused.locals[0], generic.locals[0], rtol=1e-5, atol=1e-6)  # every local model
+        torch.testing.assert_close(w_fused, w_generic, rtol=1e-5, atol=1e-6)
+        assert (fused.locals[0] - flat).abs().max() > 0.05  # the clients really moved
 
 
 def test_gradient_norm_bound_holds_on_random_batches():
     problem = SampleProblem(toy_dataset(small_clients=2), LogisticRegression(5, 3))
     flat = torch.randn(12, problem.model.num_params, generator=torch.Generator().manual_seed(0)) * 3
     clients = torch.arange(12)
-    batches = problem.draw_batches(clients, 50, 4, torch.Generator().manual_seed(1))
+    batches = problem.draw_batches(clients, torch.full((12,), 50), LocalWork(50, "steps", 4),
+                                   torch.Generator().manual_seed(1))
     norms = torch.stack([torch.linalg.vector_norm(problem.grad(flat, clients, batches.step(s)), dim=1)
                          for s in range(50)])
     assert float(norms.max()) <= problem.grad_bound
@@ -104,15 +156,16 @@ def test_logistic_closed_form_gradient_matches_autograd():
 
 def test_plans_match_the_papers_formulas():
     p = torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64)
+    pop, work = population(p), LocalWork(1)
     for seed in range(5):
-        s1 = FedAvg("scheme1", 3).plan(p, seed, 0)
+        s1 = FedAvg("scheme1", 3).plan(pop, work, seed, 0)
         assert s1.weights.sum().item() == pytest.approx(1.0)
         assert set((s1.weights * 3).round().tolist()) <= {1.0, 2.0, 3.0}  # multiplicity / K
-        s2 = FedAvg("scheme2", 2).plan(p, seed, 0)
+        s2 = FedAvg("scheme2", 2).plan(pop, work, seed, 0)
         torch.testing.assert_close(s2.weights, p[s2.clients] * 4 / 2)  # (N/K) p_k
-        orig = FedAvg("original", 2).plan(p, seed, 0)
+        orig = FedAvg("original", 2).plan(pop, work, seed, 0)
         assert orig.residual == pytest.approx(1 - p[orig.clients].sum().item())
-        t2 = FedAvg("transformed2", 2).plan(p, seed, 0)
+        t2 = FedAvg("transformed2", 2).plan(pop, work, seed, 0)
         torch.testing.assert_close(t2.lr_scale, 4 * p[t2.clients])  # lr · N p_k
         torch.testing.assert_close(t2.weights, torch.full((2,), 0.5, dtype=torch.float64))
         # schemes with the same sampling law see the same clients in the same round
@@ -127,25 +180,26 @@ def test_schemes_are_unbiased(scheme):
     p = torch.rand(n, generator=g, dtype=torch.float64) + 0.2
     p /= p.sum()
     local = torch.randn(n, 3, generator=g, dtype=torch.float64)
-    algorithm = FedAvg(scheme, 3)
-    samples = torch.stack([algorithm.plan(p, 0, r).aggregate(None, local[algorithm.plan(p, 0, r).clients])
-                           for r in range(rounds)])
+    algorithm, pop, work = FedAvg(scheme, 3), population(p), LocalWork(1)
+    plans = [algorithm.plan(pop, work, 0, r) for r in range(rounds)]
+    samples = torch.stack([plan.aggregate(None, local[plan.clients]) for plan in plans])
     target = p @ local
     stderr = samples.std(0) / rounds ** 0.5
     assert ((samples.mean(0) - target).abs() < 4 * stderr).all()
     # the original scheme is biased towards w_t when Σ_S p_k < 1: checked to fail the same test
     orig = FedAvg("original", 3)
-    biased = torch.stack([orig.plan(p, 0, r).aggregate(torch.zeros(3, dtype=torch.float64),
-                                                       local[orig.plan(p, 0, r).clients]) for r in range(rounds)])
+    biased = torch.stack([orig.plan(pop, work, 0, r).aggregate(torch.zeros(3, dtype=torch.float64),
+                                                               local[orig.plan(pop, work, 0, r).clients])
+                          for r in range(rounds)])
     assert ((biased.mean(0) - target).abs() > 4 * stderr).any()
 
 
 def test_sampling_is_a_pure_function_of_seed_and_round():
-    p = torch.full((20,), 0.05, dtype=torch.float64)
-    a = [FedAvg("scheme1", 5).plan(p, 7, r).clients.tolist() for r in range(10)]
-    b = [FedAvg("scheme1", 5).plan(p, 7, r).clients.tolist() for r in reversed(range(10))][::-1]
+    p, work = population(torch.full((20,), 0.05, dtype=torch.float64)), LocalWork(1)
+    a = [FedAvg("scheme1", 5).plan(p, work, 7, r).clients.tolist() for r in range(10)]
+    b = [FedAvg("scheme1", 5).plan(p, work, 7, r).clients.tolist() for r in reversed(range(10))][::-1]
     assert a == b
-    assert a != [FedAvg("scheme1", 5).plan(p, 8, r).clients.tolist() for r in range(10)]
+    assert a != [FedAvg("scheme1", 5).plan(p, work, 8, r).clients.tolist() for r in range(10)]
     assert rng.seed_for(1, "init") != rng.seed_for(1, "sampling")
 
 
@@ -179,9 +233,9 @@ def test_bad_settings_raise_clear_errors():
     with pytest.raises(ReplicateError, match="unknown sampling scheme"):
         FedAvg("scheme3")
     with pytest.raises(ReplicateError, match="exceeds"):
-        FedAvg("scheme2", 50).plan(torch.full((10,), 0.1, dtype=torch.float64), 0, 0)
+        FedAvg("scheme2", 50).plan(population(torch.full((10,), 0.1, dtype=torch.float64)), LocalWork(1), 0, 0)
     with pytest.raises(ReplicateError, match="local steps"):
-        ClientUpdate(steps=0)
+        LocalWork(0)
     with pytest.raises(ReplicateError, match="learning rate"):
         LRSchedule("constant", -1.0)
     with pytest.raises(ReplicateError, match="unknown lr schedule"):
@@ -198,18 +252,19 @@ class TinyMLP(Model):
     def init(self, generator, dtype=torch.float32):
         return torch.randn(self.num_params, generator=generator, dtype=dtype) * 0.3
 
-    def forward(self, params, x):
+    def forward(self, params, x, noise=None):
         return torch.tanh(x @ params["w1"] + params["b1"]) @ params["w2"] + params["b2"]
 
 
 def test_generic_model_runs_in_the_same_loop_and_matches_oracle():
     problem = SampleProblem(toy_dataset(small_clients=1), TinyMLP(5, 4, 3))
-    update = ClientUpdate(steps=4, batch_size=6, weight_decay=1e-3, clip_norm=1.0)
+    work, objective = LocalWork(4, "steps", 6), LocalObjective(weight_decay=1e-3, clip_norm=1.0)
     seen = []
-    fast, w_fast = run(problem, FedAvg("scheme2", 4), update, LRSchedule("constant", 0.2), rounds=3,
-                       return_params=True, extra_metrics=lambda prob, w: seen.append(1) or {"norm": float(w.norm())})
-    _, w_slow = run_sequential(problem, FedAvg("scheme2", 4), update, LRSchedule("constant", 0.2), rounds=3,
-                               return_params=True)
+    fast, w_fast = run(problem, FedAvg("scheme2", 4), work, LRSchedule("constant", 0.2), objective=objective,
+                       rounds=3, return_params=True,
+                       extra_metrics=lambda prob, w: seen.append(1) or {"norm": float(w.norm())})
+    _, w_slow = run_sequential(problem, FedAvg("scheme2", 4), work, LRSchedule("constant", 0.2),
+                               objective=objective, rounds=3, return_params=True)
     torch.testing.assert_close(w_fast, w_slow, rtol=1e-5, atol=1e-6)
     assert len(seen) == 4 and fast["norm"].iloc[-1] == pytest.approx(float(w_fast.norm()), rel=1e-6)
 
@@ -251,7 +306,7 @@ def test_subsets_stay_uniform_when_repeats_are_redrawn():
 def test_bench_times_every_solver_on_the_same_workload():
     """The benchmark command's table (no timing asserted: only that every solver ran and the ratios are its own)."""
     from replicate.cli import bench
-    from replicate.experiments.config import RunConfig
+    from replicate.experiments.runs.config import RunConfig
 
     tiny = {"tiny": (RunConfig("synthetic(1,1)", num_clients=20, local_steps=2, batch_size=4), (3,)),
             "unavailable": (RunConfig("no_such_dataset"), (3,))}

@@ -11,26 +11,27 @@ from replicate.experiments.li2020 import fig2
 from replicate.experiments.runs import cache
 from replicate.experiments.runs.config import RunConfig, make
 
-QUAD = RunConfig(dataset="quadratic", scheme="full", local_steps=5, batch_size=None, lr=0.4,
+QUAD = RunConfig(dataset="quadratic", scheme="full", local_steps=5, batch_size=None, client_lr=0.4,
                  lr_schedule="constant", weight_decay=0.0, clip_norm=None, rounds=30)
 
 
 def test_cache_roundtrip_and_resume(monkeypatch):
-    cache.reset_usage()
-    first = cache.run(QUAD, progress=False)
+    log = cache.RunLog()
+    first = cache.run(QUAD, progress=False, log=log)
     stored = paths.cache_dir() / "runs" / f"{cache.key(QUAD)}.csv"
     assert stored.exists() and json.loads(stored.with_suffix(".json").read_text())["local_steps"] == 5
     calls = []
     monkeypatch.setattr("replicate.fl.engine.run", lambda *a, **k: calls.append(a))
-    again = cache.run(QUAD, progress=False)  # loads, does not recompute
+    again = cache.run(QUAD, progress=False, log=log)  # loads, does not recompute
     assert not calls
     assert again["objective"].tolist() == pytest.approx(first["objective"].tolist(), rel=1e-12)
-    used = cache.usage()  # both uses counted, the compute time of the first carried by the second
+    used = log.provenance()  # both uses counted, the compute time of the first carried by the second
     assert used["runs"] == 2 and used["runs_from_cache"] == 1 and used["runs_untimed"] == 0
     assert used["runs_compute_s"] == pytest.approx(2 * json.loads(stored.with_suffix(".json").read_text())["elapsed_s"], abs=0.11)
-    cache.mark_computed(QUAD)  # as a worker pool does after computing it for this notebook
-    cache.run(QUAD, progress=False)
-    assert cache.usage()["runs"] == 3 and cache.usage()["runs_from_cache"] == 1
+    log.mark_computed(QUAD)  # as a worker pool does after computing it for this notebook
+    cache.run(QUAD, progress=False, log=log)
+    assert log.provenance()["runs"] == 3 and log.provenance()["runs_from_cache"] == 1
+    assert cache.RunLog().provenance()["runs"] == 0  # logs are separate objects: nothing global
     assert cache.key(QUAD) != cache.key(QUAD.replace(local_steps=6))
     assert not list((paths.cache_dir() / "runs").glob("*.tmp"))  # atomic writes leave no temp files
 
@@ -53,7 +54,7 @@ def test_unknown_run_parameter_is_named():
 def test_fedavg_converges_to_the_predicted_fixed_point():
     """Long fixed-lr FedAvg on the quadratic ends at w̃* from the closed form, not at w*."""
     q = li2020_counterexample()
-    history = cache.run(QUAD.replace(rounds=4000, lr=0.2), progress=False, use_cache=False)
+    history = cache.run(QUAD.replace(rounds=4000, client_lr=0.2), progress=False, use_cache=False)
     w_tilde = fig2.fedavg_fixed_point(q, 0.2, 5)
     w_star = q.optimum()
     assert history["distance"].iloc[-1] == pytest.approx(float(torch.linalg.vector_norm(w_tilde - w_star)), rel=1e-3)
@@ -78,3 +79,42 @@ def test_stopped_runs_end_at_the_target_and_are_cached_apart():
     assert len(stopped) == first + 1 and stopped["train_loss"].iloc[-1] <= goal
     assert cache.load(synthetic, stop_loss=goal) is not None and cache.load(synthetic, stop_loss=goal / 2) is None
     assert len(cache.load(synthetic)) == synthetic.rounds + 1  # the full run is untouched
+
+
+def test_cache_key_ignores_fields_left_at_their_defaults():
+    """Adding a config field with a neutral default must not invalidate cached runs: the key
+    covers only fields that differ from their defaults."""
+    import dataclasses
+    import hashlib
+
+    changed = {f.name: getattr(QUAD, f.name) for f in dataclasses.fields(QUAD) if getattr(QUAD, f.name) != f.default}
+    assert "straggler_fraction" not in changed and "server_lr" not in changed
+    payload = json.dumps({"version": cache.VERSION, **changed}, sort_keys=True)
+    assert cache.key(QUAD) == hashlib.sha256(payload.encode()).hexdigest()[:20]
+    assert cache.key(QUAD) != cache.key(QUAD.replace(server_lr=0.5))
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(algorithm="fedsgd"), "unknown algorithm 'fedsgd'"),
+    (dict(algorithm="fedprox", prox_mu=-0.1), "prox_mu"),
+    (dict(algorithm="fedprox", local_steps=None, local_epochs=0, batch_size=10), "epochs"),
+    (dict(algorithm="fedprox", straggler_fraction=1.5), r"straggler_fraction must be in \[0, 1\]"),
+    (dict(algorithm="fedavg", scheme="weighted", straggler_fraction=-0.1), "straggler_fraction"),
+    (dict(local_epochs=2), "exactly one of local_steps and local_epochs"),
+])
+def test_bad_run_settings_fail_before_any_compute(bad, match, monkeypatch):
+    monkeypatch.setattr("replicate.fl.engine.run", lambda *a, **k: pytest.fail("computed despite bad input"))
+    monkeypatch.setattr("replicate.experiments.runs.config.dataset", lambda *a: pytest.fail("loaded data"))
+    with pytest.raises(ReplicateError, match=match):
+        cache.run(RunConfig(dataset="synthetic(1,1)", **bad), progress=False)
+
+
+def test_charles_runs_take_the_same_run_path_uncached():
+    from replicate import theory as th
+    from replicate.experiments.charles2021.common import local_update_config
+
+    config = local_update_config((1.0, 1.0), 0.1, th.ServerOpt(0.1), rounds=3)
+    with pytest.raises(ReplicateError, match="cannot be cached"):
+        cache.run(config, problem=object())
+    with pytest.raises(ReplicateError, match="dataset='given'"):
+        cache.run(config, use_cache=False)

@@ -11,7 +11,8 @@ from replicate.fl import engine
 
 from replicate.core import paths
 from replicate.fl.algorithms import FedAvg
-from replicate.fl.engine import ClientUpdate
+from replicate.fl.algorithms import LocalWork, Population
+from replicate.fl.engine import LocalObjective
 from replicate.core.errors import ReplicateError
 from replicate.experiments.li2020 import common, fig1a, fig3, schemes
 from replicate.experiments.runs import cache, pool
@@ -146,14 +147,15 @@ def test_schemes_of_one_seed_see_the_same_devices(config):
         assert {c.scheme for c in uniform} == {"original", "scheme2", "transformed2"}
         assert len({(c.clients_per_round, c.local_steps, c.batch_size, c.rounds) for c in runs}) == 1
         for r in range(5):
-            plans = [FedAvg(c.scheme, c.clients_per_round).plan(weights, c.seed, r).clients for c in uniform]
+            population = Population(weights, torch.ones(100, dtype=torch.int64))
+            plans = [FedAvg(c.scheme, c.clients_per_round).plan(population, c.work(), c.seed, r).clients for c in uniform]
             assert all(torch.equal(plans[0], p) for p in plans[1:])
 
 
 def test_figure_configs_follow_the_paper():
     fig1a_config = fig1a.Fig1aConfig.for_profile("paper")
     run = fig1a_config.run_config("synthetic(1,1)", 20, 0)
-    assert (run.scheme, run.clients_per_round, run.local_steps, run.batch_size, run.lr) == ("scheme1", 30, 200, 24, 0.1)
+    assert (run.scheme, run.clients_per_round, run.local_steps, run.batch_size, run.client_lr) == ("scheme1", 30, 200, 24, 0.1)
     assert fig1a_config.run_config("mnist_balanced", 5, 0).clients_per_round == 30
     run = fig1a_config.run_config("mnist_unbalanced", 5, 0)
     assert (run.clients_per_round, run.local_steps, run.batch_size) == (30, 50, 64)
@@ -173,8 +175,8 @@ def test_figure_configs_follow_the_paper():
 
 def test_run_to_target_stops_there_and_is_cached(monkeypatch):
     problem = SampleProblem(toy_dataset(), LogisticRegression(5, 3))
-    parts = (problem, FedAvg("scheme1", 4), ClientUpdate(steps=5, batch_size=8), LRSchedule("li2020", 0.5))
-    monkeypatch.setattr(cache, "build", lambda config: parts)
+    parts = (problem, FedAvg("scheme1", 4), LocalWork(5, "steps", 8), LRSchedule("li2020", 0.5))
+    monkeypatch.setattr(cache, "build", lambda config, problem=None: (*parts, LocalObjective()))
     config = fig1a.Fig1aConfig(max_rounds=30).run_config("synthetic(0,0)", 1, 0)
     full = engine.run(*parts, rounds=30, seed=config.seed)
     target = float(full.train_loss.iloc[6])

@@ -6,15 +6,16 @@ Workloads:
 - mnist unbalanced: 100 clients, softmax regression 784 → 10, E = 100 steps, b = 64,
   Scheme I with K = 30, the setting of Li et al.'s Figure 1a whose large-E runs dominate
   the paper profile (issue #3); skipped when MNIST is not staged.
+- FedProx with 90% stragglers: synthetic(1,1) with 30 devices, E = 20 epochs of b = 10,
+  K = 10, μ = 1; 9 of 10 clients stop after 1–19 epochs (unequal local work, issue #8).
 
 Three solvers get identical round plans and mini-batch draws: the engine with the linear
-model's fused solver (its default), the engine's generic per-step gradient path (what
-non-linear models use), and the sequential autograd oracle. Metrics evaluation is
-excluded (``eval_every`` beyond the run) so only training is timed.
+model's fused solver (the plain-SGD algorithms' opt-in), the engine's generic per-step
+gradient path (what non-linear models use), and the sequential autograd oracle. Metrics
+evaluation is excluded (``eval_every`` beyond the run) so only training is timed.
 """
 from __future__ import annotations
 
-import functools
 import platform
 import statistics
 import time
@@ -24,30 +25,34 @@ import torch
 from replicate.fl import engine
 from replicate.fl import oracle
 from replicate.core.errors import ReplicateError
-from replicate.experiments.config import RunConfig, build
+from replicate.experiments.runs.config import RunConfig, build
 
 WORKLOADS = {
     "synthetic(1,1), E=20, b=24": (
-        RunConfig(dataset="synthetic(1,1)", scheme="scheme1", local_steps=20, batch_size=24, lr=0.1,
+        RunConfig(dataset="synthetic(1,1)", scheme="scheme1", local_steps=20, batch_size=24, client_lr=0.1,
                   lr_schedule="li2020", weight_decay=1e-4, clip_norm=60.0), (10, 100)),
     "mnist unbalanced, E=100, b=64": (
-        RunConfig(dataset="mnist_unbalanced", scheme="scheme1", local_steps=100, batch_size=64, lr=0.1,
+        RunConfig(dataset="mnist_unbalanced", scheme="scheme1", local_steps=100, batch_size=64, client_lr=0.1,
                   lr_schedule="li2020", weight_decay=1e-4, clip_norm=60.0), (30,)),
+    "FedProx 90% stragglers, synthetic(1,1) N=30, E=20 epochs, b=10": (
+        RunConfig(dataset="synthetic(1,1)", num_clients=30, algorithm="fedprox", prox_mu=1.0,
+                  straggler_fraction=0.9, local_steps=None, local_epochs=20, batch_size=10, client_lr=0.01,
+                  lr_schedule="constant", weight_decay=0.0, clip_norm=None), (10,)),
 }
 SOLVERS = {
-    "fused": engine.local_update,
-    "generic": functools.partial(engine.local_update, fused=False),
-    "oracle": oracle.sequential_local_update,
+    "fused": {},
+    "generic": {"fused": False},
+    "oracle": {"trainer": oracle.sequential_train},
 }
 
 
-def _seconds_per_round(solver, config: RunConfig, rounds: int, repeats: int, device) -> float:
-    problem, algorithm, update, schedule = build(config, device=device)
+def _seconds_per_round(solver: dict, config: RunConfig, rounds: int, repeats: int, device) -> float:
+    problem, algorithm, work, schedule, objective = build(config, device=device)
     times = []
     for repeat in range(repeats + 1):  # the first repeat warms up and is discarded
         start = time.perf_counter()
-        engine.run(problem, algorithm, update, schedule, rounds=rounds, seed=repeat,
-                   eval_every=rounds + 1, local=solver)
+        engine.run(problem, algorithm, work, schedule, objective=objective, rounds=rounds, seed=repeat,
+                   eval_every=rounds + 1, **solver)
         if device.type == "cuda":
             torch.cuda.synchronize()
         times.append((time.perf_counter() - start) / rounds)
@@ -106,22 +111,28 @@ def step_profile(config: RunConfig, steps: int = 40, device="cpu") -> dict:
 
     from replicate.core import rng
 
-    problem, algorithm, update, schedule = build(config.replace(local_steps=steps), device=device)
-    plan = algorithm.plan(problem.weights(), 0, 0)
+    problem, algorithm, work, schedule, objective = build(config.replace(local_steps=steps), device=device)
+    population = problem.population()
+    plan = algorithm.plan(population, work, 0, 0)
     flat = problem.init(0)
-    batches = problem.draw_batches(plan.clients, steps, update.batch_size, rng.generator(0, "batches", 0))
-    engine.local_update(problem, flat, plan, update, 0.1, batches)  # warm-up
+    counts = work.steps(population.sizes[plan.clients], plan.work)
+    batches = problem.draw_batches(plan.clients, counts, work, rng.generator(0, "batches", 0))
+
+    def solve():
+        return problem.local_sgd(flat, plan.clients, counts, 0.1, batches, objective)
+
+    solve()  # warm-up
     start = time.perf_counter()
-    engine.local_update(problem, flat, plan, update, 0.1, batches)
+    solve()
     seconds = (time.perf_counter() - start) / steps  # timed without the profiler's overhead
     with profile() as prof:
-        engine.local_update(problem, flat, plan, update, 0.1, batches)
+        solve()
     times = {e.key: e.self_cpu_time_total for e in prof.key_averages()}
     total = sum(times.values())
     shares = {part: 0.0 for part in STEP_PARTS.values()} | {"other ops": 0.0}
     for op, t in times.items():
         shares[STEP_PARTS.get(op, "other ops")] += t / total
-    m, b = plan.clients.numel(), update.batch_size
+    m, b = plan.clients.numel(), work.batch_size
     d, c = problem.x_prepared.shape[1], problem.y_prepared.shape[1]
     return {"clients": m, "ms_per_step": seconds * 1e3,
             "gemm_gflops": 4 * m * b * d * c / seconds / 1e9, "shares": shares}

@@ -11,18 +11,22 @@ import zlib
 import numpy as np
 import torch
 
-ROLES = ("init", "sampling", "batches", "stragglers")
+ROLES = ("init", "sampling", "batches", "stragglers", "dropout")
 
 
-def seed_for(seed: int, role: str, round_: int = 0) -> int:
-    """A 63-bit integer seed derived from (seed, role, round) with numpy's SeedSequence."""
+def seed_for(seed: int, role: str, round_: int = 0, *within: int) -> int:
+    """A 63-bit integer seed derived from (seed, role, round) with numpy's SeedSequence.
+
+    ``within`` names a finer stream inside a round (e.g. the local step of a dropout draw),
+    so that any execution order of a round's clients can draw the same numbers.
+    """
     if role not in ROLES:
         raise ValueError(f"unknown random role {role!r}; expected one of {ROLES}")
-    entropy = [int(seed), zlib.crc32(role.encode()), int(round_)]
+    entropy = [int(seed), zlib.crc32(role.encode()), int(round_), *map(int, within)]
     return int(np.random.SeedSequence(entropy).generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
 
 
-def generator(seed: int, role: str, round_: int = 0, device="cpu") -> torch.Generator:
+def generator(seed: int, role: str, round_: int = 0, *within: int, device="cpu") -> torch.Generator:
     g = torch.Generator(device=device)
-    g.manual_seed(seed_for(seed, role, round_))
+    g.manual_seed(seed_for(seed, role, round_, *within))
     return g

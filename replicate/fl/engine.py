@@ -1,18 +1,22 @@
 """The round loop, with all of a round's sampled clients trained together.
 
-Clients are a tensor dimension: the m sampled clients' parameters form one
-``(m, P)`` tensor and every local step is a handful of batched operations
-(gather the m mini-batches, one batched gradient, one update), so the only
-Python loops are over rounds and local steps. ``replicate.fl.oracle`` runs the same
-maths client by client; tests check the two agree.
+Clients are a tensor dimension: the m sampled clients' states are stacked tensors and
+every local step is a handful of batched operations (gather the m mini-batches, one
+batched gradient, one update), so the only Python loops are over rounds and local steps.
+The algorithm owns the maths (``replicate.fl.algorithms.protocol``); this loop only
+samples, draws batches, calls the algorithm, and leaves a client alone once it has done
+its own number of local steps. ``replicate.fl.oracle`` runs the same rounds client by
+client with autograd; tests check the two agree for every algorithm.
 
-Adding an algorithm touches ``replicate/algorithms``, not this loop: an algorithm
-supplies ``plan`` (sampling), ``coefficients`` (message weights, or None),
-``init_state`` and ``server_step``.
+How a round's clients execute is a strategy, not a second implementation of the maths:
+``stacked`` (all at once; ``torch.func.vmap`` for neural models) or ``sequential`` (one
+client after another through the same algorithm code, which is faster for large neural
+models on a CPU). A plain-SGD algorithm (``Algorithm.plain_sgd``) may hand the whole local
+solve to a model's fused solver (``fused=True``, the logistic regression's).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 import torch
@@ -20,24 +24,32 @@ from tqdm.auto import tqdm
 
 from replicate.core import rng
 from replicate.core.errors import ReplicateError
+from replicate.fl.algorithms.protocol import LocalWork, RoundContext
 from replicate.fl.schedules import LRSchedule
+
+EXECUTIONS = ("stacked", "sequential")
 
 
 @dataclass(frozen=True)
-class ClientUpdate:
-    """Local solver settings (names as in the papers where they exist)."""
+class LocalObjective:
+    """What every client's gradient includes besides its loss (Li et al.'s local solver)."""
 
-    steps: int  # E: local SGD steps per round
-    batch_size: int | None = None  # b; None = full local gradient
     weight_decay: float = 0.0  # λ, added to the gradient as λw (inside the optimiser)
     clip_norm: float | None = None  # clip the loss gradient's norm before weight decay
-    prox_mu: float = 0.0  # μ of FedProx: adds μ(w − w_t)
 
     def __post_init__(self):
-        if self.steps < 1:
-            raise ReplicateError(f"local steps (E) must be >= 1, got {self.steps}")
-        if self.batch_size is not None and self.batch_size < 1:
-            raise ReplicateError(f"batch size must be >= 1 or None (full batch), got {self.batch_size}")
+        if self.weight_decay < 0:
+            raise ReplicateError(f"weight decay (λ) must be >= 0, got {self.weight_decay}")
+        if self.clip_norm is not None and not self.clip_norm > 0:
+            raise ReplicateError(f"clip_norm must be positive or None, got {self.clip_norm}")
+
+    def gradient(self, loss_grad: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """clip(∇f(w)) + λw, in place on ``loss_grad``."""
+        if self.clip_norm is not None:
+            clip_(loss_grad, self.clip_norm)
+        if self.weight_decay:
+            loss_grad.add_(w, alpha=self.weight_decay)
+        return loss_grad
 
 
 def default_device() -> torch.device:
@@ -50,52 +62,65 @@ def clip_(g: torch.Tensor, max_norm: float) -> torch.Tensor:
     return g.mul_(torch.clamp(max_norm / (norms + 1e-6), max=1.0))
 
 
-def local_update(problem, global_flat, plan, update: ClientUpdate, lr: float, batches,
-                 coefficients: torch.Tensor | None = None, fused: bool = True):
-    """Run ``update.steps`` local steps for all clients of ``plan`` at once.
-
-    Returns the final local models ``(m, P)`` and, when ``coefficients`` (a_s) are
-    given, the message Σ_s a_s g_s each client would send (Charles & Konečný 2021).
-    With ``fused`` (and no message to collect) a problem's own solver (``local_sgd``,
-    e.g. the linear model's, which keeps its parameters in a faster layout across steps)
-    replaces the generic step below; ``fused=False`` forces the generic step.
-    """
-    clients = plan.clients.to(global_flat.device)
-    if fused and coefficients is None and hasattr(problem, "local_sgd"):
-        rates = lr if plan.lr_scale is None else lr * plan.lr_scale
-        w = problem.local_sgd(global_flat, clients, update, rates, batches)
-        if w is not None:
-            return w, None
-    m = clients.numel()
-    w = global_flat.unsqueeze(0).repeat(m, 1)
-    step_lr = None
-    if plan.lr_scale is not None:
-        step_lr = (lr * plan.lr_scale).to(w.dtype).to(w.device).unsqueeze(1)
-    message = torch.zeros_like(w) if coefficients is not None else None
-    for s in range(update.steps):
-        g = problem.grad(w, clients, None if batches is None else batches.step(s))
-        if update.clip_norm is not None:
-            clip_(g, update.clip_norm)
-        if update.weight_decay:
-            g.add_(w, alpha=update.weight_decay)
-        if update.prox_mu:
-            g.add_(w - global_flat, alpha=update.prox_mu)
-        if message is not None:
-            message.add_(g, alpha=float(coefficients[s]))
-        if step_lr is None:
-            w.sub_(g, alpha=lr)
-        else:
-            w.addcmul_(step_lr, g, value=-1.0)
-    return w, message
+def _rows(t, idx):
+    return t.index_select(0, idx) if torch.is_tensor(t) and t.dim() else t
 
 
-def run(problem, algorithm, update: ClientUpdate, schedule: LRSchedule, *, rounds: int,
-        seed: int = 0, eval_every: int = 1, progress: bool = False, desc: str | None = None,
-        local=local_update, return_params: bool = False, extra_metrics=None, stop=None):
+def train_clients(problem, algorithm, state, ctx: RoundContext, clients, batches, objective: LocalObjective,
+                  seed: int, execution: str = "stacked"):
+    """Run every client's local steps (``ctx.steps``) on ``state``; a finished client is left as it is."""
+    device = clients.device
+    order = [None] if execution == "stacked" else [torch.tensor([j], device=device) for j in range(clients.numel())]
+    for group in order:  # stacked: one group of all m clients; sequential: m groups of one
+        sub_state = state if group is None else {k: v.index_select(0, group) for k, v in state.items()}
+        sub_steps = ctx.steps if group is None else ctx.steps.index_select(0, group)
+        for s in range(int(sub_steps.max())):
+            batch = None if batches is None else batches.step(s)
+            noise = None if batch is None else problem.dropout_noise(
+                batch, rng.generator(seed, "dropout", ctx.round, s, device=device))
+            active = None if group is None else group
+            if not bool((sub_steps > s).all()):
+                live = (sub_steps > s).nonzero().squeeze(1)
+                active = live if group is None else group.index_select(0, live)
+            _step(problem, algorithm, sub_state, ctx, clients, batch, noise, objective, s, active,
+                  full=group is None and active is None, group=group)
+        if group is not None:
+            for k, v in sub_state.items():
+                state[k].index_copy_(0, group, v)
+    return state
+
+
+def _step(problem, algorithm, state, ctx, clients, batch, noise, objective, s, active, full, group):
+    """One local step for the clients ``active`` (None = all) of ``state`` (rows = ``group`` or all)."""
+    if full:
+        def grad(w):
+            return objective.gradient(problem.grad(w, clients, batch, noise), w)
+
+        algorithm.client_step(state, grad, ctx.lr, replace(ctx, step=s))
+        return
+    local = active if group is None else torch.searchsorted(group, active)  # rows of ``state`` to update
+    sub_batch = (batch[0].index_select(0, active), None if batch[1] is None else batch[1].index_select(0, active)) \
+        if batch is not None else None
+    sub_clients, sub_noise = clients.index_select(0, active), _rows(noise, active) if noise is not None else None
+
+    def grad(w):
+        return objective.gradient(problem.grad(w, sub_clients, sub_batch, sub_noise), w)
+
+    lr = _rows(ctx.lr, active)
+    sub = {k: v.index_select(0, local) for k, v in state.items()}
+    sub = algorithm.client_step(sub, grad, lr, replace(ctx, step=s, steps=ctx.steps.index_select(0, active), lr=lr))
+    for k, v in sub.items():
+        state[k].index_copy_(0, local, v)
+
+
+def run(problem, algorithm, work: LocalWork, schedule: LRSchedule, *, objective: LocalObjective = LocalObjective(),
+        rounds: int, seed: int = 0, eval_every: int = 1, progress: bool = False, desc: str | None = None,
+        execution: str = "stacked", fused: bool = True, trainer=None, return_params: bool = False,
+        extra_metrics=None, stop=None):
     """Train for ``rounds`` rounds; metrics before every ``eval_every``-th round and at the end.
 
     Row r holds the global model's metrics before round r (row ``rounds`` = final model),
-    as the authors' code logs them. ``local`` swaps the client solver (the oracle uses it).
+    as the authors' code logs them. ``trainer`` replaces ``train_clients`` (the oracle uses it).
     With ``return_params`` the final global parameters come back too: ``(history, params)``.
     ``extra_metrics(problem, params) -> dict`` adds columns to every evaluated row.
     ``stop(row) -> bool`` ends training at the first evaluated row it accepts (e.g. a target
@@ -103,11 +128,13 @@ def run(problem, algorithm, update: ClientUpdate, schedule: LRSchedule, *, round
     """
     if rounds < 1:
         raise ReplicateError(f"rounds must be >= 1, got {rounds}")
-    weights = problem.weights()
+    if execution not in EXECUTIONS:
+        raise ReplicateError(f"execution must be one of {', '.join(EXECUTIONS)}, got {execution!r}")
+    population = problem.population()
     flat = problem.init(seed)
-    state = algorithm.init_state(flat)
-    coefficients = algorithm.coefficients(update.steps)
     device = flat.device
+    server = algorithm.server_init(flat, population)
+    sizes = population.sizes.to(device)
     rows = []
 
     def evaluate(r):
@@ -119,11 +146,28 @@ def run(problem, algorithm, update: ClientUpdate, schedule: LRSchedule, *, round
             evaluate(r)
             if stop is not None and stop(rows[-1]):
                 break
-        plan = algorithm.plan(weights, seed, r)
-        batches = problem.draw_batches(plan.clients.to(device), update.steps, update.batch_size,
-                                       rng.generator(seed, "batches", r, device=device))
-        local_models, message = local(problem, flat, plan, update, schedule(r), batches, coefficients)
-        flat, state = algorithm.server_step(flat, local_models, message, plan, state)
+        plan = algorithm.plan(population, work, seed, r)
+        clients = plan.clients.to(device)
+        if not clients.numel():  # nobody trains (every client straggled and was dropped)
+            continue
+        lr = schedule(r)
+        if plan.lr_scale is not None:
+            lr = (lr * plan.lr_scale).to(flat.dtype).to(device).unsqueeze(1)
+        steps = work.steps(sizes[clients], plan.work)
+        ctx = RoundContext(round=r, params=flat, steps=steps, lr=lr)
+        batches = problem.draw_batches(clients, steps, work, rng.generator(seed, "batches", r, device=device))
+        state = algorithm.client_init(server, flat, plan, ctx)
+        solved = None
+        if fused and trainer is None and algorithm.plain_sgd is not None:
+            solved = problem.local_sgd(flat, clients, steps, lr if not torch.is_tensor(lr) else lr.squeeze(1),
+                                       batches, objective, algorithm.plain_sgd.prox_mu)
+        if solved is not None:
+            state["w"] = solved
+        else:
+            state = (trainer or train_clients)(problem, algorithm, state, ctx, clients, batches, objective, seed,
+                                               execution)
+        message = algorithm.client_message(state, flat, plan, ctx)
+        flat, server = algorithm.server_step(server, flat, message, plan, ctx)
     else:
         evaluate(rounds)
     history = pd.DataFrame(rows)

@@ -1,49 +1,61 @@
-"""The sequential reference: one client at a time, autograd, plain tensors.
+"""The sequential reference: one client at a time, one step at a time, autograd, plain tensors.
 
-Used by tests (the engine must match it) and by ``python -m replicate bench``
-as the baseline. It shares the engine's round plan and mini-batch draws, so any
-difference comes from the vectorized local training or the aggregation.
+Used by tests (the engine must match it, for every algorithm) and by
+``python -m replicate bench`` as the baseline. It shares the engine's round plan,
+mini-batch draws and dropout streams and drives the algorithm's own client functions
+with one-row states, but computes every gradient by autograd on the client's scalar
+loss, runs each client exactly its own number of steps, and uses no fused solver, no
+stacking and no masking — so any difference comes from the engine's vectorized
+execution (batched gradients, gathers, masking of finished clients, fused solvers).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
-from replicate.fl.engine import ClientUpdate, run
+from replicate.core import rng
+from replicate.fl.engine import run
 
 
-def sequential_local_update(problem, global_flat, plan, update: ClientUpdate, lr: float, batches,
-                            coefficients=None):
-    """Train each sampled client in turn with autograd; same maths as ``engine.local_update``."""
-    locals_, messages = [], []
-    scales = plan.lr_scale.tolist() if plan.lr_scale is not None else [1.0] * plan.clients.numel()
-    for j, k in enumerate(plan.clients.tolist()):
-        w = global_flat.clone()
-        message = torch.zeros_like(w)
-        client_lr = lr * scales[j]
-        for s in range(update.steps):
-            rows = None
+def _clip(g: torch.Tensor, max_norm: float) -> torch.Tensor:
+    return g * min(1.0, max_norm / (float(torch.linalg.vector_norm(g)) + 1e-6))
+
+
+def sequential_train(problem, algorithm, state, ctx, clients, batches, objective, seed, execution=None):
+    """Train each client of ``state`` in turn, step by step, with autograd gradients."""
+    steps = ctx.steps.tolist()
+    for j, k in enumerate(clients.tolist()):
+        row = {name: value[j:j + 1].clone() for name, value in state.items()}
+        lr = ctx.lr[j:j + 1] if torch.is_tensor(ctx.lr) else ctx.lr
+        for s in range(steps[j]):
+            rows, noise = None, None
             if batches is not None:
                 index, mask = batches.step(s)
                 rows = index[j] if mask is None else index[j][mask[j]]
-            w.requires_grad_(True)
-            loss = problem.client_loss(w, k, rows)
-            (g,) = torch.autograd.grad(loss, w)
-            w = w.detach()
-            if update.clip_norm is not None:
-                g = g * min(1.0, update.clip_norm / (float(torch.linalg.vector_norm(g)) + 1e-6))
-            if update.weight_decay:
-                g = g + update.weight_decay * w
-            if update.prox_mu:
-                g = g + update.prox_mu * (w - global_flat)
-            if coefficients is not None:
-                message = message + float(coefficients[s]) * g
-            w = w - client_lr * g
-        locals_.append(w)
-        messages.append(message)
-    message = torch.stack(messages) if coefficients is not None else None
-    return torch.stack(locals_), message
+                full = problem.dropout_noise((index, mask), rng.generator(seed, "dropout", ctx.round, s,
+                                                                          device=index.device))
+                if full is not None:
+                    noise = full[j] if mask is None else full[j][mask[j]]
+
+            def grad(w, k=k, rows=rows, noise=noise):
+                out = []
+                for w_row in w:  # one parameter vector at a time, like a client would
+                    w_row = w_row.detach().requires_grad_(True)
+                    (g,) = torch.autograd.grad(problem.client_loss(w_row, k, rows, noise), w_row)
+                    if objective.clip_norm is not None:
+                        g = _clip(g, objective.clip_norm)
+                    if objective.weight_decay:
+                        g = g + objective.weight_decay * w_row.detach()
+                    out.append(g)
+                return torch.stack(out)
+
+            row = algorithm.client_step(row, grad, lr, replace(ctx, step=s, steps=ctx.steps[j:j + 1], lr=lr))
+        for name, value in row.items():
+            state[name][j:j + 1] = value
+    return state
 
 
-def run_sequential(problem, algorithm, update, schedule, **kwargs):
-    """``engine.run`` with the client-by-client solver."""
-    return run(problem, algorithm, update, schedule, local=sequential_local_update, **kwargs)
+def run_sequential(problem, algorithm, work, schedule, **kwargs):
+    """``engine.run`` with the client-by-client, autograd solver."""
+    return run(problem, algorithm, work, schedule, trainer=sequential_train, **kwargs)

@@ -6,89 +6,23 @@ local step, a single-client loss (for the sequential oracle), and global metrics
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from replicate.core import rng
-from replicate.data.federated import FederatedDataset
 from replicate.core.errors import ReplicateError
+from replicate.data.federated import FederatedDataset
+from replicate.fl import batches
+from replicate.fl.algorithms.protocol import Population
+from replicate.fl.batches import Batches
 from replicate.fl.models import Model, clip_may_act
 
 
-@dataclass(frozen=True)
-class Batches:
-    """A round's mini-batches: ``index[s, j]`` are the rows client j uses at step s.
-
-    Steps lead so that each step's (m, b) index is one contiguous block.
-    """
-
-    index: torch.Tensor  # (S, m, b) rows into the flat training split
-    mask: torch.Tensor | None  # (m, b) True for real samples; None when every client has >= b
-
-    def step(self, s: int):
-        return self.index[s % self.index.shape[0]], self.mask
-
-
-KEYED_BELOW = 4  # clients with n_k <= KEYED_BELOW * b draw subsets by random keys
-
-
-def _uniform_subsets(limits: torch.Tensor, b: int, generator: torch.Generator) -> torch.Tensor:
-    """One uniform b-subset of range(n) per row: the b smallest of n random keys (for small n)."""
-    keys = torch.rand((limits.numel(), int(limits.max())), generator=generator, device=limits.device)
-    keys.masked_fill_(torch.arange(keys.shape[1], device=limits.device) >= limits.unsqueeze(1), 2.0)
-    return keys.topk(b, dim=1, largest=False).indices
-
-
-def _redraw_repeats(rows, active, limits, generator):
-    """Redraw every repeated position of the active rows once; returns the rows still repeating."""
-    sub = rows[active].sort(dim=1).values
-    dup = torch.zeros_like(sub, dtype=torch.bool)
-    dup[:, 1:] = sub[:, 1:] == sub[:, :-1]
-    has_dup = dup.any(dim=1)
-    active, sub, dup = active[has_dup], sub[has_dup], dup[has_dup]
-    fresh = (torch.rand(sub.shape, generator=generator, dtype=torch.float64, device=rows.device)
-             * limits[active].unsqueeze(1)).long()
-    rows[active] = torch.where(dup, fresh, sub)
-    return active
-
-
-def draw_batch_positions(sizes: torch.Tensor, steps: int, batch_size: int,
-                         generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """For each client, ``steps`` independent uniform subsets of ``min(n_k, b)`` distinct positions.
-
-    This is what ``next(iter(DataLoader(shuffle=True, batch_size=b)))`` gives per step in
-    the authors' code. Clients with n_k > 4b draw b positions with replacement and redraw
-    repeated ones until none repeat (each redraw repeats with probability below 1/4, so a
-    few passes over ever fewer rows suffice); clients with b ≤ n_k ≤ 4b take the b
-    smallest of n_k random keys. Both procedures commute with relabelling the positions,
-    so each subset is uniform. Clients with n_k < b use their whole local set (masked).
-    """
-    m, b, device = sizes.numel(), batch_size, sizes.device
-    pos = torch.empty((m, steps, b), dtype=torch.long, device=device)
-    small = sizes < b
-    keyed = ~small & (sizes <= KEYED_BELOW * b)
-    redrawn = sizes > KEYED_BELOW * b
-    if bool(redrawn.any()):
-        limits = sizes[redrawn].repeat_interleave(steps)
-        rows = (torch.rand((limits.numel(), b), generator=generator, dtype=torch.float64, device=device)
-                * limits.unsqueeze(1)).long()
-        active = torch.arange(rows.shape[0], device=device)
-        while active.numel():
-            active = _redraw_repeats(rows, active, limits, generator)
-        pos[redrawn] = rows.view(-1, steps, b)
-    if bool(keyed.any()):
-        pos[keyed] = _uniform_subsets(sizes[keyed].repeat_interleave(steps), b, generator).view(-1, steps, b)
-    if not bool(small.any()):
-        return pos, None
-    ar = torch.arange(b, device=device)
-    mask = (ar.unsqueeze(0) < sizes.unsqueeze(1)) | ~small.unsqueeze(1)
-    pos[small] = torch.where(mask[small], ar, 0).unsqueeze(1).expand(-1, steps, -1)
-    return pos, mask
-
-
 class SampleProblem:
-    """Empirical risk of a model on a federated dataset (cross-entropy, no regulariser)."""
+    """Empirical risk of a model on a federated dataset (the model's loss, no regulariser).
+
+    Samples keep their shape (images, token sequences); the model prepares the training
+    arrays the way its gradient wants them (``Model.prepare``).
+    """
 
     def __init__(self, dataset: FederatedDataset, model: Model, device=None):
         device = torch.device(device or "cpu")
@@ -98,14 +32,14 @@ class SampleProblem:
         self.dtype = torch.float32
         self.train = self.dataset.train
         self.sizes = self.train.sizes
-        self.x = self.train.x.reshape(self.train.x.shape[0], -1)
-        self.y = self.train.y
+        self.x, self.y = self.train.x, self.train.y
         self.x_prepared, self.y_prepared = model.prepare(self.x, self.y, dataset.num_classes)
-        self.row_norms = torch.linalg.vector_norm(self.x_prepared, dim=1)  # ‖x_i‖, for clipping bounds
-        bound = getattr(model, "grad_norm_bound", None)
-        self.grad_bound = bound(self.row_norms) if bound is not None and self.x.shape[0] else None
+        self.row_norms, self.grad_bound = None, None
+        if getattr(model, "fused", False) and self.x.shape[0]:  # ‖x_i‖ bound the fused solver's clipping
+            self.row_norms = torch.linalg.vector_norm(self.x_prepared, dim=1)
+            self.grad_bound = model.grad_norm_bound(self.row_norms)
         test = self.dataset.test
-        self.test = None if test is None else (test.x.reshape(test.x.shape[0], -1), test.y)
+        self.test = None if test is None else (test.x, test.y)
 
     @property
     def num_clients(self) -> int:
@@ -114,41 +48,40 @@ class SampleProblem:
     def weights(self) -> torch.Tensor:
         return self.dataset.weights()
 
+    def population(self) -> Population:
+        return Population(self.dataset.weights(), self.sizes.cpu())
+
     def init(self, seed: int) -> torch.Tensor:
         return self.model.init(rng.generator(seed, "init")).to(self.device)
 
-    def draw_batches(self, clients: torch.Tensor, steps: int, batch_size: int | None,
-                     generator: torch.Generator) -> Batches:
-        sizes = self.sizes[clients]
-        if batch_size is None:  # full local batch every step
-            b = int(sizes.max())
-            ar = torch.arange(b, device=self.device)
-            mask = ar.unsqueeze(0) < sizes.unsqueeze(1)
-            pos = torch.where(mask, ar, 0).unsqueeze(1)
-            mask = None if bool(mask.all()) else mask
-        else:
-            pos, mask = draw_batch_positions(sizes, steps, batch_size, generator)
-        rows = pos + self.train.offsets[clients].view(-1, 1, 1)
-        return Batches(rows.transpose(0, 1).contiguous(), mask)
+    def draw_batches(self, clients: torch.Tensor, steps: torch.Tensor, work, generator) -> Batches:
+        return batches.draw(self.sizes[clients], self.train.offsets[clients], steps, work, generator)
 
-    def grad(self, flat: torch.Tensor, clients: torch.Tensor, batch):
+    def dropout_noise(self, batch, generator: torch.Generator) -> torch.Tensor | None:
+        """Uniform noise (m, b, *dropout_shape) for one step's dropout, or None without dropout."""
+        if not self.model.dropout:
+            return None
+        index = batch[0]
+        return torch.rand((*index.shape, *self.model.dropout_shape), generator=generator, device=self.device)
+
+    def grad(self, flat: torch.Tensor, clients: torch.Tensor, batch, noise=None):
         index, mask = batch
         rows = index.reshape(-1)  # index_select on flat rows is several times faster than x[index]
         x = self.x_prepared.index_select(0, rows).view(*index.shape, *self.x_prepared.shape[1:])
         y = self.y_prepared.index_select(0, rows).view(*index.shape, *self.y_prepared.shape[1:])
-        return self.model.grad(flat, x, y, mask)
+        return self.model.grad(flat, x, y, mask, noise)
 
-    def local_sgd(self, global_flat: torch.Tensor, clients: torch.Tensor, update, lr, batches):
-        """All clients' local SGD through the model's fused solver, or None if it has none.
+    def local_sgd(self, global_flat: torch.Tensor, clients: torch.Tensor, steps: torch.Tensor, lr,
+                  batches: Batches, objective, prox_mu: float = 0.0):
+        """All clients' local (proximal) SGD through the model's fused solver, or None if it has none.
 
         Clipping is dropped when the model proves it can never act on this data (every
-        mini-batch gradient's norm is below ``update.clip_norm``): a no-op then either way.
+        mini-batch gradient's norm is below ``objective.clip_norm``): a no-op then either way.
         Otherwise the solver gets each sample's ‖x_i‖ to bound the norm step by step.
         """
-        sgd = getattr(self.model, "sgd", None)
-        if sgd is None or batches is None:
+        if not getattr(self.model, "fused", False) or batches is None:
             return None
-        clip = update.clip_norm
+        clip = objective.clip_norm
         if clip is not None and self.grad_bound is not None and not clip_may_act(self.grad_bound, clip):
             clip = None
 
@@ -161,21 +94,35 @@ class SampleProblem:
             return x, y, mask, norms
 
         start = global_flat.unsqueeze(0).expand(clients.numel(), -1)
-        return sgd(start, batch, update.steps, lr, update.weight_decay, clip, update.prox_mu)
+        equal = bool((steps == steps[0]).all())
+        return self.model.sgd(start, batch, int(steps[0]) if equal else steps, lr, objective.weight_decay,
+                              clip, prox_mu)
 
-    def client_loss(self, flat: torch.Tensor, client: int, rows: torch.Tensor) -> torch.Tensor:
+    def client_loss(self, flat: torch.Tensor, client: int, rows: torch.Tensor, noise=None) -> torch.Tensor:
         """Mean loss of one client on the given rows (the oracle's scalar objective)."""
-        return self.model.per_sample_loss(flat, self.x[rows], self.y[rows]).mean()
+        return self.model.per_sample_loss(flat, self.x[rows], self.y[rows], noise).mean()
 
     @torch.no_grad()
     def evaluate(self, flat: torch.Tensor) -> dict:
-        """Global training loss (sample-weighted over all devices) and accuracies."""
+        """Global loss (sample-weighted over all devices) and accuracy, on train and test.
+
+        Evaluated in chunks of ``model.eval_batch_size`` samples, so memory stays bounded.
+        """
         out = {}
         parts = [("train", self.x, self.y)] + ([("test", *self.test)] if self.test is not None else [])
         for name, x, y in parts:
-            logits = self.model.predict(flat, x)
-            out[f"{name}_loss"] = float(torch.nn.functional.cross_entropy(logits, y))
-            out[f"{name}_acc"] = float((logits.argmax(1) == y).to(torch.float64).mean())
+            n, size = x.shape[0], self.model.eval_batch_size
+            if n <= size and self.model.loss_kind == "class":  # one chunk: the plain mean, as always
+                logits = self.model.predict(flat, x)
+                out[f"{name}_loss"] = float(torch.nn.functional.cross_entropy(logits, y))
+                out[f"{name}_acc"] = float((logits.argmax(1) == y).to(torch.float64).mean())
+                continue
+            loss, correct = 0.0, 0.0
+            for lo in range(0, n, size):
+                logits = self.model.predict(flat, x[lo:lo + size])
+                loss += float(self.model.loss(logits, y[lo:lo + size]).to(torch.float64).sum())
+                correct += float(self.model.correct(logits, y[lo:lo + size]).sum())
+            out[f"{name}_loss"], out[f"{name}_acc"] = loss / n, correct / n
         return out
 
 
@@ -215,20 +162,29 @@ class QuadraticFederatedProblem:
     def weights(self) -> torch.Tensor:
         return self.p
 
+    def population(self) -> Population:
+        return Population(self.p, torch.ones(self.num_clients, dtype=torch.int64))
+
     def init(self, seed: int) -> torch.Tensor:
         return self.x0.clone().to(self.device)
 
-    def draw_batches(self, clients, steps, batch_size, generator):
-        if batch_size is not None:
-            raise ReplicateError("quadratic clients take full gradients: use batch_size=None")
+    def draw_batches(self, clients, steps, work, generator):
+        if work.batch_size is not None or work.unit != "steps":
+            raise ReplicateError("quadratic clients take full gradients: use local steps and batch_size=None")
         return None
 
-    def grad(self, flat, clients, batch):
+    def dropout_noise(self, batch, generator):
+        return None
+
+    def local_sgd(self, *args, **kwargs):
+        return None  # no fused solver: the generic step is already one bmm
+
+    def grad(self, flat, clients, batch, noise=None):
         if clients is not getattr(self, "_clients", None):  # gather once per round, not per step
             self._clients, self._H, self._r = clients, self.H[clients], self.r[clients]
         return torch.bmm(self._H, flat.unsqueeze(-1)).squeeze(-1).sub_(self._r)
 
-    def client_loss(self, flat, client, rows):
+    def client_loss(self, flat, client, rows, noise=None):
         return 0.5 * flat @ self.H[client] @ flat - self.r[client] @ flat
 
     def objective(self, flat: torch.Tensor) -> torch.Tensor:

@@ -23,10 +23,6 @@ from replicate.core.errors import ReplicateError
 PAPERS = ("li2020", "fedprox2020", "charles2021", "khanduri2021", "notes")
 PROFILES = ("smoke", "paper")
 
-# Callables returning a dict merged into every claims record (e.g. the result cache's
-# run count and compute time); lower layers register here so this module imports none of them.
-PROVENANCE: list = []
-
 
 @dataclass(frozen=True)
 class Claim:
@@ -47,8 +43,12 @@ def output_dir(out_dir: str | os.PathLike | None) -> Path:
 
 
 def publish(fig, data: pd.DataFrame, claims: list[Claim], *, paper: str, figure: str,
-            profile: str, out_dir=None, deviations=(), notes: str = "") -> pd.DataFrame:
-    """Save a figure, the tidy data behind it and its claim results; return the claim table."""
+            profile: str, out_dir=None, deviations=(), notes: str = "", provenance: dict | None = None) -> pd.DataFrame:
+    """Save a figure, the tidy data behind it and its claim results; return the claim table.
+
+    ``provenance`` (e.g. ``RunLog.provenance()``: runs, how many from the cache, their compute
+    time) is saved in the claims record so the report can say what the figure costs from scratch.
+    """
     if paper not in PAPERS:
         raise ReplicateError(f"unknown paper key {paper!r}; expected one of {', '.join(PAPERS)}")
     if profile not in PROFILES:
@@ -65,8 +65,7 @@ def publish(fig, data: pd.DataFrame, claims: list[Claim], *, paper: str, figure:
         "deviations": list(deviations),
         "notes": notes,
     }
-    for provider in PROVENANCE:
-        record.update(provider())
+    record.update(provenance or {})
     atomic_write_text(stem.parent / f"{figure}.claims.json", json.dumps(record, indent=2) + "\n")
     table = pd.DataFrame([{"claim": c.claim, "result": c.result,
                            "status": "PASS" if c.passed else "FAIL"} for c in claims])

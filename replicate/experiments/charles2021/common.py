@@ -25,12 +25,11 @@ import torch
 
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate import theory as th
-from replicate.fl.algorithms.local_update import LocalUpdate
-from replicate.report.claims import PROFILES
-from replicate.fl.engine import ClientUpdate, run
-from replicate.fl.problems import QuadraticFederatedProblem
 from replicate.core.errors import ReplicateError
-from replicate.fl.schedules import LRSchedule
+from replicate.experiments.runs import cache
+from replicate.experiments.runs.config import RunConfig
+from replicate.fl.problems import QuadraticFederatedProblem
+from replicate.report.claims import PROFILES
 
 
 SERVER_LABELS = {"gd": "no momentum", "nesterov": "Nesterov", "heavyball": "heavy-ball"}
@@ -145,14 +144,21 @@ def _rounds_for(rho: float, reach: float = 1e-13) -> int:
     return int(np.ceil(1.3 * np.log(reach) / np.log(max(rho, 1e-3)))) + 20
 
 
+def local_update_config(a, gamma: float, server: "th.ServerOpt", rounds: int, alpha: float = 0.0) -> RunConfig:
+    """Deterministic LocalUpdate (full participation, full gradients) as a run config on a given problem."""
+    return RunConfig(dataset="given", algorithm="local_update", clients_per_round=None, local_steps=len(a),
+                     batch_size=None, client_lr=gamma, lr_schedule="constant", weight_decay=0.0, clip_norm=None,
+                     prox_mu=alpha, server_lr=server.lr, server_momentum=server.momentum, nesterov=server.nesterov,
+                     message_coefficients=tuple(float(v) for v in a), rounds=rounds)
+
+
 def run_local_update(problem, x0, a, gamma: float, server: "th.ServerOpt", rounds: int, alpha: float = 0.0):
-    """Deterministic LocalUpdate through ``replicate.fl.engine``; returns the iterates x_0..x_T, (T+1, d)."""
-    algorithm = LocalUpdate(server_lr=server.lr, a=tuple(float(v) for v in a), momentum=server.momentum,
-                            nesterov=server.nesterov)
+    """LocalUpdate through the package's one run path (uncached: the problem is built here);
+    returns the iterates x_0..x_T, (T+1, d)."""
     engine_problem = QuadraticFederatedProblem(problem.hessians, problem.linear, problem.weights,
                                                x0=torch.as_tensor(np.asarray(x0)), record_iterates=True)
-    history = run(engine_problem, algorithm, ClientUpdate(steps=len(a), prox_mu=alpha),
-                  LRSchedule("constant", gamma), rounds=rounds)
+    history = cache.run(local_update_config(a, gamma, server, rounds, alpha), problem=engine_problem,
+                        use_cache=False, progress=False)
     return torch.tensor(history[[f"x{i}" for i in range(problem.dim)]].to_numpy())
 
 

@@ -78,10 +78,10 @@ def _gaussian_smooth(values, sigma: float) -> np.ndarray:
     return gaussian_filter1d(np.asarray(values, dtype=float), sigma=sigma)
 
 
-def _runs(labelled: list[tuple[dict, RunConfig]], columns=("round", "train_loss")) -> pd.DataFrame:
+def _runs(labelled: list[tuple[dict, RunConfig]], columns=("round", "train_loss"), log=None) -> pd.DataFrame:
     frames = []
     for labels, config in labelled:
-        history = cache.run(config, progress=False)[list(columns)]
+        history = cache.run(config, progress=False, log=log)[list(columns)]
         frames.append(history.assign(**labels))
     frame = pd.concat(frames, ignore_index=True)
     return frame[[*labelled[0][0], *columns]]

@@ -77,7 +77,7 @@ class Fig1aConfig:
 
     def run_config(self, dataset: str, epochs: int, seed: int) -> RunConfig:
         return RunConfig(dataset=dataset, scheme="scheme1", clients_per_round=self.clients(dataset),
-                         local_steps=epochs * STEPS_PER_EPOCH, batch_size=batch_size(dataset), lr=self.lr,
+                         local_steps=epochs * STEPS_PER_EPOCH, batch_size=batch_size(dataset), client_lr=self.lr,
                          rounds=self.max_rounds, seed=seed)
 
     def jobs(self) -> list[tuple[RunConfig, float]]:
@@ -85,15 +85,15 @@ class Fig1aConfig:
                 for d in self.datasets for e in self.epochs_for(d) for s in self.seeds_for(d)]
 
 
-def fig1a(config: Fig1aConfig, progress: bool = True, workers: int = 2) -> pd.DataFrame:
+def fig1a(config: Fig1aConfig, progress: bool = True, workers: int = 2, log=None) -> pd.DataFrame:
     """Rounds to the target loss per (dataset, E, seed), ours and the paper's (tidy).
 
     ``rounds`` is NaN where the target was not met within ``max_rounds`` (``censored``).
     """
-    compute(config.jobs(), workers, progress)
+    compute(config.jobs(), workers, progress, log=log)
     rows = []
     for run_config, target in config.jobs():
-        history = run_to_target(run_config, target)
+        history = run_to_target(run_config, target, log=log)
         rounds = rounds_to_target(history["train_loss"], target)
         rows.append({"dataset": run_config.dataset, "source": "ours", "seed": run_config.seed,
                      "epochs": run_config.local_steps // STEPS_PER_EPOCH, "local_steps": run_config.local_steps,

@@ -49,7 +49,7 @@ class Fig2Config:
 
     def run_config(self, steps: int, decay: float | None) -> RunConfig:
         return RunConfig(dataset="quadratic", scheme="full", local_steps=steps, batch_size=None,
-                         lr=self.lr, lr_schedule="constant" if decay is None else "li2020_quadratic",
+                         client_lr=self.lr, lr_schedule="constant" if decay is None else "li2020_quadratic",
                          lr_decay=0.0 if decay is None else decay, weight_decay=0.0, clip_norm=None,
                          rounds=self.rounds)
 
@@ -87,12 +87,12 @@ def theorem5(config: Fig2Config) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def fig2(config: Fig2Config, progress: bool = True) -> pd.DataFrame:
+def fig2(config: Fig2Config, progress: bool = True, log=None) -> pd.DataFrame:
     """Global objective per round for each E, fixed (2a) and decayed (2b) lr, plus Theorem 5."""
     frames = []
     for steps, decay in zip(config.local_steps, config.decay):
         for panel, a in (("(a) fixed lr", None), ("(b) decayed lr", decay)):
-            history = cache.run(config.run_config(steps, a), progress=progress)
+            history = cache.run(config.run_config(steps, a), progress=progress, log=log)
             frames.append(pd.DataFrame({"panel": panel, "series": f"E = {steps}", "local_steps": steps,
                                         "x": history["round"], "y": history["objective"],
                                         "distance": history["distance"]}))

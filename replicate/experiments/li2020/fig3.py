@@ -53,7 +53,7 @@ class Fig3Config:
 
     def run_config(self, dataset: str, k: int, seed: int) -> RunConfig:
         return RunConfig(dataset=dataset, scheme="scheme1", clients_per_round=k,
-                         local_steps=self.epochs * STEPS_PER_EPOCH, batch_size=batch_size(dataset), lr=self.lr,
+                         local_steps=self.epochs * STEPS_PER_EPOCH, batch_size=batch_size(dataset), client_lr=self.lr,
                          rounds=self.rounds, seed=seed)
 
     def seeds_for(self, dataset: str) -> tuple[int, ...]:
@@ -64,11 +64,11 @@ class Fig3Config:
                 for d in self.datasets for k in self.clients_per_round for s in self.seeds_for(d)]
 
 
-def fig3(config: Fig3Config, progress: bool = True, workers: int = 2) -> pd.DataFrame:
+def fig3(config: Fig3Config, progress: bool = True, workers: int = 2, log=None) -> pd.DataFrame:
     """Global training loss per round for each dataset, K and seed (tidy)."""
     labelled = config.configs()
-    compute([(c, None) for _, c in labelled], workers, progress)
-    data = _runs(labelled)
+    compute([(c, None) for _, c in labelled], workers, progress, log=log)
+    data = _runs(labelled, log=log)
     data["dataset"] = data["dataset"].map(LABELS)
     return data
 

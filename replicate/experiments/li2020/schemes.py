@@ -54,7 +54,7 @@ class SchemesConfig:
 
     def run_config(self, dataset: str, scheme: str, lr: float, seed: int) -> RunConfig:
         return RunConfig(dataset=dataset, scheme=scheme, clients_per_round=self.clients_per_round,
-                         local_steps=self.epochs * STEPS_PER_EPOCH, batch_size=batch_size(dataset), lr=lr,
+                         local_steps=self.epochs * STEPS_PER_EPOCH, batch_size=batch_size(dataset), client_lr=lr,
                          rounds=self.rounds, seed=seed)
 
     def tuning(self) -> list[tuple[dict, RunConfig]]:
@@ -71,18 +71,18 @@ class SchemesConfig:
                 for d in self.datasets for scheme in ("scheme1", "scheme2", "transformed2") for s in self.seeds]
 
 
-def schemes(config: SchemesConfig, progress: bool = True, workers: int = 2) -> pd.DataFrame:
+def schemes(config: SchemesConfig, progress: bool = True, workers: int = 2, log=None) -> pd.DataFrame:
     """Loss curves of every scheme, dataset and seed; the Original at its tuned η0 (tidy).
 
     Every tuning run is kept (``chosen`` marks the Original's selected η0) so the CSV shows
     the tuning; the selection is the lowest mean loss over the last ``last`` rounds.
     """
-    compute([(c, None) for _, c in config.tuning() + config.fixed()], workers, progress)
-    tuning = _runs(config.tuning())
+    compute([(c, None) for _, c in config.tuning() + config.fixed()], workers, progress, log=log)
+    tuning = _runs(config.tuning(), log=log)
     chosen = {d: tune_lr(tuning[tuning.dataset == d], config.last) for d in config.datasets}
     rest = config.tuned(chosen)
-    compute([(c, None) for _, c in rest], workers, progress)
-    data = pd.concat([_runs(config.fixed()), tuning] + ([_runs(rest)] if rest else []), ignore_index=True)
+    compute([(c, None) for _, c in rest], workers, progress, log=log)
+    data = pd.concat([_runs(config.fixed(), log=log), tuning] + ([_runs(rest, log=log)] if rest else []), ignore_index=True)
     data["chosen"] = (data.scheme != "original") | (data.lr == data.dataset.map(chosen))
     data["series"] = data.scheme.map(SCHEME_LABELS)
     data.loc[data.scheme == "original", "series"] = data.lr.map(lambda lr: f"Original (η0 = {lr:g})")
@@ -166,8 +166,8 @@ class Fig1cdConfig(SchemesConfig):
                    inset=4)
 
 
-def fig1cd(config: Fig1cdConfig, progress: bool = True, workers: int = 2) -> pd.DataFrame:
-    return schemes(config, progress, workers)
+def fig1cd(config: Fig1cdConfig, progress: bool = True, workers: int = 2, log=None) -> pd.DataFrame:
+    return schemes(config, progress, workers, log=log)
 
 
 def fig1cd_claims(data: pd.DataFrame, config: Fig1cdConfig, equal: float = 0.05) -> list:
@@ -229,8 +229,8 @@ class Fig4Config(SchemesConfig):
         return cls(epochs=2, rounds=15, original_lrs=(0.1, 0.9), seeds=(0,), last=3, inset=6)
 
 
-def fig4(config: Fig4Config, progress: bool = True, workers: int = 2) -> pd.DataFrame:
-    return schemes(config, progress, workers)
+def fig4(config: Fig4Config, progress: bool = True, workers: int = 2, log=None) -> pd.DataFrame:
+    return schemes(config, progress, workers, log=log)
 
 
 def fig4_claims(data: pd.DataFrame, config: Fig4Config) -> list:

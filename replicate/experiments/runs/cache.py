@@ -12,46 +12,59 @@ import hashlib
 import io
 import json
 import time
-from pathlib import Path
+from dataclasses import dataclass, field
 
 import pandas as pd
 from tqdm.auto import tqdm
 
-from replicate.report import claims
-from replicate.fl import engine
 from replicate.core import paths
+from replicate.core.errors import ReplicateError
+from replicate.fl import engine
 from replicate.core.fileio import atomic_write_text
 from replicate.experiments.runs.config import RunConfig, build
 
-VERSION = 2
-
-# What this process's runs cost: published beside each figure's claims so the report can
-# say how long a figure takes from scratch even when its runs came from the cache.
-_usage = {"runs": 0, "from_cache": 0, "compute_s": 0.0, "untimed": 0}
-_fresh: set[Path] = set()  # cache entries this process's worker pools just computed: not "from cache"
+VERSION = 3  # 3: engine v2 (algorithm protocol); the numbers of every v2 config are unchanged
 
 
-def usage() -> dict:
-    return {"runs": _usage["runs"], "runs_from_cache": _usage["from_cache"],
-            "runs_compute_s": round(_usage["compute_s"], 1), "runs_untimed": _usage["untimed"]}
+@dataclass
+class RunLog:
+    """What a figure's runs cost, published beside its claims (``RunLog.provenance``) so the
+    report can say how long a figure takes from scratch even when its runs came from the cache.
 
+    A notebook makes one and passes it to the figure function; nothing here is global.
+    """
 
-def reset_usage() -> None:
-    _usage.update(runs=0, from_cache=0, compute_s=0.0, untimed=0)
-    _fresh.clear()
+    runs: int = 0
+    from_cache: int = 0
+    compute_s: float = 0.0
+    untimed: int = 0
+    fresh: set = field(default_factory=set)  # entries this log's worker pools just computed: not "from cache"
 
+    def record(self, elapsed: float | None, cached: bool) -> None:
+        self.runs += 1
+        self.from_cache += cached
+        if elapsed is None:
+            self.untimed += 1
+        else:
+            self.compute_s += elapsed
 
-def mark_computed(config: RunConfig, stop_loss: float | None = None) -> None:
-    """Note that a worker process just computed this entry for us, so that reading it back
-    counts as computed in this run, not as taken from an earlier run's cache."""
-    _fresh.add(_file(config, stop_loss, ".csv"))
+    def mark_computed(self, config: RunConfig, stop_loss: float | None = None) -> None:
+        """Note that a worker process just computed this entry for us, so that reading it back
+        counts as computed in this run, not as taken from an earlier run's cache."""
+        self.fresh.add(_file(config, stop_loss, ".csv"))
 
-
-claims.PROVENANCE.append(usage)
+    def provenance(self) -> dict:
+        return {"runs": self.runs, "runs_from_cache": self.from_cache,
+                "runs_compute_s": round(self.compute_s, 1), "runs_untimed": self.untimed}
 
 
 def key(config: RunConfig) -> str:
-    payload = json.dumps({"version": VERSION, **dataclasses.asdict(config)}, sort_keys=True)
+    """The config's hash over the fields that differ from their defaults, so that adding a
+    field (with a default that keeps today's behaviour) leaves every cached run valid.
+    A default must therefore never change meaning: bump ``VERSION`` instead."""
+    changed = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)
+               if getattr(config, f.name) != f.default}
+    payload = json.dumps({"version": VERSION, **changed}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
 
@@ -67,34 +80,30 @@ def load(config: RunConfig, stop_loss: float | None = None) -> pd.DataFrame | No
     return pd.read_csv(path) if path.exists() else None
 
 
-def _record(elapsed: float | None, cached: bool) -> None:
-    _usage["runs"] += 1
-    _usage["from_cache"] += cached
-    if elapsed is None:
-        _usage["untimed"] += 1
-    else:
-        _usage["compute_s"] += elapsed
-
-
-def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = True,
-        use_cache: bool = True) -> pd.DataFrame:
-    """Metrics per round for one config, from the cache when present.
+def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = True, use_cache: bool = True,
+        log: RunLog | None = None, problem=None, extra_metrics=None) -> pd.DataFrame:
+    """Metrics per round for one config, from the cache when present: the one run path.
 
     With ``stop_loss`` the run ends at the first evaluated round whose global training loss
     is at most that value (rounds-to-target sweeps); such runs are cached separately.
+    ``problem`` serves a ``dataset="given"`` config (built by the caller, so never cached).
     """
+    log = log if log is not None else RunLog()
+    if problem is not None and use_cache:
+        raise ReplicateError("a run on a given problem cannot be cached: pass use_cache=False")
     if use_cache and (cached := load(config, stop_loss)) is not None:
-        _record(json.loads(_file(config, stop_loss, ".json").read_text()).get("elapsed_s"),
-                cached=_file(config, stop_loss, ".csv") not in _fresh)
+        log.record(json.loads(_file(config, stop_loss, ".json").read_text()).get("elapsed_s"),
+                   cached=_file(config, stop_loss, ".csv") not in log.fresh)
         return cached
     start = time.perf_counter()
-    problem, algorithm, update, schedule = build(config)
-    history = engine.run(problem, algorithm, update, schedule, rounds=config.rounds, seed=config.seed,
-                         eval_every=config.eval_every, progress=progress,
+    problem, algorithm, work, schedule, objective = build(config, problem=problem)
+    history = engine.run(problem, algorithm, work, schedule, objective=objective, rounds=config.rounds,
+                         seed=config.seed, eval_every=config.eval_every, progress=progress,
+                         execution=config.execution, extra_metrics=extra_metrics,
                          stop=None if stop_loss is None else (lambda row: row["train_loss"] <= stop_loss),
-                         desc=f"{config.dataset} {config.scheme} E={config.local_steps} K={config.clients_per_round}")
+                         desc=f"{config.dataset} {config.algorithm} E={work.amount} K={config.clients_per_round}")
     elapsed = time.perf_counter() - start
-    _record(elapsed, cached=False)
+    log.record(elapsed, cached=False)
     if use_cache:
         buffer = io.StringIO()
         history.to_csv(buffer, index=False)
@@ -106,12 +115,13 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
     return history
 
 
-def run_many(configs: list[RunConfig], *, progress: bool = True, labels: list[dict] | None = None) -> pd.DataFrame:
+def run_many(configs: list[RunConfig], *, progress: bool = True, labels: list[dict] | None = None,
+             log: RunLog | None = None) -> pd.DataFrame:
     """Run (or load) every config; one long frame with the config's varying fields as columns."""
     frames = []
     varying = [f for f in RunConfig.fields() if len({getattr(c, f) for c in configs}) > 1]
     for i, config in enumerate(tqdm(configs, desc="runs", disable=not progress, leave=False)):
-        history = run(config, progress=progress).copy()
+        history = run(config, progress=progress, log=log).copy()
         for name in varying:
             history[name] = getattr(config, name)
         for name, value in (labels[i] if labels else {}).items():

@@ -16,9 +16,10 @@ from replicate.experiments.runs import cache
 from replicate.experiments.runs.config import RunConfig
 
 
-def run_to_target(config: RunConfig, target: float, *, progress: bool = False) -> pd.DataFrame:
+def run_to_target(config: RunConfig, target: float, *, progress: bool = False,
+                  log: cache.RunLog | None = None) -> pd.DataFrame:
     """Metrics per round until the global training loss first is ≤ ``target`` (or ``config.rounds``)."""
-    return cache.run(config, stop_loss=target, progress=progress)
+    return cache.run(config, stop_loss=target, progress=progress, log=log)
 
 
 def _compute(job: tuple[RunConfig, float | None]) -> None:
@@ -35,13 +36,15 @@ def _compute(job: tuple[RunConfig, float | None]) -> None:
 def _cost(job: tuple[RunConfig, float | None]) -> float:
     """Rough work of a run in synthetic client-steps (an MNIST client-step costs about 10)."""
     config = job[0]
-    return config.rounds * config.local_steps * config.clients_per_round * (10 if config.dataset.startswith("mnist") else 1)
+    steps = config.local_steps or config.local_epochs * 10  # an epoch: ~10 batches of a typical client
+    return config.rounds * steps * (config.clients_per_round or 10) * (10 if config.dataset.startswith("mnist") else 1)
 
 
 PARALLEL_ABOVE = 2e6  # below this much work (~1 min) starting worker processes costs more than it saves
 
 
-def compute(jobs: list[tuple[RunConfig, float | None]], workers: int = 2, progress: bool = True) -> None:
+def compute(jobs: list[tuple[RunConfig, float | None]], workers: int = 2, progress: bool = True,
+            log: cache.RunLog | None = None) -> None:
     """Compute the missing ``(config, target)`` jobs (target None = a full ``cache.run``) in parallel.
 
     ``workers`` single-threaded processes take the missing runs longest first and leave
@@ -62,5 +65,6 @@ def compute(jobs: list[tuple[RunConfig, float | None]], workers: int = 2, progre
         futures = {pool.submit(_compute, job): job for job in missing}
         for future in concurrent.futures.as_completed(futures):
             future.result()
-            cache.mark_computed(*futures[future])
+            if log is not None:
+                log.mark_computed(*futures[future])
             bar.update()

@@ -1,11 +1,16 @@
-"""Per-round federated maths, one module per algorithm.
+"""Per-round federated maths, one module per algorithm, all on one protocol (``protocol.py``).
 
-An algorithm provides ``plan(weights, seed, round) -> RoundPlan`` (which clients
-train, with which aggregation weights and learning-rate scales) and
-``aggregate(global, local, plan) -> new global``. The engine owns the loop.
+``ALGORITHMS`` maps the names a ``RunConfig`` uses to the classes; adding an algorithm
+touches its module, this table and its tests, never the engine's loop.
 """
-from replicate.fl.algorithms.base import RoundPlan
 from replicate.fl.algorithms.fedavg import SCHEMES, FedAvg
+from replicate.fl.algorithms.fedprox import FedProx
 from replicate.fl.algorithms.local_update import LocalUpdate
+from replicate.fl.algorithms.protocol import (Algorithm, LocalWork, PlainSGD, Population, RoundContext,
+                                               RoundPlan)
+from replicate.fl.algorithms.scaffold import Scaffold
 
-__all__ = ["RoundPlan", "FedAvg", "LocalUpdate", "SCHEMES"]
+ALGORITHMS = {"fedavg": FedAvg, "fedprox": FedProx, "scaffold": Scaffold, "local_update": LocalUpdate}
+
+__all__ = ["ALGORITHMS", "Algorithm", "FedAvg", "FedProx", "LocalUpdate", "LocalWork", "PlainSGD",
+           "Population", "RoundContext", "RoundPlan", "SCHEMES", "Scaffold"]

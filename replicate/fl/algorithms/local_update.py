@@ -9,9 +9,9 @@ Nesterov momentum β (spec §1.3, velocity form v ← βv − ηq; x ← x + v, 
 x ← x + βv − ηq for Nesterov).
 
 Symbols → arguments: a → ``a`` (None = 1_K), η → ``server_lr``, β → ``momentum``,
-M → ``clients_per_round`` (None = every client, weighted by P). The engine's
-``ClientUpdate`` carries K (``steps``), B (``batch_size``) and α (``prox_mu``);
-γ is the engine's client learning-rate schedule.
+M → ``clients_per_round`` (None = every client, weighted by P), α → ``prox_mu``
+(the proximal term α(x − x_t) is part of each local gradient g_k). The engine's
+``LocalWork`` carries K (steps) and B (``batch_size``); γ is the client learning rate.
 
 Table 1 as configurations (ServerOpt = GD): FedAvg / Reptile = (a = 1_K, η = γ);
 FedProx = the same with α > 0; FedSGD and mini-batch SGD = (a = e_1); FOMAML =
@@ -26,7 +26,7 @@ import torch
 
 from replicate.core import rng
 from replicate.core.errors import ReplicateError
-from replicate.fl.algorithms.base import RoundPlan
+from replicate.fl.algorithms.protocol import Population, RoundPlan, descend_
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,9 @@ class LocalUpdate:
     momentum: float = 0.0  # β of the server
     nesterov: bool = False
     clients_per_round: int | None = None  # M; None = full participation
+    prox_mu: float = 0.0  # α
+
+    plain_sgd = None  # the message is a weighted sum of gradients, not the local model
 
     def __post_init__(self):
         if self.a is not None and not any(self.a):
@@ -46,15 +49,25 @@ class LocalUpdate:
             raise ReplicateError("Nesterov needs a non-zero server momentum")
         if self.clients_per_round is not None and self.clients_per_round < 1:
             raise ReplicateError(f"clients_per_round (M) must be >= 1, got {self.clients_per_round}")
+        if self.prox_mu < 0:
+            raise ReplicateError(f"the proximal strength α must be >= 0, got {self.prox_mu}")
 
-    @classmethod
-    def fedavg(cls, client_lr: float, **kwargs) -> "LocalUpdate":
-        """FedAvg (and FedProx with the engine's ``prox_mu``) as LocalUpdate: a = 1_K, η = γ."""
-        return cls(server_lr=client_lr, **kwargs)
+    def coefficients(self, steps: int) -> torch.Tensor:
+        """(a_1, ..., a_K) for K = ``steps`` local steps."""
+        if self.a is None:
+            return torch.ones(steps, dtype=torch.float64)
+        if len(self.a) != steps:
+            raise ReplicateError(f"a has {len(self.a)} entries but the client runs K = {steps} local steps; "
+                                 "set local_steps = len(a)")
+        return torch.tensor(self.a, dtype=torch.float64)
 
-    def plan(self, weights: torch.Tensor, seed: int, round_: int) -> RoundPlan:
+    def server_init(self, params: torch.Tensor, population: Population) -> torch.Tensor:
+        return torch.zeros_like(params)  # server velocity v
+
+    def plan(self, population: Population, work, seed: int, round_: int) -> RoundPlan:
         """All clients weighted by P, or M clients drawn from P without replacement, equally weighted."""
-        p = weights.to(torch.float64)
+        self.coefficients(work.amount)  # a must match K before any compute
+        p = population.weights.to(torch.float64)
         n = p.numel()
         if self.clients_per_round is None:
             return RoundPlan(torch.arange(n), p.clone())
@@ -65,21 +78,25 @@ class LocalUpdate:
         return RoundPlan(clients, torch.full((self.clients_per_round,), 1.0 / self.clients_per_round,
                                              dtype=torch.float64))
 
-    def coefficients(self, steps: int) -> torch.Tensor:
-        """(a_1, ..., a_K) for the engine's K = ``steps`` local steps."""
-        if self.a is None:
-            return torch.ones(steps, dtype=torch.float64)
-        if len(self.a) != steps:
-            raise ReplicateError(f"a has {len(self.a)} entries but the client runs K = {steps} local steps; "
-                                 "set ClientUpdate(steps=len(a))")
-        return torch.tensor(self.a, dtype=torch.float64)
+    def client_init(self, velocity, params, plan, ctx):
+        m = plan.clients.numel()
+        return {"w": params.unsqueeze(0).repeat(m, 1), "message": params.new_zeros((m, params.numel()))}
 
-    def init_state(self, flat: torch.Tensor) -> torch.Tensor:
-        return torch.zeros_like(flat)  # server velocity v
+    def client_step(self, state, grad, lr, ctx):
+        w = state["w"]
+        g = grad(w)
+        if self.prox_mu:
+            g.add_(w - ctx.params, alpha=self.prox_mu)
+        state["message"].add_(g, alpha=1.0 if self.a is None else float(self.a[ctx.step]))
+        descend_(w, g, lr)
+        return state
 
-    def server_step(self, flat, local_models, message, plan: RoundPlan, state):
-        q = plan.weights.to(message.dtype).to(message.device) @ message
-        velocity = self.momentum * state - self.server_lr * q
+    def client_message(self, state, params, plan, ctx):
+        return {"q": state["message"]}
+
+    def server_step(self, velocity, params, message, plan: RoundPlan, ctx):
+        q = plan.weights.to(params.dtype).to(params.device) @ message["q"]
+        velocity = self.momentum * velocity - self.server_lr * q
         if self.nesterov:
-            return flat + self.momentum * velocity - self.server_lr * q, velocity
-        return flat + velocity, velocity
+            return params + self.momentum * velocity - self.server_lr * q, velocity
+        return params + velocity, velocity

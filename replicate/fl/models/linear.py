@@ -1,11 +1,8 @@
-"""Models as functions of a flat parameter vector, evaluated for many clients at once.
+"""Multinomial logistic regression, the convex model of Li et al. and FedProx, with a fused solver.
 
-Parameters of K clients are one ``(K, P)`` tensor. A model knows how to split a flat
-row into named tensors, how to initialise one, and how to compute per-client
-mean loss and gradient on per-client mini-batches ``x: (K, b, ...)``.
-``Model.loss_and_grad`` has a generic ``torch.func.vmap(grad(...))`` implementation
-so CNNs/LSTMs only need ``forward``; the linear model overrides it with the closed
-form, which is several times faster on CPU.
+``LogisticRegression.sgd`` runs a whole round of local SGD for all of a round's clients in
+the layout CPU batched GEMM likes best; it is the fast path that plain-SGD algorithms
+(FedAvg, FedProx) opt into (``PlainSGD``); tests check it against the generic step.
 """
 from __future__ import annotations
 
@@ -13,66 +10,8 @@ import math
 
 import torch
 import torch.nn.functional as F
-from torch.func import grad_and_value, vmap
 
-from replicate.core.errors import ReplicateError
-
-
-class Model:
-    """Base class: subclasses define ``shapes`` and ``forward(params, x)``."""
-
-    shapes: dict[str, tuple[int, ...]]
-
-    @property
-    def num_params(self) -> int:
-        return sum(math.prod(s) for s in self.shapes.values())
-
-    def unflatten(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Views of a ``(..., P)`` tensor as named parameters of shape ``(..., *shape)``."""
-        out, start = {}, 0
-        lead = flat.shape[:-1]
-        for name, shape in self.shapes.items():
-            size = math.prod(shape)
-            out[name] = flat[..., start:start + size].reshape(*lead, *shape)
-            start += size
-        return out
-
-    def init(self, generator: torch.Generator, dtype=torch.float32) -> torch.Tensor:
-        raise NotImplementedError
-
-    def forward(self, params: dict, x: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
-
-    def per_sample_loss(self, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Cross-entropy of one model (flat ``(P,)``) on samples ``x``."""
-        return F.cross_entropy(self.forward(self.unflatten(flat), x), y, reduction="none")
-
-    def loss_and_grad(self, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
-                      mask: torch.Tensor | None = None):
-        """Mean cross-entropy and its gradient for each client: ``(K,)`` and ``(K, P)``.
-
-        ``mask`` (K, b) marks real samples when clients have fewer than b samples.
-        """
-        def one(w, xb, yb, mb):
-            losses = self.per_sample_loss(w, xb, yb)
-            return (losses * mb).sum() / mb.sum()
-
-        m = torch.ones(y.shape, dtype=x.dtype, device=x.device) if mask is None else mask.to(x.dtype)
-        grads, losses = vmap(grad_and_value(one))(flat, x, y, m)
-        return losses, grads
-
-    def prepare(self, x: torch.Tensor, y: torch.Tensor, num_classes: int):
-        """Training arrays as ``grad`` consumes them (hook for precomputed layouts)."""
-        return x, y
-
-    def grad(self, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
-             mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Stacked gradients ``(K, P)`` of each client's mean loss on its batch."""
-        return self.loss_and_grad(flat, x, y, mask)[1]
-
-    def predict(self, flat: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        return self.forward(self.unflatten(flat), x)
-
+from replicate.fl.models.base import Model
 
 class LogisticRegression(Model):
     """Multinomial logistic regression ``logits = x W + b`` (the papers' convex model)."""
@@ -87,13 +26,16 @@ class LogisticRegression(Model):
         bound = 1.0 / math.sqrt(self.d)
         return (torch.rand(self.num_params, generator=generator, dtype=dtype) * 2 - 1) * bound
 
-    def forward(self, params, x):
-        return x @ params["weight"] + params["bias"]
+    fused = True  # has ``sgd``, the fused local solver
+    eval_batch_size = 1 << 20  # logits are n × C: one chunk keeps the plain mean of earlier results
+
+    def forward(self, params, x, noise=None):
+        return x.reshape(x.shape[0], -1) @ params["weight"] + params["bias"]
 
     def predict(self, flat, x):
         """Logits of one model for all rows of ``x``, with W held as (C, d) in memory (see ``grad``)."""
         params = self.unflatten(flat)
-        return x @ params["weight"].t().contiguous().t() + params["bias"]
+        return x.reshape(x.shape[0], -1) @ params["weight"].t().contiguous().t() + params["bias"]
 
     def prepare(self, x: torch.Tensor, y: torch.Tensor, num_classes: int):
         """Training arrays in the form ``grad`` wants: x with a ones column (so the flat
@@ -103,7 +45,7 @@ class LogisticRegression(Model):
         return torch.cat([x.reshape(x.shape[0], -1), ones], dim=1), onehot
 
     def grad(self, flat: torch.Tensor, x_aug: torch.Tensor, onehot: torch.Tensor,
-             mask: torch.Tensor | None = None) -> torch.Tensor:
+             mask: torch.Tensor | None = None, noise=None) -> torch.Tensor:
         """Stacked mean cross-entropy gradients (K, P) on prepared batches (K, b, d+1)."""
         k = flat.shape[0]
         # Both products run with the narrow class dimension leading, (K, C, d+1): CPU batched
@@ -128,15 +70,16 @@ class LogisticRegression(Model):
         """
         return math.sqrt(2.0) * float(row_norms.max())
 
-    def sgd(self, flat: torch.Tensor, batches, steps: int, lr, weight_decay: float = 0.0,
+    def sgd(self, flat: torch.Tensor, batches, steps, lr, weight_decay: float = 0.0,
             clip_norm: float | None = None, prox_mu: float = 0.0) -> torch.Tensor:
-        """``steps`` local SGD steps for all K rows of ``flat`` at once: the linear model's fused solver.
+        """Local SGD for all K rows of ``flat`` at once: the linear model's fused solver.
 
-        ``batches(s)`` gives step s's prepared ``(x_aug (K, b, d+1), onehot (K, b, C), mask,
-        row_norms)`` with ``row_norms`` (K, b) = ‖x_i‖ (needed only with ``clip_norm``);
-        ``lr`` is a float or a (K,) tensor of per-row rates. Same maths as the generic step of
-        ``engine.local_update`` (tests check they agree), w ← w − lr·(clip(∇) + λw + μ(w − w₀)),
-        computed as w ← (1 − lr(λ + μ))·w + lr·μ·w₀ − lr·clip(∇).
+        ``steps`` is an int, or a (K,) tensor of per-row step counts: a row that has done its
+        count is left as it is while the others go on. ``batches(s)`` gives step s's prepared
+        ``(x_aug (K, b, d+1), onehot (K, b, C), mask, row_norms)`` with ``row_norms`` (K, b) =
+        ‖x_i‖ (needed only with ``clip_norm``); ``lr`` is a float or a (K,) tensor of per-row
+        rates. Same maths as the generic step (tests check they agree),
+        w ← w − lr·(clip(∇) + λw + μ(w − w₀)), computed as w ← (1 − lr(λ + μ))·w + lr·μ·w₀ − lr·clip(∇).
 
         Layout: the parameters stay class-major, (K, C, d+1), for the whole call, so both
         products run with the narrow class dimension leading (logits as (K, C, b) = W·xᵀ, the
@@ -152,30 +95,24 @@ class LogisticRegression(Model):
             lr = lr.to(w.dtype).to(w.device).view(k, 1, 1)
         decay = 1.0 - lr * (weight_decay + prox_mu)
         pull = w * (lr * prox_mu) if prox_mu else None  # lr·μ·w₀, the same every step
-        for s in range(steps):
+        counts = steps if torch.is_tensor(steps) else None
+        for s in range(int(counts.max()) if counts is not None else steps):
             x, onehot, mask, row_norms = batches(s)
-            g = torch.bmm(w, x.transpose(1, 2)).softmax(dim=1).sub_(onehot.transpose(1, 2))  # dCE/dlogits
-            if mask is None:
-                g.div_(x.shape[1])
-            else:
-                m = mask.to(g.dtype)
-                g.mul_((m / m.sum(1, keepdim=True)).unsqueeze(1))
-            if clip_norm is not None and _may_clip(g, row_norms, clip_norm):
-                grad = torch.bmm(g, x)
-                norms = torch.linalg.vector_norm(grad, dim=(1, 2), keepdim=True)
-                factor = torch.clamp(clip_norm / (norms + 1e-6), max=1.0).mul_(lr)
-                w.mul_(decay).sub_(grad.mul_(factor))
-            else:
-                g.mul_(lr)
-                if torch.is_tensor(decay):
-                    w.mul_(decay).baddbmm_(g, x, alpha=-1.0)
-                else:
-                    w.baddbmm_(g, x, beta=decay, alpha=-1.0)
-            if pull is not None:
-                w.add_(pull)
+            if counts is None or bool((counts > s).all()):
+                _sgd_step(w, x, onehot, mask, row_norms, lr, decay, pull, clip_norm)
+                continue
+            idx = (counts > s).nonzero().squeeze(1)  # only the rows still working: no wasted GEMMs
+
+            def rows(t):
+                return t.index_select(0, idx) if torch.is_tensor(t) and t.dim() and t.shape[0] == k else t
+
+            sub = w.index_select(0, idx)
+            _sgd_step(sub, rows(x), rows(onehot), rows(mask), rows(row_norms), rows(lr), rows(decay),
+                      rows(pull), clip_norm)
+            w.index_copy_(0, idx, sub)
         return w.transpose(1, 2).reshape(k, -1)
 
-    def loss_and_grad(self, flat, x, y, mask=None):
+    def loss_and_grad(self, flat, x, y, mask=None, noise=None):
         x_aug, onehot = self.prepare(x.reshape(-1, x.shape[-1]), y.reshape(-1), self.c)
         x_aug = x_aug.view(*x.shape[:-1], self.d + 1)
         onehot = onehot.view(*y.shape, self.c)
@@ -197,10 +134,24 @@ def _may_clip(g: torch.Tensor, row_norms: torch.Tensor, clip_norm: float) -> boo
     return clip_may_act((g.square().sum(1).sqrt_() * row_norms).sum(-1), clip_norm)
 
 
-MODELS = {"logistic": LogisticRegression}
-
-
-def build(name: str, num_features: int, num_classes: int) -> Model:
-    if name not in MODELS:
-        raise ReplicateError(f"unknown model {name!r}; available: {', '.join(MODELS)}")
-    return MODELS[name](num_features, num_classes)
+def _sgd_step(w, x, onehot, mask, row_norms, lr, decay, pull, clip_norm) -> None:
+    """One fused SGD step on class-major parameters ``w`` (K, C, d+1), in place."""
+    g = torch.bmm(w, x.transpose(1, 2)).softmax(dim=1).sub_(onehot.transpose(1, 2))  # dCE/dlogits
+    if mask is None:
+        g.div_(x.shape[1])
+    else:
+        m = mask.to(g.dtype)
+        g.mul_((m / m.sum(1, keepdim=True)).unsqueeze(1))
+    if clip_norm is not None and _may_clip(g, row_norms, clip_norm):
+        grad = torch.bmm(g, x)
+        norms = torch.linalg.vector_norm(grad, dim=(1, 2), keepdim=True)
+        factor = torch.clamp(clip_norm / (norms + 1e-6), max=1.0).mul_(lr)
+        w.mul_(decay).sub_(grad.mul_(factor))
+    else:
+        g.mul_(lr)
+        if torch.is_tensor(decay):
+            w.mul_(decay).baddbmm_(g, x, alpha=-1.0)
+        else:
+            w.baddbmm_(g, x, beta=decay, alpha=-1.0)
+    if pull is not None:
+        w.add_(pull)

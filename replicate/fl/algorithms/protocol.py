@@ -1,0 +1,157 @@
+"""The contract between an algorithm and the engine's round loop.
+
+A federated algorithm is six pure functions over a round's *stacked* clients, in the
+spirit of fedjax's ``init``/``apply`` pairs (one client = one row of every tensor):
+
+1. ``server_init(params, population) -> server_state`` — once per run; holds whatever
+   persists across rounds: server momentum, control variates, per-client state kept as
+   ``(N, ...)`` tensors indexed by client id.
+2. ``plan(population, work, seed, round) -> RoundPlan`` — which clients train this round,
+   their aggregation weights, their learning-rate scales and how much local work each
+   does (stragglers do less). A pure function of (seed, round): reruns see the same plan.
+3. ``client_init(server_state, params, plan, ctx) -> ClientState`` — the stacked client
+   state (``"w"``, the local models, always; anchors, control variates, momentum, ...).
+4. ``client_step(state, grad, lr, ctx) -> ClientState`` — one local step. ``grad(w)`` is
+   the gradient of each client's local objective on *this step's* mini-batch at the rows
+   of ``w``; it may be called more than once (STEM evaluates it at two iterates with the
+   same mini-batch). ``lr`` is a float or an ``(m, 1)`` tensor of per-client rates.
+5. ``client_message(state, params, plan, ctx) -> Message`` — what each client uploads.
+6. ``server_step(server_state, params, message, plan, ctx) -> (params, server_state)``.
+
+The engine runs step 4 up to the largest local step count of the round and leaves a
+client's state untouched once it has done its own count (``RoundContext.steps``).
+An algorithm whose client update is plain (proximal) SGD on the model says so through
+``plain_sgd`` and lets a problem with a fused solver run the whole local solve at once.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol, runtime_checkable
+
+import torch
+
+ClientState = dict[str, torch.Tensor]  # every entry stacked over the round's clients: (m, ...)
+Message = dict[str, torch.Tensor]
+GradFn = Callable[[torch.Tensor], torch.Tensor]  # (m, P) parameters -> (m, P) local gradients
+
+
+@dataclass(frozen=True)
+class Population:
+    """What sampling may look at: the clients' weights p_k = n_k/n and sample counts n_k."""
+
+    weights: torch.Tensor  # (N,) float64, p_k
+    sizes: torch.Tensor  # (N,) int64, n_k (training samples)
+
+    @property
+    def num_clients(self) -> int:
+        return self.weights.numel()
+
+
+@dataclass(frozen=True)
+class LocalWork:
+    """How much local work a client does per round: ``amount`` steps or epochs of batch b.
+
+    ``epochs``: one epoch is one pass over the client's n_k samples in ⌈n_k/b⌉ mini-batches
+    (the last one smaller), as in the FedProx code. ``steps``: ``amount`` independent
+    mini-batches (Li et al.'s code). A plan may give a client fewer units (stragglers).
+    """
+
+    amount: int  # E
+    unit: str = "steps"  # "steps" | "epochs"
+    batch_size: int | None = None  # b; None = the full local set every step
+
+    def __post_init__(self):
+        from replicate.core.errors import ReplicateError
+
+        if self.unit not in ("steps", "epochs"):
+            raise ReplicateError(f"local work is counted in 'steps' or 'epochs', got {self.unit!r}")
+        if self.amount < 1:
+            raise ReplicateError(f"local {self.unit} (E) must be >= 1, got {self.amount}")
+        if self.batch_size is not None and self.batch_size < 1:
+            raise ReplicateError(f"batch size must be >= 1 or None (full batch), got {self.batch_size}")
+        if self.unit == "epochs" and self.batch_size is None:
+            raise ReplicateError("local epochs need a batch size b (an epoch is ⌈n_k/b⌉ steps)")
+
+    def steps(self, sizes: torch.Tensor, units: torch.Tensor | None = None) -> torch.Tensor:
+        """Local steps per client (int64, like ``sizes``) for ``units`` of work each (None = ``amount``)."""
+        units = torch.full_like(sizes, self.amount) if units is None else units.to(sizes.device, torch.int64)
+        if self.unit == "steps":
+            return units
+        return units * torch.div(sizes + self.batch_size - 1, self.batch_size, rounding_mode="floor")
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    """Aggregation ``w_{t+1} = residual · w_t + Σ_j weights[j] · w_j`` over ``clients``.
+
+    ``lr_scale[j]`` multiplies client j's learning rate (Li et al.'s transformed Scheme II);
+    ``work[j]`` is client j's units of local work (None = every client does the full amount).
+    ``clients`` are sorted and distinct.
+    """
+
+    clients: torch.Tensor  # (m,) int64
+    weights: torch.Tensor  # (m,) float64
+    residual: float = 0.0
+    lr_scale: torch.Tensor | None = None  # (m,) float64, None = 1
+    work: torch.Tensor | None = None  # (m,) int64, None = LocalWork.amount for all
+
+    def aggregate(self, global_flat: torch.Tensor, local_flat: torch.Tensor) -> torch.Tensor:
+        w = self.weights.to(local_flat.dtype).to(local_flat.device)
+        new = w @ local_flat
+        if self.residual:
+            new = new + self.residual * global_flat
+        return new
+
+
+@dataclass(frozen=True)
+class RoundContext:
+    """What a round's client functions may know beyond their state."""
+
+    round: int  # t
+    params: torch.Tensor  # (P,) the round's global model w_t, as broadcast to the clients
+    steps: torch.Tensor  # (m,) int64, each client's local step count this round
+    lr: float | torch.Tensor  # the round's client rate: a float, or (m, 1) per client
+    step: int = 0  # the local step being taken (client_step only)
+
+
+@dataclass(frozen=True)
+class PlainSGD:
+    """Declares a client update to be w ← w − η(∇f(w) + μ(w − w_t)) from w = w_t, message w."""
+
+    prox_mu: float = 0.0  # μ
+
+
+@runtime_checkable
+class Algorithm(Protocol):
+    """See the module docstring for the order of calls and what each function sees."""
+
+    plain_sgd: PlainSGD | None
+
+    def server_init(self, params: torch.Tensor, population: Population) -> Any: ...
+
+    def plan(self, population: Population, work: LocalWork, seed: int, round_: int) -> RoundPlan: ...
+
+    def client_init(self, server_state: Any, params: torch.Tensor, plan: RoundPlan,
+                    ctx: RoundContext) -> ClientState: ...
+
+    def client_step(self, state: ClientState, grad: GradFn, lr, ctx: RoundContext) -> ClientState: ...
+
+    def client_message(self, state: ClientState, params: torch.Tensor, plan: RoundPlan,
+                       ctx: RoundContext) -> Message: ...
+
+    def server_step(self, server_state: Any, params: torch.Tensor, message: Message, plan: RoundPlan,
+                    ctx: RoundContext) -> tuple[torch.Tensor, Any]: ...
+
+
+def descend_(w: torch.Tensor, g: torch.Tensor, lr) -> torch.Tensor:
+    """w ← w − lr·g in place, for a float rate or an (m, 1) tensor of per-client rates."""
+    if torch.is_tensor(lr):
+        return w.addcmul_(lr, g, value=-1.0)
+    return w.sub_(g, alpha=lr)
+
+
+def server_move(params: torch.Tensor, target: torch.Tensor, server_lr: float) -> torch.Tensor:
+    """x ← x + η_s (target − x): a server step of size η_s toward the aggregate (η_s = 1: the aggregate)."""
+    if server_lr == 1.0:
+        return target
+    return params + server_lr * (target - params)

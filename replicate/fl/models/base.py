@@ -1,0 +1,107 @@
+"""Models as functions of a flat parameter vector, evaluated for many clients at once.
+
+Parameters of K clients are one ``(K, P)`` tensor. A model knows how to split a flat
+row into named tensors, how to initialise one, its loss (the model owns it: a class per
+sample, or the next token at every position), and how to compute per-client mean loss and
+gradient on per-client mini-batches ``x: (K, b, ...)`` whose samples keep their shape
+(images ``(C, H, W)``, int64 token sequences). ``Model.loss_and_grad`` is the generic
+``torch.func.vmap(grad(...))`` implementation, so CNNs/LSTMs only define ``forward``.
+
+Dropout draws no random numbers inside the model: ``noise`` (uniform [0, 1), one value
+per unit of ``dropout_shape`` per sample) comes from the engine's named stream
+(seed, "dropout", round, step), so any execution order of the clients gives the same
+masks. ``noise=None`` (evaluation) turns dropout off.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch.func import grad_and_value, vmap
+
+
+class Model:
+    """Base class: subclasses define ``shapes``, ``init`` and ``forward(params, x, noise)``."""
+
+    shapes: dict[str, tuple[int, ...]]
+    loss_kind: str = "class"  # "class": y (b,) per sample; "token": y (b, T), next token per position
+    dropout: float = 0.0  # p; units of ``dropout_shape`` are zeroed with probability p while training
+    dropout_shape: tuple[int, ...] | None = None
+    eval_batch_size: int = 1024  # samples per evaluation chunk (bounds memory)
+
+    @property
+    def num_params(self) -> int:
+        return sum(math.prod(s) for s in self.shapes.values())
+
+    def unflatten(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Views of a ``(..., P)`` tensor as named parameters of shape ``(..., *shape)``."""
+        out, start = {}, 0
+        lead = flat.shape[:-1]
+        for name, shape in self.shapes.items():
+            size = math.prod(shape)
+            out[name] = flat[..., start:start + size].reshape(*lead, *shape)
+            start += size
+        return out
+
+    def init(self, generator: torch.Generator, dtype=torch.float32) -> torch.Tensor:
+        raise NotImplementedError
+
+    def forward(self, params: dict, x: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
+        raise NotImplementedError
+
+    def drop(self, h: torch.Tensor, noise: torch.Tensor | None) -> torch.Tensor:
+        """Inverted dropout of ``h`` with the given uniform noise (identity when noise is None)."""
+        if noise is None or not self.dropout:
+            return h
+        return h * (noise >= self.dropout).to(h.dtype) / (1.0 - self.dropout)
+
+    def loss(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Per-sample loss: cross-entropy of the class, or mean cross-entropy of every next token."""
+        if self.loss_kind == "token":
+            per_token = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="none")
+            return per_token.view(y.shape).mean(-1)
+        return F.cross_entropy(logits, y, reduction="none")
+
+    def correct(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Per-sample accuracy (a fraction of positions for token targets)."""
+        hits = (logits.argmax(-1) == y).to(torch.float64)
+        return hits.view(y.shape[0], -1).mean(-1)
+
+    def per_sample_loss(self, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
+                        noise: torch.Tensor | None = None) -> torch.Tensor:
+        """Loss of one model (flat ``(P,)``) on each of the samples ``x``."""
+        return self.loss(self.forward(self.unflatten(flat), x, noise), y)
+
+    def loss_and_grad(self, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
+                      mask: torch.Tensor | None = None, noise: torch.Tensor | None = None):
+        """Mean loss and its gradient for each client: ``(K,)`` and ``(K, P)``.
+
+        ``mask`` (K, b) marks real samples when clients have fewer than b samples;
+        ``noise`` (K, b, *dropout_shape) drives dropout.
+        """
+        def one(w, xb, yb, mb, nb):
+            losses = self.per_sample_loss(w, xb, yb, nb)
+            return (losses * mb).sum() / mb.sum()
+
+        m = torch.ones(y.shape[:2], dtype=flat.dtype, device=flat.device) if mask is None else mask.to(flat.dtype)
+        if noise is None:
+            grads, losses = vmap(grad_and_value(lambda w, xb, yb, mb: one(w, xb, yb, mb, None)))(flat, x, y, m)
+        else:
+            grads, losses = vmap(grad_and_value(one))(flat, x, y, m, noise)
+        return losses, grads
+
+    def prepare(self, x: torch.Tensor, y: torch.Tensor, num_classes: int):
+        """Training arrays as ``grad`` consumes them (hook for precomputed layouts)."""
+        return x, y
+
+    def grad(self, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
+             mask: torch.Tensor | None = None, noise: torch.Tensor | None = None) -> torch.Tensor:
+        """Stacked gradients ``(K, P)`` of each client's mean loss on its batch."""
+        return self.loss_and_grad(flat, x, y, mask, noise)[1]
+
+    def predict(self, flat: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """Logits of one model on a chunk of evaluation samples (no dropout)."""
+        return self.forward(self.unflatten(flat), x)
+
+

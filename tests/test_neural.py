@@ -1,0 +1,134 @@
+"""Neural models in the engine: a tiny CNN (with dropout) and a tiny CharLSTM on synthetic
+federated data. The stacked engine (torch.func.vmap), the sequential engine and the autograd
+oracle must agree, dropout included (its noise comes from the stream (seed, "dropout",
+round, step), whatever the execution order); evaluation in chunks equals one chunk."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from replicate.core import rng
+from replicate.data.federated import FederatedDataset, Split
+from replicate.fl.algorithms import FedAvg, FedProx, LocalWork
+from replicate.fl.engine import LocalObjective, run
+from replicate.fl.models import CNN, CharLSTM
+from replicate.fl.oracle import run_sequential
+from replicate.fl.problems import SampleProblem
+from replicate.fl.schedules import LRSchedule
+
+# float32 models: vmapped batched gradients against per-client autograd differ by summation order
+RTOL, ATOL = 1e-5, 1e-6
+SIZES = [6, 9, 4, 12, 7]
+VOCAB, SEQ = 7, 5
+
+
+def image_dataset(seed=0) -> FederatedDataset:
+    rs = np.random.RandomState(seed)
+    xs = [rs.randn(n, 1, 8, 8).astype(np.float32) for n in SIZES]
+    ys = [rs.randint(0, 3, n) for n in SIZES]
+    return FederatedDataset("images", Split.from_clients(xs, ys), Split.from_clients(xs[:2], ys[:2]), 3)
+
+
+def token_split(sizes, seed, token_targets) -> Split:
+    """Sequences that count up mod VOCAB from a random start (learnable); int64 x, kept as is."""
+    g = torch.Generator().manual_seed(seed)
+    n = sum(sizes)
+    start = torch.randint(0, VOCAB, (n, 1), generator=g)
+    seq = (start + torch.arange(SEQ + 1)) % VOCAB
+    noise = torch.rand(seq.shape, generator=g) < 0.1  # a few random tokens
+    seq = torch.where(noise, torch.randint(0, VOCAB, seq.shape, generator=g), seq)
+    x, y = seq[:, :-1].contiguous(), (seq[:, 1:] if token_targets else seq[:, -1]).contiguous()
+    offsets = torch.tensor([0, *np.cumsum(sizes)], dtype=torch.int64)
+    return Split(x=x, y=y, offsets=offsets)
+
+
+def token_dataset(token_targets=False, seed=0) -> FederatedDataset:
+    return FederatedDataset("tokens", token_split(SIZES, seed, token_targets),
+                            token_split([10], seed + 1, token_targets), VOCAB)
+
+
+def cnn(dropout=0.25):
+    return CNN(in_shape=(1, 8, 8), num_classes=3, channels=(2, 3), hidden=8, dropout=dropout)
+
+
+def lstm(loss_kind="class"):
+    return CharLSTM(vocab_size=VOCAB, embed=3, hidden=5, layers=2, loss_kind=loss_kind)
+
+
+PROBLEMS = {
+    "cnn": lambda: SampleProblem(image_dataset(), cnn()),
+    "lstm": lambda: SampleProblem(token_dataset(), lstm()),
+}
+ALGORITHMS = {
+    "fedavg": (FedAvg("scheme2", 3), LocalWork(3, "steps", 4)),
+    "fedprox": (FedProx(0.3, 3, straggler_fraction=0.5), LocalWork(2, "epochs", 4)),
+}
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("model", PROBLEMS)
+def test_stacked_sequential_and_oracle_agree(model, algorithm):
+    problem = PROBLEMS[model]()
+    assert problem.x.dtype == (torch.int64 if model == "lstm" else torch.float32)
+    algo, work = ALGORITHMS[algorithm]
+    schedule, objective = LRSchedule("constant", 0.3), LocalObjective(weight_decay=1e-3, clip_norm=5.0)
+    kwargs = dict(objective=objective, rounds=2, seed=1, return_params=True)
+    stacked, w_stacked = run(problem, algo, work, schedule, execution="stacked", **kwargs)
+    sequential, w_sequential = run(problem, algo, work, schedule, execution="sequential", **kwargs)
+    oracle, w_oracle = run_sequential(problem, algo, work, schedule, **kwargs)
+    torch.testing.assert_close(w_stacked, w_sequential, rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(w_stacked, w_oracle, rtol=RTOL, atol=ATOL)
+    for other in (sequential, oracle):
+        assert stacked["train_loss"].tolist() == pytest.approx(other["train_loss"].tolist(), rel=RTOL)
+    assert (w_stacked - problem.init(1)).abs().max() > 1e-3  # the model really trained
+    if model == "cnn":  # dropout was on: without it the same run ends elsewhere
+        batch = problem.draw_batches(torch.arange(3), torch.full((3,), 2), work, torch.Generator())
+        noise = problem.dropout_noise(batch.step(0), rng.generator(1, "dropout", 0, 0))
+        assert noise is not None and noise.shape == (*batch.step(0)[0].shape, 8)
+        _, w_plain = run(SampleProblem(image_dataset(), cnn(dropout=0.0)), algo, work, schedule, **kwargs)
+        assert (w_plain - w_stacked).abs().max() > 1e-4
+
+
+@pytest.mark.parametrize("model", ["cnn", "lstm", "lstm_token"])
+def test_evaluation_in_chunks_equals_one_chunk(model):
+    if model == "cnn":
+        problem = SampleProblem(image_dataset(), cnn())
+    else:
+        token = model == "lstm_token"
+        problem = SampleProblem(token_dataset(token_targets=token), lstm("token" if token else "class"))
+    flat = problem.init(2)
+    n = problem.x.shape[0]
+    problem.model.eval_batch_size = 10_000
+    whole = problem.evaluate(flat)
+    problem.model.eval_batch_size = 7  # several chunks, the last one short
+    assert n % 7 and n > 7
+    chunked = problem.evaluate(flat)
+    assert set(chunked) == set(whole) == {"train_loss", "train_acc", "test_loss", "test_acc"}
+    for key in whole:
+        assert chunked[key] == pytest.approx(whole[key], abs=1e-6, rel=0)
+    # the metric is the sample mean of the model's per-sample loss
+    per_sample = problem.model.per_sample_loss(flat, problem.x, problem.y)
+    assert whole["train_loss"] == pytest.approx(float(per_sample.double().mean()), abs=1e-6, rel=0)
+
+
+def test_token_lstm_gradients_and_training():
+    problem = SampleProblem(token_dataset(token_targets=True), lstm("token"))
+    assert problem.y.shape == (sum(SIZES), SEQ)
+    flat = problem.init(0)
+    clients, work = torch.arange(3), LocalWork(1, "steps", 4)
+    batch = problem.draw_batches(clients, torch.ones(3, dtype=torch.int64), work,
+                                 torch.Generator().manual_seed(0)).step(0)
+    stacked = flat.unsqueeze(0).repeat(3, 1)
+    grads = problem.grad(stacked, clients, batch)
+    assert grads.shape == (3, problem.model.num_params) and bool(torch.isfinite(grads).all())
+    assert bool((grads.abs().sum(1) > 0).all())
+    # client 0's gradient equals autograd on its mean per-token loss
+    w = flat.clone().requires_grad_(True)
+    problem.client_loss(w, 0, batch[0][0]).backward()
+    torch.testing.assert_close(grads[0], w.grad, rtol=RTOL, atol=ATOL)
+    # a tiny LSTM on plain SGD needs a large step to leave the uniform plateau (ln 7 = 1.95) quickly
+    history = run(problem, FedAvg("full"), LocalWork(10, "steps", 4), LRSchedule("constant", 3.0), rounds=6, seed=0)
+    losses = history["train_loss"].tolist()
+    assert all(np.isfinite(losses)) and losses[0] == pytest.approx(np.log(VOCAB), abs=0.1)
+    assert losses[-1] < losses[0] - 0.3

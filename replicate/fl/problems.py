@@ -85,8 +85,10 @@ class SampleProblem:
         if clip is not None and self.grad_bound is not None and not clip_may_act(self.grad_bound, clip):
             clip = None
 
-        def batch(s):
+        def batch(s, only=None):
             index, mask = batches.step(s)
+            if only is not None:  # the rows still working (unequal local work)
+                index, mask = index.index_select(0, only), None if mask is None else mask.index_select(0, only)
             rows = index.reshape(-1)
             x = self.x_prepared.index_select(0, rows).view(*index.shape, -1)
             y = self.y_prepared.index_select(0, rows).view(*index.shape, -1)

@@ -75,9 +75,9 @@ class LogisticRegression(Model):
         """Local SGD for all K rows of ``flat`` at once: the linear model's fused solver.
 
         ``steps`` is an int, or a (K,) tensor of per-row step counts: a row that has done its
-        count is left as it is while the others go on. ``batches(s)`` gives step s's prepared
+        count is left as it is while the others go on. ``batches(s, rows=None)`` gives step s's prepared
         ``(x_aug (K, b, d+1), onehot (K, b, C), mask, row_norms)`` with ``row_norms`` (K, b) =
-        ‖x_i‖ (needed only with ``clip_norm``); ``lr`` is a float or a (K,) tensor of per-row
+        ‖x_i‖ (needed only with ``clip_norm``), for the given rows only; ``lr`` is a float or a (K,) tensor of per-row
         rates. Same maths as the generic step (tests check they agree),
         w ← w − lr·(clip(∇) + λw + μ(w − w₀)), computed as w ← (1 − lr(λ + μ))·w + lr·μ·w₀ − lr·clip(∇).
 
@@ -96,19 +96,21 @@ class LogisticRegression(Model):
         decay = 1.0 - lr * (weight_decay + prox_mu)
         pull = w * (lr * prox_mu) if prox_mu else None  # lr·μ·w₀, the same every step
         counts = steps if torch.is_tensor(steps) else None
+        live = k  # rows still working; counts only change at a row's last step, so track them lazily
+        idx = None
         for s in range(int(counts.max()) if counts is not None else steps):
-            x, onehot, mask, row_norms = batches(s)
-            if counts is None or bool((counts > s).all()):
-                _sgd_step(w, x, onehot, mask, row_norms, lr, decay, pull, clip_norm)
+            if counts is not None and live and int((counts > s).sum()) != live:
+                idx = (counts > s).nonzero().squeeze(1)  # only the rows still working: no wasted gathers or GEMMs
+                live = idx.numel()
+            if idx is None:
+                _sgd_step(w, *batches(s), lr, decay, pull, clip_norm)
                 continue
-            idx = (counts > s).nonzero().squeeze(1)  # only the rows still working: no wasted GEMMs
 
             def rows(t):
                 return t.index_select(0, idx) if torch.is_tensor(t) and t.dim() and t.shape[0] == k else t
 
             sub = w.index_select(0, idx)
-            _sgd_step(sub, rows(x), rows(onehot), rows(mask), rows(row_norms), rows(lr), rows(decay),
-                      rows(pull), clip_norm)
+            _sgd_step(sub, *batches(s, idx), rows(lr), rows(decay), rows(pull), clip_norm)
             w.index_copy_(0, idx, sub)
         return w.transpose(1, 2).reshape(k, -1)
 

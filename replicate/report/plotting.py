@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg", force=False)
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
+# No backend is forced here: a Jupyter kernel (JupyterLab, papermill) keeps its inline backend,
+# so a notebook's figure shows under its plot cell; headless scripts fall back to Agg.
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
 
 STYLE = {
     "figure.dpi": 110,

@@ -65,6 +65,19 @@ def test_success_promotes_and_failure_keeps_committed_figures(project):
     assert committed.read_text() == before
 
 
+def test_only_an_unmodified_paper_run_writes_committed_figures(project, tmp_path):
+    _notebook(project / "notebooks", "notes_figA", GOOD)
+    committed = project / "figures" / "notes" / "figA.csv"
+    with pytest.raises(ReplicateError, match="profile once"):
+        runner.run(["notes/figA"], "paper", {"profile": "smoke"})
+    elsewhere = tmp_path / "elsewhere"
+    assert runner.run(["notes/figA"], "paper", {"out_dir": str(elsewhere)}) == 0  # the README's example
+    assert (elsewhere / "notes" / "figA.csv").exists() and (elsewhere / "notes" / "figA.claims.json").exists()
+    assert not committed.exists() and not (project / "REPLICATION.md").exists()
+    assert runner.run(["notes/figA"], "smoke") == 0
+    assert not committed.exists() and not (project / "REPLICATION.md").exists()
+
+
 def test_publish_writes_data_claims_and_report(tmp_path):
     import pandas as pd
 

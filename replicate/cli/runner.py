@@ -112,11 +112,19 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
     if profile not in PROFILES:
         raise ReplicateError(f"--profile must be one of {', '.join(PROFILES)}, got {profile!r}")
     notebooks = resolve(names)
-    overrides = overrides or {}
+    overrides = dict(overrides or {})
+    if "profile" in overrides and overrides.pop("profile") != profile:
+        raise ReplicateError("give the profile once, with --profile (--set profile=... disagrees with it)")
+    out_dir = overrides.pop("out_dir", None)
     for nb in notebooks:  # validate every parameter before spending time on any notebook
         parameters(nb, profile, Path("."), overrides)
     executed_dir = paths.build_dir() / "executed" / profile
-    target = paths.figures_dir() if profile == "paper" else paths.build_dir() / "figures"
+    # Only a paper-profile run with no overrides may replace the committed figures and REPLICATION.md.
+    committed = profile == "paper" and not overrides and out_dir is None
+    target = Path(out_dir) if out_dir else paths.figures_dir() if committed else paths.build_dir() / "figures"
+    if profile == "paper" and not committed:
+        tqdm.write(f"writing into {target}, not figures/: only an unmodified paper-profile run updates the "
+                   "committed figures", file=sys.stderr)
     failures = []
     bar = tqdm(notebooks, desc=f"figures ({profile})", unit="notebook", file=sys.stderr)
     for nb in bar:
@@ -150,7 +158,7 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
         _promote(staging, target)
         status = "PASS" if all(c["passed"] for c in record["claims"]) else "some claims FAIL"
         tqdm.write(f"done   {nb.key} in {elapsed:.0f}s ({status}) -> {target / nb.paper}", file=sys.stderr)
-    if profile == "paper":
+    if committed:
         from replicate.report import replication as report
 
         report.write()

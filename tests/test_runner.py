@@ -48,7 +48,7 @@ def test_resolve_and_unknown_figure(project):
 
 def test_wrong_parameter_is_rejected_before_running(project):
     _notebook(project / "notebooks", "notes_figA", GOOD)
-    with pytest.raises(ReplicateError, match="no parameter.*'rounds'.*profile, out_dir"):
+    with pytest.raises(ReplicateError, match="no parameter.*rounds.*profile, out_dir"):
         runner.run(["notes/figA"], "smoke", {"rounds": 3})
 
 

@@ -22,6 +22,7 @@ from replicate.core import paths
 from replicate.report.claims import PROFILES
 from replicate.core.fileio import atomic_write_text
 from replicate.core.errors import ReplicateError
+from replicate.experiments import catalog, knobs
 
 
 @dataclass(frozen=True)
@@ -87,8 +88,13 @@ def parameters(notebook: FigureNotebook, profile: str, out_dir: Path, overrides:
         raise ReplicateError(f"{notebook.path.name} has no cell tagged 'parameters'")
     unknown = sorted(set(overrides) - set(declared))
     if unknown:
-        raise ReplicateError(f"{notebook.key} has no parameter(s) {unknown}; "
+        raise ReplicateError(f"{notebook.key} has no parameter(s) {', '.join(unknown)}; "
                              f"its parameters are: {', '.join(declared)}")
+    try:  # type and range of every value, against the figure's config, before anything runs
+        if overrides:
+            knobs.configure(catalog.config_class(notebook.key), profile, overrides)
+    except ReplicateError as exc:
+        raise ReplicateError(f"{notebook.key}: {exc}") from None
     return {"profile": profile, "out_dir": str(out_dir), **overrides}
 
 

@@ -15,7 +15,8 @@ default here is PROPOSED (spec §6) and listed in the config's ``deviations``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import dataclasses
+from dataclasses import dataclass
 from typing import ClassVar
 
 import matplotlib.pyplot as plt
@@ -26,10 +27,10 @@ import torch
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate import theory as th
 from replicate.core.errors import ReplicateError
+from replicate.experiments import knobs
 from replicate.experiments.runs import cache
 from replicate.experiments.runs.config import RunConfig
 from replicate.fl.problems import QuadraticFederatedProblem
-from replicate.report.claims import PROFILES
 
 
 SERVER_LABELS = {"gd": "no momentum", "nesterov": "Nesterov", "heavyball": "heavy-ball"}
@@ -47,16 +48,17 @@ class _Profiled:
     profile: str = "paper"
     SMOKE: ClassVar[dict] = {}
 
+    CHOICES: ClassVar[dict] = {"servers": tuple(SERVER_LABELS), "server": tuple(SERVER_LABELS)}
+    ZERO_ALLOWED: ClassVar[tuple] = ("alphas", "zeta")
+
+    @classmethod
+    def smoke(cls):
+        return cls(**cls.SMOKE, profile="smoke")
+
     @classmethod
     def for_profile(cls, profile: str = "smoke", **overrides):
-        """The ``paper`` or ``smoke`` settings, with optional field overrides (papermill parameters)."""
-        if profile not in PROFILES:
-            raise ReplicateError(f"profile must be one of {PROFILES}, got {profile!r}")
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(overrides) - names)
-        if unknown:
-            raise ReplicateError(f"{cls.__name__} has no parameter(s) {unknown}; valid: {', '.join(sorted(names))}")
-        return cls(**{**(cls.SMOKE if profile == "smoke" else {}), **overrides, "profile": profile})
+        """The ``paper`` or ``smoke`` settings with checked overrides (``None`` = the profile's value)."""
+        return dataclasses.replace(knobs.configure(cls, profile, overrides), profile=profile)
 
     def _common_deviations(self, conditions, servers=("gd",)) -> list[str]:
         notes = [EPS_DEVIATION,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -19,7 +20,7 @@ import pandas as pd
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check
 from replicate.experiments.runs.config import RunConfig
-from replicate.experiments.runs.config import for_profile as _profile
+from replicate.experiments import knobs
 from replicate.experiments.runs.pool import compute, run_to_target
 from replicate.experiments.li2020.common import (COMMON_DEVIATIONS, DATASETS, LABELS, MNIST_UNBALANCED_DEVIATION,
                                                  STEPS_PER_EPOCH, SYNTHETIC_DEVIATION, _gaussian_smooth, batch_size,
@@ -62,9 +63,20 @@ class Fig1aConfig:
     def smoke(cls):
         return cls(datasets=("synthetic(0,0)", "synthetic(1,1)"), epochs=(1, 5, 20), max_rounds=12, seeds=(0,))
 
+    CHOICES: ClassVar[dict] = {"datasets": DATASETS}
+    ZERO_ALLOWED: ClassVar[tuple] = ("smooth_sigma",)
+
     @classmethod
     def for_profile(cls, profile: str = "smoke", **overrides):
-        return _profile(cls, profile, overrides)
+        """The ``paper`` or ``smoke`` settings with checked overrides (``None`` = the profile's value)."""
+        return knobs.configure(cls, profile, overrides)
+
+    def validate(self) -> None:
+        """Every run the figure implies is a valid run config (raises before anything runs)."""
+        for dataset in self.datasets:
+            for epochs in self.epochs_for(dataset):
+                for seed in self.seeds_for(dataset):
+                    self.run_config(dataset, epochs, seed)
 
     def epochs_for(self, dataset: str) -> tuple[int, ...]:
         return tuple(self.epochs) if self.epochs is not None else FIG1A_PAPER[dataset][0]

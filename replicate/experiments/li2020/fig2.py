@@ -17,7 +17,7 @@ from replicate.report.claims import check
 from replicate.core.errors import ReplicateError
 from replicate.experiments.runs import cache
 from replicate.experiments.runs.config import RunConfig
-from replicate.experiments.runs.config import for_profile as _profile
+from replicate.experiments import knobs
 
 
 @dataclass(frozen=True)
@@ -42,10 +42,16 @@ class Fig2Config:
 
     @classmethod
     def for_profile(cls, profile: str = "smoke", **overrides):
-        config = _profile(cls, profile, overrides)
-        if len(config.decay) != len(config.local_steps):
+        """The ``paper`` or ``smoke`` settings with checked overrides (``None`` = the profile's value)."""
+        return knobs.configure(cls, profile, overrides)
+
+    def validate(self) -> None:
+        if len(self.decay) != len(self.local_steps):
             raise ReplicateError("Fig2Config: give one decay value per entry of local_steps")
-        return config
+        if len(self.theorem5_lrs) != len(self.theorem5_steps):
+            raise ReplicateError("Fig2Config: give one theorem5_lrs value per entry of theorem5_steps")
+        for steps, decay in zip(self.local_steps, self.decay):
+            self.run_config(steps, decay)
 
     def run_config(self, steps: int, decay: float | None) -> RunConfig:
         return RunConfig(dataset="quadratic", scheme="full", local_steps=steps, batch_size=None,

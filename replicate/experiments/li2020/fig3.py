@@ -9,13 +9,15 @@ the authors' ``num_epoch`` (10 local SGD steps each; ``RunConfig.local_steps`` i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import pandas as pd
 
 from replicate.report import plotting
+from replicate.core.errors import ReplicateError
 from replicate.report.claims import check
 from replicate.experiments.runs.config import RunConfig
-from replicate.experiments.runs.config import for_profile as _profile
+from replicate.experiments import knobs
 from replicate.experiments.runs.pool import compute
 from replicate.experiments.li2020.common import (COMMON_DEVIATIONS, DATASETS, LABELS, MNIST_UNBALANCED_DEVIATION,
                                                  STEPS_PER_EPOCH, SYNTHETIC_DEVIATION, _legend_below, _runs,
@@ -47,9 +49,19 @@ class Fig3Config:
         return cls(datasets=("synthetic(0,0)", "synthetic(1,1)"), clients_per_round=(10, 100), rounds=12,
                    seeds=(0,), inset=(6, 10))
 
+    CHOICES: ClassVar[dict] = {"datasets": DATASETS}
+
     @classmethod
     def for_profile(cls, profile: str = "smoke", **overrides):
-        return _profile(cls, profile, overrides)
+        """The ``paper`` or ``smoke`` settings with checked overrides (``None`` = the profile's value)."""
+        return knobs.configure(cls, profile, overrides)
+
+    def validate(self) -> None:
+        """Every run is a valid run config and the inset lies inside the logged rounds."""
+        self.configs()
+        if not 0 <= self.inset[0] < self.inset[1] <= self.rounds:
+            raise ReplicateError(f"Fig3Config.inset must satisfy 0 ≤ start < end ≤ rounds = {self.rounds}, "
+                                 f"got {self.inset}")
 
     def run_config(self, dataset: str, k: int, seed: int) -> RunConfig:
         return RunConfig(dataset=dataset, scheme="scheme1", clients_per_round=k,

@@ -10,15 +10,17 @@ the authors' ``num_epoch`` (10 local SGD steps each; ``RunConfig.local_steps`` i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import pandas as pd
 
 from replicate.report import plotting
 from replicate.report.claims import check
 from replicate.experiments.runs.config import RunConfig
-from replicate.experiments.runs.config import for_profile as _profile
+from replicate.experiments import knobs
 from replicate.experiments.runs.pool import compute
-from replicate.experiments.li2020.common import (COMMON_DEVIATIONS, LABELS, MNIST_UNBALANCED_DEVIATION,
+from replicate.core.errors import ReplicateError
+from replicate.experiments.li2020.common import (COMMON_DEVIATIONS, DATASETS, LABELS, MNIST_UNBALANCED_DEVIATION,
                                                  STEPS_PER_EPOCH, SYNTHETIC_DEVIATION, _legend_below, _runs,
                                                  batch_size, final_loss, fluctuation, tune_lr)
 
@@ -48,9 +50,21 @@ class SchemesConfig:
     inset: int = 30  # last rounds shown zoomed, as the authors' plot
     fluctuating: float = 0.2  # "unstable" = total rise / total fall of the curve above this
 
+    CHOICES: ClassVar[dict] = {"datasets": DATASETS}
+    ZERO_ALLOWED: ClassVar[tuple] = ("fluctuating",)
+
     @classmethod
     def for_profile(cls, profile: str = "smoke", **overrides):
-        return _profile(cls, profile, overrides)
+        """The ``paper`` or ``smoke`` settings with checked overrides (``None`` = the profile's value)."""
+        return knobs.configure(cls, profile, overrides)
+
+    def validate(self) -> None:
+        if not 1 <= self.tune_seeds <= len(self.seeds):
+            raise ReplicateError(f"{type(self).__name__}.tune_seeds must be between 1 and the number of seeds "
+                                 f"({len(self.seeds)}), got {self.tune_seeds}")
+        if self.last > self.rounds or self.inset > self.rounds:
+            raise ReplicateError(f"{type(self).__name__}: last and inset must not exceed rounds = {self.rounds}")
+        self.tuning(), self.fixed()
 
     def run_config(self, dataset: str, scheme: str, lr: float, seed: int) -> RunConfig:
         return RunConfig(dataset=dataset, scheme=scheme, clients_per_round=self.clients_per_round,

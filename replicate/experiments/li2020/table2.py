@@ -5,6 +5,7 @@ Settings follow ``shared/specs/li2020-fedavg-noniid-and-fedprox.md`` §1 (data).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -12,7 +13,7 @@ import pandas as pd
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check
 from replicate.experiments.runs.config import dataset
-from replicate.experiments.runs.config import for_profile as _profile
+from replicate.experiments import knobs
 
 
 TABLE2_PAPER = {  # App. D.1, training samples
@@ -40,9 +41,12 @@ class Table2Config:
     def smoke(cls):
         return cls(law_draws=300)
 
+    CHOICES: ClassVar[dict] = {"datasets": tuple(TABLE2_PAPER)}
+
     @classmethod
     def for_profile(cls, profile: str = "smoke", **overrides):
-        return _profile(cls, profile, overrides)
+        """The ``paper`` or ``smoke`` settings with checked overrides (``None`` = the profile's value)."""
+        return knobs.configure(cls, profile, overrides)
 
 
 def _count_law_band(draws: int, num_clients: int = 100) -> dict:

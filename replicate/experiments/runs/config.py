@@ -98,19 +98,6 @@ class RunConfig:
         return tuple(f.name for f in dataclasses.fields(cls))
 
 
-def for_profile(cls, profile: str, overrides: dict):
-    """A figure config at ``profile`` ("paper" = the dataclass defaults, "smoke" = ``cls.smoke()``),
-    with ``overrides`` checked against its fields."""
-    if profile not in ("smoke", "paper"):
-        raise ReplicateError(f"profile must be 'smoke' or 'paper', got {profile!r}")
-    base = cls() if profile == "paper" else cls.smoke()
-    names = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(set(overrides) - set(names))
-    if unknown:
-        raise ReplicateError(f"{cls.__name__} has no parameter(s) {unknown}; valid: {', '.join(names)}")
-    return dataclasses.replace(base, **overrides)
-
-
 def make(**params) -> RunConfig:
     """``RunConfig(**params)`` with a readable error for misspelled parameters."""
     unknown = sorted(set(params) - set(RunConfig.fields()))

@@ -10,7 +10,7 @@ from replicate.core import paths
 from replicate.report import replication as report
 
 from replicate.cli import runner
-from replicate.report.claims import Claim, publish
+from replicate.report.claims import check, consistency, publish
 from replicate.core.errors import ReplicateError
 
 
@@ -82,12 +82,23 @@ def test_publish_writes_data_claims_and_report(tmp_path):
     import pandas as pd
 
     out = tmp_path / "out"
-    table = publish(None, pd.DataFrame({"series": ["a"], "x": [0], "y": [1.5]}),
-                    [Claim("a holds", True, "1.5"), Claim("b holds", False, "no", ("PROPOSED thing",))],
+    claims = [check("a holds", True, "1.5", paper_value="1.4", margin="±10%"),
+              check("b holds", False, "no", ("PROPOSED thing",)),
+              consistency("c is an identity", True, "0 error")]
+    table = publish(None, pd.DataFrame({"series": ["a"], "x": [0], "y": [1.5]}), claims,
                     paper="li2020", figure="fig9", profile="paper", out_dir=out, deviations=["dev one"])
-    assert list(table.status) == ["PASS", "FAIL"]
+    assert list(table.frame.verdict) == ["PASS", "FAIL", "holds"]
+    assert list(table.frame.paper) == ["1.4", "", ""] and "1 of 2 replication claims hold" in repr(table)
+    assert "<table" in table._repr_html_()  # Jupyter renders it once, as a table
     assert (out / "li2020" / "fig9.csv").read_text().splitlines() == ["series,x,y", "a,0,1.5"]
     text = report.render(out)
-    assert "1 of 2 claims hold" in text and "**FAIL**" in text and "PROPOSED thing" in text and "dev one" in text
+    assert "1 of 2 replication claims hold; 1 of 1 consistency checks hold" in text
+    assert "### Consistency checks" in text and "**FAIL**" in text and "PROPOSED thing" in text and "dev one" in text
+    coverage_table = text.split("## Coverage of every figure and table")[1].split("## Data")[0]
+    assert all(f"| {paper} |" in coverage_table for paper in ("li2020", "charles2021", "fedprox2020",
+                                                              "khanduri2021", "notes"))
+    smoke = publish(None, pd.DataFrame({"x": [1]}), claims, paper="li2020", figure="fig9", profile="smoke", out_dir=out)
+    assert all(v.startswith("smoke scale: not a replication verdict") for v in smoke.frame.verdict)
+    assert "PASS" not in repr(smoke) and "FAIL" not in repr(smoke)
     with pytest.raises(ReplicateError, match="unknown paper key"):
         publish(None, pd.DataFrame(), [], paper="li2021", figure="x", profile="paper", out_dir=out)

@@ -10,11 +10,10 @@ import torch
 import replicate.data as data
 from replicate.core.errors import ReplicateError
 
-
 def test_available_names():
     assert data.available() == ["synthetic", "synthetic_iid", "mnist_balanced", "mnist_unbalanced",
-                                "mnist_fedprox"]
-
+                                "mnist_fedprox", "femnist", "emnist_star", "femnist_fedprox", "shakespeare",
+                                "sent140"]
 
 def test_load_synthetic_equals_direct_call():
     a = data.load("synthetic", alpha=1, beta=1, num_clients=5, seed=2)
@@ -22,12 +21,10 @@ def test_load_synthetic_equals_direct_call():
     assert a.name == "synthetic(1,1)" and torch.equal(a.train.x, b.train.x)
     assert data.load("synthetic_iid", num_clients=3).name == "synthetic_iid"
 
-
 def test_unknown_dataset_lists_valid_names():
     with pytest.raises(ReplicateError) as err:
         data.load("cifar100")
     assert all(name in str(err.value) for name in data.available())
-
 
 def test_unknown_parameter_is_named_with_the_valid_ones():
     with pytest.raises(ReplicateError) as err:
@@ -37,7 +34,6 @@ def test_unknown_parameter_is_named_with_the_valid_ones():
     with pytest.raises(ReplicateError, match="'sed'.*valid: seed"):
         data.load("mnist_balanced", sed=6)
 
-
 def test_missing_and_invalid_parameters():
     with pytest.raises(ReplicateError, match="needs 'alpha', 'beta'"):
         data.load("synthetic")
@@ -46,12 +42,10 @@ def test_missing_and_invalid_parameters():
     with pytest.raises(ReplicateError, match="num_clients"):
         data.load("synthetic", alpha=0, beta=0, num_clients=0)
 
-
 def test_default_seeds_are_exposed():
     assert data.parameters("mnist_balanced") == {"seed": 6}
     assert data.parameters("mnist_unbalanced") == {"seed": 124}
     assert data.parameters("mnist_fedprox") == {"seed": 64}
-
 
 def test_import_is_cheap_and_never_touches_torchvision(tmp_path):
     repo = str(Path(data.__file__).resolve().parents[2])

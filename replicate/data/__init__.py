@@ -10,8 +10,12 @@ from typing import Callable
 
 from replicate.core.errors import ReplicateError
 from replicate.data.federated import FederatedDataset, Split
+from replicate.data.leaf import emnist_star, femnist, femnist_fedprox, load_leaf
 from replicate.data.mnist import load_mnist, mnist_balanced, mnist_fedprox, mnist_unbalanced
 from replicate.data.quadratic import QuadraticProblem, li2020_counterexample
+# Modules, not functions: the builders share their modules' names, which must stay importable.
+from replicate.data import sent140 as _sent140, shakespeare as _shakespeare
+from replicate.data.stats import table1_statistics
 from replicate.data.store import fetch
 from replicate.data.synthetic import synthetic, synthetic_iid
 
@@ -26,6 +30,11 @@ _BUILDERS: dict[str, Callable[..., FederatedDataset]] = {
     "mnist_balanced": mnist_balanced,
     "mnist_unbalanced": mnist_unbalanced,
     "mnist_fedprox": mnist_fedprox,
+    "femnist": femnist,
+    "emnist_star": emnist_star,
+    "femnist_fedprox": femnist_fedprox,
+    "shakespeare": _shakespeare.shakespeare,
+    "sent140": _sent140.sent140,
 }
 
 
@@ -62,7 +71,8 @@ def _builder(name: str) -> Callable[..., FederatedDataset]:
 
 
 __all__ = [
-    "FederatedDataset", "Split", "QuadraticProblem", "available", "fetch", "li2020_counterexample",
-    "load", "load_mnist", "mnist_balanced", "mnist_fedprox", "mnist_unbalanced", "parameters",
-    "synthetic", "synthetic_iid",
+    "FederatedDataset", "Split", "QuadraticProblem", "available", "emnist_star", "femnist",
+    "femnist_fedprox", "fetch", "li2020_counterexample", "load", "load_leaf", "load_mnist",
+    "mnist_balanced", "mnist_fedprox", "mnist_unbalanced", "parameters",
+    "synthetic", "synthetic_iid", "table1_statistics",
 ]

@@ -1,0 +1,141 @@
+"""Sent140 tweet sentiment, one device per Twitter user (FedProx draft §5.1, App. C.1).
+
+Spec ``docs/specs/li2020-fedavg-noniid-and-fedprox.md`` §1(c). FedProx feeds
+``line_to_indices(x[4])`` to an LSTM. ``x[4]`` is the tweet text. The tokens come from
+``re.findall(r"[\\w']+|[.,!?;]", text)`` with no lower-casing. The first 25 are kept, and
+both padding and unknown words map to index |vocab|. The vocabulary and frozen embedding
+are GloVe 6B 300d. The label is 1 for a positive tweet (LEAF's y is already 0/1). FedProx
+samples with ``-s niid --sf 0.3 -k 30 -t sample`` (final: 772 devices, 40,783 samples,
+mean 53, std 32). Draft Table 1 lists 5,726 devices, 215,829 samples, mean 38 and std 19,
+from unpublished arguments.
+
+DEVIATION (local data). Only LEAF's TEST split exists here
+(``all_data_niid_0_keep_30_test_9.json``: 2,875 users with more than 30 tweets, 10% of
+each user's tweets, 16,025 in all), and GloVe does not. :func:`sent140` therefore
+re-splits each user's available tweets 80/20 with LEAF's by-sample rule
+(:func:`~replicate.data.leaf.split_by_sample`), deterministically from ``seed``. It uses a
+vocabulary of the words in the *training* tweets (the first 25 tokens of each), ordered
+by frequency and then alphabetically, and expects embeddings to be learned. Given
+``root=DIR`` with LEAF ``train/`` and ``test/`` folders (the real release), the
+release's split is kept and only the vocabulary is built the same way.
+"""
+from __future__ import annotations
+
+import collections
+import re
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from replicate.core.errors import ReplicateError
+from replicate.data import store
+from replicate.data.checks import check_seed
+from replicate.data.federated import FederatedDataset, Split
+from replicate.data.leaf import LeafUser, data_generator, read_leaf_split, split_by_sample
+
+MAX_WORDS = 25
+TEXT_FIELD = 4  # LEAF's x = [id, date, query, user, text, source]
+_TOKEN = re.compile(r"[\w']+|[.,!?;]")
+
+
+def tokenize(text: str) -> list[str]:
+    """LEAF ``split_line``: words (with apostrophes) and the punctuation marks .,!?;"""
+    return _TOKEN.findall(text)
+
+
+def build_vocabulary(texts) -> tuple[str, ...]:
+    """Words among the first :data:`MAX_WORDS` tokens of ``texts``, most frequent first
+    (ties alphabetical); index ``len(vocabulary)`` is unknown/padding."""
+    counts = collections.Counter(w for t in texts for w in tokenize(t)[:MAX_WORDS])
+    return tuple(sorted(counts, key=lambda w: (-counts[w], w)))
+
+
+def encode(texts, vocabulary) -> np.ndarray:
+    """LEAF ``line_to_indices``: (n, 25) int64, unknown words and padding → len(vocabulary)."""
+    index = {w: i for i, w in enumerate(vocabulary)}
+    unknown = len(vocabulary)
+    out = np.full((len(texts), MAX_WORDS), unknown, dtype=np.int64)
+    for row, text in enumerate(texts):
+        ids = [index.get(w, unknown) for w in tokenize(text)[:MAX_WORDS]]
+        out[row, :len(ids)] = ids
+    return out
+
+
+def _texts_and_labels(name: str, user: LeafUser) -> tuple[list[str], np.ndarray]:
+    try:
+        texts = [str(record[TEXT_FIELD]) for record in user.x]
+        labels = np.asarray(user.y, dtype=np.int64)
+    except (TypeError, IndexError, KeyError, ValueError) as exc:
+        raise ReplicateError(f"{user.file}: user {name!r} needs tweet records with the text "
+                             f"at x[{TEXT_FIELD}] and labels 0/1 ({exc})") from None
+    if labels.size and (labels.min() < 0 or labels.max() > 1):
+        raise ReplicateError(f"{user.file}: user {name!r} has labels outside 0/1")
+    return texts, labels
+
+
+def sent140(seed: int = 0, train_fraction: float = 0.8, root: str | None = None) -> FederatedDataset:
+    """Sent140 as (n, 25) int64 token indices with binary labels. One device per user. See
+    the module docstring for the deviation when only the local test split exists.
+
+    ``meta["vocabulary"]`` lists the words, and ``meta["vocab_size"]`` = len + 1 includes
+    the unknown/padding index. For seed 0 the local variant gives 2,875 devices, 16,025
+    samples, mean 5.57 and std 3.09 (train 12,026, test 3,999), with a vocabulary of
+    25,079 words.
+    """
+    check_seed(seed)
+    if not 0 < train_fraction < 1:
+        raise ReplicateError(f"train_fraction must be in (0, 1), got {train_fraction!r}")
+    if root is not None:
+        train_users = read_leaf_split(Path(root) / "train")
+        test_users = read_leaf_split(Path(root) / "test")
+        names = [u for u in train_users if u in test_users]
+        if not names:
+            raise ReplicateError(f"sent140: no user of {root} is in both train/ and test/")
+        train = [_texts_and_labels(u, train_users[u]) for u in names]
+        test = [_texts_and_labels(u, test_users[u]) for u in names]
+        deviations = ["GloVe unavailable: vocabulary from the training tweets, embeddings learned"]
+        source = f"LEAF train/ and test/ in {root}"
+    else:
+        folder = store.ensure("sent140")
+        users = read_leaf_split(folder)
+        g = data_generator(seed, "sent140", "split")
+        names, train, test = [], [], []
+        for name, user in users.items():
+            texts, labels = _texts_and_labels(name, user)
+            rows = split_by_sample(len(labels), train_fraction, g)
+            if rows is None:
+                continue
+            names.append(name)
+            train.append(([texts[i] for i in rows[0]], labels[rows[0]]))
+            test.append(([texts[i] for i in rows[1]], labels[rows[1]]))
+        deviations = [
+            "only LEAF's test split (10% of each user's tweets) exists locally; it is re-split "
+            f"{train_fraction:g}/{1 - train_fraction:g} per user with seed {seed}",
+            "GloVe unavailable: vocabulary from the training tweets, embeddings learned"]
+        source = f"{folder}/all_data_niid_0_keep_30_test_9.json (LEAF test split)"
+    vocabulary = build_vocabulary(t for texts, _ in train for t in texts)
+    return FederatedDataset(
+        name="sent140",
+        train=_split(train, vocabulary),
+        test=_split(test, vocabulary),
+        num_classes=2,
+        meta={
+            "paper": "FedProx draft §5.1, App. C.1, Table 1 (Sent140)",
+            "source": source,
+            "users": tuple(names),
+            "vocabulary": vocabulary,
+            "vocab_size": len(vocabulary) + 1,
+            "seeds": {"split": seed},
+            "deviations": deviations,
+        },
+    )
+
+
+def _split(parts, vocabulary) -> Split:
+    offsets = np.zeros(len(parts) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(labels) for _, labels in parts])
+    texts = [t for texts, _ in parts for t in texts]
+    labels = np.concatenate([labels for _, labels in parts]) if parts else np.zeros(0, np.int64)
+    return Split(torch.from_numpy(encode(texts, vocabulary)), torch.from_numpy(labels),
+                 torch.from_numpy(offsets))

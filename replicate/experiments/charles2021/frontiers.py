@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from replicate import theory as th
-from replicate.report.claims import check
+from replicate.report.claims import check, consistency
 from replicate.experiments.charles2021.common import (SERVER_LABELS, _curve, _intercept, _panel, _points,
                                                       _Profiled, _subset_claims, _swept_frontier, _universal,
                                                       plot_frontiers)
@@ -142,9 +142,9 @@ def fig2_claims(data: pd.DataFrame, config: Fig2Config):
               "at every κ > 1 in every panel: ρ_HB < ρ_Nesterov < ρ_GD" if ordered else "ordering violated"),
         check("The benefit of momentum grows with L/μ", bool(np.all(np.diff(speedups) > 0)),
               "rounds-per-decade ratio GD/HB at ε = 0 per L/μ: " + ", ".join(f"{v:.1f}" for v in speedups)),
-        check("All ServerOpts meet at ρ = 0 with one-shot averaging's ε", max(meet) < 1e-12,
+        consistency("All ServerOpts meet at ρ = 0 with one-shot averaging's ε (κ = 1 gives ρ = 0 for every ServerOpt by Table 2)", max(meet) < 1e-12,
               f"largest distance of the κ = 1 points from (0, ε(1)): {max(meet):.1e}"),
-        check("The heavy-ball frontier is symmetric about ρ = ε (numerically; GD and Nesterov are not)",
+        consistency("The heavy-ball frontier is symmetric about ρ = ε (GD and Nesterov are not); follows from the reconstructed ε of eq. (17) and the heavy-ball ρ = (√κ−1)/(√κ+1)",
               hb < 1e-10 and others > 1e-2,
               f"mirror defect: heavy-ball {hb:.1e}, smallest of GD/Nesterov {others:.3f}"),
     ]
@@ -200,9 +200,9 @@ def fig3_claims(data: pd.DataFrame, config: Fig3Config):
         check("As α grows the frontier becomes a smaller subset (FedProx cannot reach one-shot averaging)",
               increasing and min(lows[("gd", a)] for a in config.alphas if a > 0) > 0.1,
               "smallest ρ (GD) per α: " + ", ".join(f"α={a:g}: {lows[('gd', a)]:.3f}" for a in config.alphas)),
-        check("The truncation point is κ_min(α) = L(α+μ)/(μ(α+L)) (spec §6.3)", limit_error < 5e-3,
+        consistency("The truncation point is κ_min(α) = L(α+μ)/(μ(α+L)) (DERIVED, spec §6.3)", limit_error < 5e-3,
               f"largest |ρ_min − ρ(κ_min(α))| (GD): {limit_error:.1e}"),
-        check("Every α keeps the slow end of the frontier (γ → 0 gives κ = L/μ, ε = 0)", spread < 1e-3,
+        consistency("Every α keeps the slow end of the frontier (γ → 0 gives κ = L/μ, ε = 0)", spread < 1e-3,
               f"largest ρ differs across α by at most {spread:.1e}"),
     ]
 

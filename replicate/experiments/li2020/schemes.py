@@ -15,7 +15,7 @@ from typing import ClassVar
 import pandas as pd
 
 from replicate.report import plotting
-from replicate.report.claims import check
+from replicate.report.claims import check, consistency
 from replicate.experiments.runs.config import RunConfig
 from replicate.experiments import knobs
 from replicate.experiments.runs.pool import compute
@@ -49,6 +49,7 @@ class SchemesConfig:
     last: int = 10  # logged rounds averaged for "final loss" (tuning and claims)
     inset: int = 30  # last rounds shown zoomed, as the authors' plot
     fluctuating: float = 0.2  # "unstable" = total rise / total fall of the curve above this
+    margin: float = 0.01  # an ordering "a below b" needs mean(b) ≥ (1 + margin)·mean(a) and a < b in every seed
 
     CHOICES: ClassVar[dict] = {"datasets": DATASETS}
     ZERO_ALLOWED: ClassVar[tuple] = ("fluctuating",)
@@ -154,9 +155,15 @@ def _ranked(final: pd.Series, dataset: str) -> tuple[list[str], pd.DataFrame]:
     return list(per_seed.mean().sort_values().index), per_seed
 
 
-def _seed_count(per_seed: pd.DataFrame, condition) -> str:
-    held = int(condition(per_seed).sum())
-    return f"holds in {held}/{len(per_seed)} seeds"
+def _below(per_seed: pd.DataFrame, a: str, others: list[str], margin: float) -> tuple[bool, str]:
+    """Whether scheme ``a`` ends below every scheme in ``others`` by the margin: the mean final loss
+    of each other scheme is at least (1 + margin) times a's, and a is lower in every seed."""
+    gaps = {o: per_seed[o].mean() / per_seed[a].mean() - 1 for o in others}
+    seeds = int((per_seed[a].to_numpy()[:, None] < per_seed[others].to_numpy()).all(axis=1).sum())
+    ok = min(gaps.values()) >= margin and seeds == len(per_seed)
+    text = (", ".join(f"{SCHEME_LABELS[o]} +{g:.1%}" for o, g in gaps.items())
+            + f" above {SCHEME_LABELS[a]} (margin {margin:.0%}); lower in {seeds}/{len(per_seed)} seeds")
+    return ok, text
 
 
 @dataclass(frozen=True)
@@ -192,38 +199,43 @@ def fig1cd_claims(data: pd.DataFrame, config: Fig1cdConfig, equal: float = 0.05)
         d = LABELS["mnist_balanced"]
         order, per_seed = _ranked(final, d)
         gap = abs(per_seed.scheme1.mean() - per_seed.scheme2.mean()) / per_seed.scheme1.mean()
-        beat = per_seed[["scheme1", "scheme2"]].max(axis=1) < per_seed.original
+        beat1, text1 = _below(per_seed, "scheme1", ["original"], config.margin)
+        beat2, text2 = _below(per_seed, "scheme2", ["original"], config.margin)
         claims += [
             check("mnist balanced: Schemes I and II perform about the same",
-                  gap < equal, f"final losses differ by {gap:.1%} (about the same = below {equal:.0%}); "
-                               f"{seeds}{_order_text(final, d)}"),
+                  gap < equal, f"final losses differ by {gap:.1%}; {seeds}{_order_text(final, d)}",
+                  margin=f"relative difference of the mean final losses below {equal:.0%}"),
             check("mnist balanced: Schemes I and II both beat the (tuned) Original",
-                  bool(beat.mean() > 0.5) and per_seed[["scheme1", "scheme2"]].mean().max() < per_seed.original.mean(),
-                  f"{_tuned_text(lr[d], config)}; {seeds}"
-                  f"{_order_text(final, d)}; {_seed_count(per_seed, lambda f: f[['scheme1', 'scheme2']].max(axis=1) < f.original)}"),
+                  beat1 and beat2, f"{_tuned_text(lr[d], config)}; {seeds}{_order_text(final, d)}; {text1}; {text2}",
+                  margin=f"the Original's final loss ≥ {1 + config.margin:g}× each scheme's, in every seed"),
         ]
         curves = data[data.chosen & (data.dataset == d)].pivot_table(index=["seed", "round"], columns="scheme",
                                                                     values="train_loss")
         diff = float((curves.transformed2 - curves.scheme2).abs().max())
-        claims.append(check("mnist balanced: T-Scheme II coincides with Scheme II (balanced data)", diff < 1e-3,
-                            f"largest difference between the two curves: {diff:.2e} (coincide = below 1e-3)"))
+        claims.append(consistency("mnist balanced: T-Scheme II coincides with Scheme II (balanced data)", diff < 1e-3,
+                                  f"largest difference between the two curves: {diff:.2e} (coincide = below 1e-3; "
+                                  "with equal p_k the two schemes are the same algorithm)"))
     if LABELS["mnist_unbalanced"] in final.index.get_level_values("dataset"):
         d = LABELS["mnist_unbalanced"]
         order, per_seed = _ranked(final, d)
         w = wiggle[d].unstack("scheme")
+        best, best_text = _below(per_seed, "scheme1", [s for s in per_seed.columns if s != "scheme1"], config.margin)
+        slower, slower_text = _below(per_seed, "scheme1", ["transformed2"], config.margin)
         claims += [
             check("mnist unbalanced: Scheme I performs best",
-                  order[0] == "scheme1", f"Original η0 = {lr[d]:g}; {seeds}{_order_text(final, d)}; "
-                                         f"{_seed_count(per_seed, lambda f: f.scheme1 == f.min(axis=1))}"),
+                  best, f"Original η0 = {lr[d]:g}; {seeds}{_order_text(final, d)}; {best_text}",
+                  margin=f"every other scheme's final loss ≥ {1 + config.margin:g}× Scheme I's, in every seed"),
             check("mnist unbalanced: Scheme II suffers from instability",
                   bool(w.scheme2.median() > config.fluctuating),
                   f"fluctuation (total rise / total fall) of Scheme II {w.scheme2.median():.2f} vs Scheme I "
                   f"{w.scheme1.median():.2f} (median over seeds; unstable = above {config.fluctuating:g})"),
             check("mnist unbalanced: T-Scheme II is stable but converges more slowly than Scheme I",
-                  bool(w.transformed2.median() <= config.fluctuating) and per_seed.transformed2.mean() > per_seed.scheme1.mean(),
+                  bool(w.transformed2.median() <= config.fluctuating) and slower,
                   f"T-Scheme II fluctuation {w.transformed2.median():.2f} (stable = at most {config.fluctuating:g}); "
                   f"final loss T-II {per_seed.transformed2.mean():.4g} vs Scheme I {per_seed.scheme1.mean():.4g}; "
-                  f"{_seed_count(per_seed, lambda f: f.transformed2 > f.scheme1)}"),
+                  f"{slower_text}",
+                  margin=f"fluctuation ≤ {config.fluctuating:g}; T-II's final loss ≥ {1 + config.margin:g}× Scheme I's, "
+                         "in every seed"),
         ]
     return claims
 
@@ -257,21 +269,28 @@ def fig4_claims(data: pd.DataFrame, config: Fig4Config) -> list:
         second_half = data[data.chosen & (data.dataset == d) & (data.scheme == "scheme2")
                            & (data["round"] >= config.rounds // 2)]
         stalled = second_half.sort_values("round").groupby("seed")["train_loss"].apply(fluctuation).median()
+        best, best_text = _below(per_seed, "scheme1", [s for s in per_seed.columns if s != "scheme1"], config.margin)
+        slower, slower_text = _below(per_seed, "scheme1", ["transformed2"], config.margin)
+        others = [s for s in per_seed.columns if s not in ("scheme1", "original")]
+        second, second_text = _below(per_seed, "original", others, config.margin)
         claims += [
             check(f"{d}: Scheme I performs best and stably",
-                  order[0] == "scheme1" and bool(w.scheme1.median() <= config.fluctuating),
+                  best and bool(w.scheme1.median() <= config.fluctuating),
                   f"{seeds}{_order_text(final, d)}; Scheme I fluctuation {w.scheme1.median():.2f} "
-                  f"(stable = at most {config.fluctuating:g}); {_seed_count(per_seed, lambda f: f.scheme1 == f.min(axis=1))}"),
-            check(f"{d}: the (tuned) Original performs second", len(order) > 1 and order[1] == "original",
-                  f"{_tuned_text(lr[d], config)}; order {' < '.join(SCHEME_LABELS[s] for s in order)}"),
+                  f"(stable = at most {config.fluctuating:g}); {best_text}",
+                  margin=f"every other scheme's final loss ≥ {1 + config.margin:g}× Scheme I's in every seed; "
+                         f"fluctuation ≤ {config.fluctuating:g}"),
+            check(f"{d}: the (tuned) Original performs second", len(order) > 1 and order[1] == "original" and second,
+                  f"{_tuned_text(lr[d], config)}; order {' < '.join(SCHEME_LABELS[s] for s in order)}; {second_text}",
+                  margin="second by mean final loss, below the schemes after it by the margin in every seed"),
             check(f"{d}: Scheme II fluctuates and shows no sign of convergence",
                   bool(w.scheme2.median() > config.fluctuating) and stalled > 0.5,
                   f"Scheme II fluctuation {w.scheme2.median():.2f} over the run (fluctuates = above "
                   f"{config.fluctuating:g}), {stalled:.2f} over its second half (no sign of convergence = rises "
                   "undo more than half of the falls, 0.5)"),
-            check(f"{d}: T-Scheme II converges more slowly than Scheme I",
-                  per_seed.transformed2.mean() > per_seed.scheme1.mean(),
+            check(f"{d}: T-Scheme II converges more slowly than Scheme I", slower,
                   f"final loss T-II {per_seed.transformed2.mean():.4g} vs Scheme I {per_seed.scheme1.mean():.4g}; "
-                  f"{_seed_count(per_seed, lambda f: f.transformed2 > f.scheme1)}"),
+                  f"{slower_text}",
+                  margin=f"T-II's final loss ≥ {1 + config.margin:g}× Scheme I's, in every seed"),
         ]
     return claims

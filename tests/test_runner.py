@@ -102,3 +102,60 @@ def test_publish_writes_data_claims_and_report(tmp_path):
     assert "PASS" not in repr(smoke) and "FAIL" not in repr(smoke)
     with pytest.raises(ReplicateError, match="unknown paper key"):
         publish(None, pd.DataFrame(), [], paper="li2021", figure="x", profile="paper", out_dir=out)
+
+
+def test_ctrl_c_ends_with_one_line_and_keeps_figures(tmp_path):
+    """SIGINT in the middle of a notebook: exit 130, one line saying how to resume, no traceback."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "notebooks").mkdir()
+    _notebook(tmp_path / "notebooks", "notes_figA", "import time\ntime.sleep(60)")
+    script = (f"import sys\nfrom replicate.core import paths\nfrom pathlib import Path\n"
+              f"paths.notebooks_dir = lambda: Path({str(tmp_path / 'notebooks')!r})\n"
+              f"paths.figures_dir = lambda: Path({str(tmp_path / 'figures')!r})\n"
+              "from replicate.cli.main import main\nsys.exit(main(['figures', 'notes/figA']))\n")
+    env = {**os.environ, "REPLICATE_BUILD": str(tmp_path / "build")}
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not list((tmp_path / "build").glob("executed/smoke/*.ipynb")):
+        time.sleep(0.5)  # papermill writes the executed notebook once the kernel runs
+    time.sleep(3)
+    os.killpg(proc.pid, signal.SIGINT)  # as Ctrl-C in a terminal: the whole process group
+    _, err = proc.communicate(timeout=60)
+    lines = [line for line in err.replace("\r", "\n").splitlines()
+             if line.strip() and "figures (smoke)" not in line]  # the bar's redraws aside: one line
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert len(lines) == 1 and "interrupted during notes/figA" in lines[0] and "rerun the same command" in lines[0]
+    assert not (tmp_path / "figures").exists()
+
+
+def test_batch_progress_shows_runs_and_eta(tmp_path):
+    """A notebook's RunLog reports to the file the runner polls; the bar shows runs and an ETA."""
+    from replicate.experiments.runs.cache import RunLog
+
+    progress = tmp_path / "progress.json"
+    log = RunLog(progress_file=str(progress))
+    log.planned(4)
+    log.pool_finished()
+    log.record(1.0, cached=True)
+    state = json.loads(progress.read_text())
+    assert state == {"runs": 1, "from_cache": 1, "pool_total": 4, "pool_done": 1}
+
+    class Bar:
+        text = ""
+
+        def set_postfix_str(self, text):
+            self.text = text
+
+    nb = runner.FigureNotebook("li2020", "fig1a", tmp_path / "x.ipynb")
+    shown = runner._Progress(Bar(), nb, {"wall_time_s": 600.0, "runs": 46}, progress)
+    shown._show(state)
+    assert "li2020/fig1a, computing runs 1/4, ETA" in shown.bar.text
+    shown._show({"runs": 5, "from_cache": 2, "pool_total": 0})
+    assert "runs 5/46 (2 from cache)" in shown.bar.text and "last run took 10 min" in shown.bar.text

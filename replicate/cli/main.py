@@ -93,4 +93,10 @@ def main(argv=None) -> int:
     except ReplicateError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:  # one line, no traceback: everything finished is already on disk
+        from replicate.cli.runner import Interrupted
+
+        message = str(exc) if isinstance(exc, Interrupted) else "interrupted; rerun the same command to resume"
+        print(f"\n{message}", file=sys.stderr)
+        return 130
 

@@ -10,8 +10,10 @@ interrupted batch resumes where it stopped.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,6 +112,81 @@ def _promote(staged: Path, destination: Path) -> list[Path]:
     return moved
 
 
+def _quiet_kernel_manager(log: Path):
+    """A kernel manager whose kernel writes its own stderr (TCP warnings, the traceback it logs when
+    the batch is interrupted) to ``log`` instead of the batch's terminal."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class QuietKernelManager(AsyncKernelManager):
+        async def _async_start_kernel(self, **kw):
+            kw.setdefault("stderr", open(log, "ab"))  # noqa: SIM115  (the kernel process owns it)
+            return await super()._async_start_kernel(**kw)
+
+        start_kernel = _async_start_kernel
+
+    return QuietKernelManager
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a batch: reported in one line by the command line."""
+
+
+def _previous(nb: FigureNotebook, profile: str, target: Path) -> dict:
+    """The last recorded run of this figure at this profile (wall time, runs), for the ETA."""
+    for root in (target, paths.figures_dir(), paths.build_dir() / "figures"):
+        claims = root / nb.paper / f"{nb.figure}.claims.json"
+        if claims.exists():
+            record = json.loads(claims.read_text())
+            if record.get("profile") == profile and "wall_time_s" in record:
+                return record
+    return {}
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
+class _Progress:
+    """Polls the progress file a notebook's RunLog writes and shows runs done / total and an ETA."""
+
+    def __init__(self, bar, nb: FigureNotebook, previous: dict, progress_file: Path):
+        self.bar, self.nb, self.file = bar, nb, progress_file
+        self.expected_wall, self.expected_runs = previous.get("wall_time_s"), previous.get("runs")
+        self.start, self.stop = time.perf_counter(), threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+
+    def __enter__(self):
+        self._show({})
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+    def _poll(self):
+        while not self.stop.wait(2.0):
+            try:
+                self._show(json.loads(self.file.read_text()))
+            except (OSError, ValueError):
+                self._show({})
+
+    def _show(self, state: dict):
+        elapsed = time.perf_counter() - self.start
+        parts = [self.nb.key]
+        if state.get("pool_total"):
+            done, total = state["pool_done"], state["pool_total"]
+            parts.append(f"computing runs {done}/{total}")
+            if done:
+                parts.append(f"ETA {_minutes(elapsed / done * (total - done))}")
+        elif state.get("runs"):
+            total = f"/{self.expected_runs}" if self.expected_runs else ""
+            parts.append(f"runs {state['runs']}{total} ({state['from_cache']} from cache)")
+        if len(parts) < 3 and self.expected_wall:
+            parts.append(f"last run took {_minutes(self.expected_wall)}")
+        self.bar.set_postfix_str(", ".join(parts))
+
+
 def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
         log_output: bool = False) -> int:
     """Execute the selected notebooks; returns the number that failed."""
@@ -131,26 +208,37 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
     if profile == "paper" and not committed:
         tqdm.write(f"writing into {target}, not figures/: only an unmodified paper-profile run updates the "
                    "committed figures", file=sys.stderr)
-    failures = []
+    failures, finished = [], []
     bar = tqdm(notebooks, desc=f"figures ({profile})", unit="notebook", file=sys.stderr)
     for nb in bar:
-        bar.set_postfix_str(nb.key)
         staging = paths.build_dir() / "staging" / f"{nb.paper}_{nb.figure}"
         shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
         executed_dir.mkdir(parents=True, exist_ok=True)
+        progress_file = staging / "progress.json"
+        os.environ["REPLICATE_PROGRESS"] = str(progress_file)  # the kernel inherits it (unset below)
         start = time.perf_counter()
         try:
-            papermill.execute_notebook(str(nb.path), str(executed_dir / nb.path.name),
-                                       parameters=parameters(nb, profile, staging, overrides),
-                                       kernel_name="python3", progress_bar=False, log_output=log_output,
-                                       cwd=str(paths.notebooks_dir()))
+            with _Progress(bar, nb, _previous(nb, profile, target), progress_file):
+                papermill.execute_notebook(str(nb.path), str(executed_dir / nb.path.name),
+                                           parameters=parameters(nb, profile, staging, overrides),
+                                           kernel_name="python3", progress_bar=False, log_output=log_output,
+                                           cwd=str(paths.notebooks_dir()),
+                                           kernel_manager_class=_quiet_kernel_manager(
+                                               executed_dir / f"{nb.path.stem}.kernel.log"))
+        except KeyboardInterrupt:
+            raise Interrupted(_interrupted(nb, finished)) from None
         except Exception as exc:  # papermill re-raises the cell's error; report it and go on
+            if getattr(exc, "ename", "") == "KeyboardInterrupt":  # Ctrl-C reached the kernel first
+                raise Interrupted(_interrupted(nb, finished)) from None
             failures.append(nb.key)
             message = getattr(exc, "evalue", None) or str(exc).strip().splitlines()[-1]
             tqdm.write(f"FAILED {nb.key}: {getattr(exc, 'ename', type(exc).__name__)}: {message}\n"
                        f"  executed notebook with the traceback: {executed_dir / nb.path.name}\n"
                        f"  committed figures were left unchanged", file=sys.stderr)
             continue
+        finally:
+            os.environ.pop("REPLICATE_PROGRESS", None)
         elapsed = time.perf_counter() - start
         claims_file = staging / nb.paper / f"{nb.figure}.claims.json"
         if not claims_file.exists():
@@ -158,10 +246,12 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
             tqdm.write(f"FAILED {nb.key}: the notebook did not publish its claims (no {claims_file.name})",
                        file=sys.stderr)
             continue
+        progress_file.unlink(missing_ok=True)
         record = json.loads(claims_file.read_text())
         record["wall_time_s"] = round(elapsed, 1)
         atomic_write_text(claims_file, json.dumps(record, indent=2) + "\n")
         _promote(staging, target)
+        finished.append(nb.key)
         counted = [c for c in record["claims"] if c.get("kind", "replication") == "replication"]
         status = (f"{sum(c['passed'] for c in counted)}/{len(counted)} replication claims "
                   + ("would hold: smoke scale, not a replication verdict" if profile == "smoke" else "hold"))
@@ -173,3 +263,9 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
     if failures:
         tqdm.write(f"{len(failures)} notebook(s) failed: {', '.join(failures)}", file=sys.stderr)
     return len(failures)
+
+
+def _interrupted(nb: FigureNotebook, finished: list[str]) -> str:
+    done = f"; finished and saved: {', '.join(finished)}" if finished else ""
+    return (f"interrupted during {nb.key}: its finished runs are cached in {paths.cache_dir()}{done}; "
+            "rerun the same command to resume (committed figures were not touched)")

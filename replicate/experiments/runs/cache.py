@@ -11,8 +11,10 @@ import dataclasses
 import hashlib
 import io
 import json
+import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
 from tqdm.auto import tqdm
@@ -39,6 +41,10 @@ class RunLog:
     compute_s: float = 0.0
     untimed: int = 0
     fresh: set = field(default_factory=set)  # entries this log's worker pools just computed: not "from cache"
+    # The batch runner sets REPLICATE_PROGRESS to a file it polls to show runs done / total and an ETA.
+    progress_file: str | None = field(default_factory=lambda: os.environ.get("REPLICATE_PROGRESS"))
+    pool_total: int = 0  # runs handed to worker pools so far
+    pool_done: int = 0
 
     def record(self, elapsed: float | None, cached: bool) -> None:
         self.runs += 1
@@ -47,6 +53,22 @@ class RunLog:
             self.untimed += 1
         else:
             self.compute_s += elapsed
+        self._report()
+
+    def planned(self, missing: int) -> None:
+        """A worker pool is about to compute ``missing`` runs."""
+        self.pool_total += missing
+        self._report()
+
+    def pool_finished(self) -> None:
+        self.pool_done += 1
+        self._report()
+
+    def _report(self) -> None:
+        if self.progress_file:
+            atomic_write_text(Path(self.progress_file), json.dumps(
+                {"runs": self.runs, "from_cache": self.from_cache, "pool_total": self.pool_total,
+                 "pool_done": self.pool_done}))
 
     def mark_computed(self, config: RunConfig, stop_loss: float | None = None) -> None:
         """Note that a worker process just computed this entry for us, so that reading it back

@@ -59,12 +59,23 @@ def compute(jobs: list[tuple[RunConfig, float | None]], workers: int = 2, progre
     from tqdm.auto import tqdm
 
     missing.sort(key=_cost, reverse=True)
+    if log is not None:
+        log.planned(len(missing))
     context = multiprocessing.get_context("spawn")
-    with (concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool,
+    with (concurrent.futures.ProcessPoolExecutor(workers, mp_context=context, initializer=_ignore_interrupt) as pool,
           tqdm(total=len(missing), desc="runs", disable=not progress, leave=False) as bar):
         futures = {pool.submit(_compute, job): job for job in missing}
         for future in concurrent.futures.as_completed(futures):
             future.result()
             if log is not None:
                 log.mark_computed(*futures[future])
+                log.pool_finished()
             bar.update()
+
+
+def _ignore_interrupt() -> None:
+    """Workers leave Ctrl-C to the parent, which shuts the pool down: one message, not one
+    traceback per worker. Finished runs are already in the cache."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -20,7 +20,22 @@ def _figures(args) -> int:
         if not sep:
             raise ReplicateError(f"--set expects NAME=VALUE, got {item!r}")
         overrides[name] = runner.parse_value(value)
+    if args.check:
+        return _check(args, overrides)
     return 1 if runner.run(args.names, args.profile, overrides, log_output=args.verbose) else 0
+
+
+def _check(args, overrides) -> int:
+    from replicate.cli import check, runner
+    from replicate.core import paths
+
+    if overrides or args.profile != "paper":
+        raise ReplicateError("--check regenerates the committed figures: use it with --profile paper and no --set")
+    fresh = paths.build_dir() / "check"
+    failed = runner.run(args.names, "paper", {"out_dir": str(fresh)}, log_output=args.verbose)
+    results = [check.compare(nb.key, paths.figures_dir(), fresh) for nb in runner.resolve(args.names)]
+    print(check.report(results))
+    return 1 if failed or not all(r.ok for r in results) else 0
 
 
 def _bench(args) -> int:
@@ -73,6 +88,9 @@ def main(argv=None) -> int:
     fig.add_argument("--list", action="store_true", help="list the available figures and exit")
     fig.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                      help="extra notebook parameter (checked against its parameters cell)")
+    fig.add_argument("--check", action="store_true",
+                     help="with --profile paper: regenerate into build/check and compare with the committed "
+                          "CSVs and claim verdicts within the stated tolerance (replicate/cli/check.py)")
     fig.add_argument("-v", "--verbose", action="store_true", help="stream notebook output (progress bars)")
     fig.set_defaults(func=_figures)
     bench = sub.add_parser("bench", help="time the vectorized engine against the sequential oracle")

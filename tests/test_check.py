@@ -1,0 +1,44 @@
+"""figures --check: committed vs regenerated CSVs within the stated tolerance, same verdicts."""
+import json
+
+import pandas as pd
+import pytest
+
+from replicate.cli import check, main
+
+
+def _write(root, values, passed=True, labels=("a", "b")):
+    (root / "li2020").mkdir(parents=True, exist_ok=True)
+    pd.DataFrame({"series": list(labels), "loss": values}).to_csv(root / "li2020" / "fig3.csv", index=False)
+    claims = {"claims": [{"claim": "K barely matters", "passed": passed}]}
+    (root / "li2020" / "fig3.claims.json").write_text(json.dumps(claims))
+
+
+def test_identical_and_within_tolerance_pass(tmp_path):
+    _write(tmp_path / "old", [0.5, 1.25])
+    _write(tmp_path / "new", [0.5, 1.25])
+    same = check.compare("li2020/fig3", tmp_path / "old", tmp_path / "new")
+    assert same.ok and same.max_abs == 0 and same.values == 2
+    _write(tmp_path / "new", [0.5 * (1 + 3e-3), 1.25])  # round-off across CPUs
+    close = check.compare("li2020/fig3", tmp_path / "old", tmp_path / "new")
+    assert close.ok and close.max_rel == pytest.approx(3e-3)
+    assert "reproduced within tolerance" in check.report([close])
+
+
+def test_drift_verdict_change_and_shape_change_fail(tmp_path):
+    _write(tmp_path / "old", [0.5, 1.25])
+    _write(tmp_path / "new", [0.6, 1.25])
+    drift = check.compare("li2020/fig3", tmp_path / "old", tmp_path / "new")
+    assert not drift.ok and drift.outside == 1
+    _write(tmp_path / "new", [0.5, 1.25], passed=False)
+    flipped = check.compare("li2020/fig3", tmp_path / "old", tmp_path / "new")
+    assert not flipped.ok and flipped.verdicts_differ == ("K barely matters",)
+    assert "CHANGED" in check.report([flipped])
+    _write(tmp_path / "new", [0.5, 1.25], labels=("a", "c"))
+    assert "labels differ" in check.compare("li2020/fig3", tmp_path / "old", tmp_path / "new").problem
+    assert "missing" in check.compare("li2020/fig1a", tmp_path / "old", tmp_path / "new").problem
+
+
+def test_check_needs_the_paper_profile(capsys):
+    assert main.main(["figures", "--check", "li2020/fig2"]) == 2
+    assert "--profile paper" in capsys.readouterr().err

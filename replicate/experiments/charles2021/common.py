@@ -190,7 +190,7 @@ def plot_frontiers(data: pd.DataFrame, *, hue: str = "series", facet: str = "pan
                 continue
             width = 1.2 + 1.6 * (len(series) - 1 - i) / max(len(series) - 1, 1)
             ax.plot(rows["rho"], rows["eps"], color=colours[label], ls=styles[i % len(styles)], lw=width,
-                    alpha=0.9, label=str(label))
+                    alpha=0.9, label=str(label) + _coincides(rows, part, hue, series[:i]))
             if endpoints:
                 end = rows.loc[rows["rho"].idxmin()]
                 ax.plot(end["rho"], end["eps"], marker="o", ms=4, color=colours[label])
@@ -202,6 +202,19 @@ def plot_frontiers(data: pd.DataFrame, *, hue: str = "series", facet: str = "pan
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
     if title:
-        fig.suptitle(title)
+        fig.suptitle(title if title.startswith("Charles") else f"Charles & Konečný 2021, {title}")
     fig.tight_layout()
     return fig
+
+
+def _coincides(rows: pd.DataFrame, part: pd.DataFrame, hue: str, earlier: list) -> str:
+    """A legend note when a curve lies on an earlier one (within 1e-3 in ε wherever both exist),
+    so that a reader knows the hidden curve is there."""
+    for other in earlier:
+        ref = part[part[hue] == other]
+        if ref["kind"].iloc[0] == "measured":
+            continue
+        gap = th.gap_to_curve(rows["rho"], rows["eps"], ref["rho"], ref["eps"])
+        if np.isfinite(gap).mean() > 0.5 and np.nanmax(gap) < 1e-3:
+            return f" (lies on {other})"
+    return ""

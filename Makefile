@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup figures smoke test bench report clean
+.PHONY: setup figures smoke check test bench report clean clean-cache
 
 $(VENV)/.installed: pyproject.toml requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,7 +23,7 @@ smoke: setup
 
 ## Unit, equivalence and data tests, then every notebook at smoke scale through nbval.
 test: setup
-	$(BIN)/python -m pytest -q tests notebooks --nbval-lax -p no:cacheprovider
+	$(BIN)/python -m pytest -q -rs tests notebooks --nbval-lax -p no:cacheprovider
 
 bench: setup
 	$(BIN)/python -m replicate bench --record
@@ -31,5 +31,15 @@ bench: setup
 report: setup
 	$(BIN)/python -m replicate report
 
+## Regenerate at paper scale into build/check and compare with the committed figures (tolerance: replicate/cli/check.py).
+check: setup
+	$(BIN)/python -m replicate data fetch mnist
+	$(BIN)/python -m replicate figures --check --profile paper
+
+## Remove executed notebooks and smoke outputs; keeps the run cache (build/cache: hours of compute).
 clean:
-	rm -rf build
+	find build -mindepth 1 -maxdepth 1 ! -name cache -exec rm -rf {} +
+
+## Also remove the run cache: the next `make figures` recomputes every run from scratch.
+clean-cache: clean
+	rm -rf build/cache

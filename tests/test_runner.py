@@ -76,6 +76,29 @@ def test_only_an_unmodified_paper_run_writes_committed_figures(project, tmp_path
     assert not committed.exists() and not (project / "REPLICATION.md").exists()
     assert runner.run(["notes/figA"], "smoke") == 0
     assert not committed.exists() and not (project / "REPLICATION.md").exists()
+    assert not (paths.build_dir() / "staging").exists()  # nothing left behind
+
+
+def test_data_fetch_without_a_name_is_an_error(capsys):
+    from replicate.cli.main import main
+
+    assert main(["data", "fetch"]) == 2
+    err = capsys.readouterr().err
+    assert "name the dataset(s) to fetch:" in err and "mnist" in err
+
+
+def test_staged_files_are_world_readable(tmp_path):
+    from replicate.core.fileio import atomic_file, atomic_write_text
+
+    atomic_write_text(tmp_path / "a.txt", "x")
+    with atomic_file(tmp_path / "b.bin") as fh:
+        fh.write(b"y")
+    assert {oct(p.stat().st_mode & 0o777) for p in tmp_path.iterdir()} == {"0o644"}
+    with pytest.raises(RuntimeError):
+        with atomic_file(tmp_path / "c.bin") as fh:
+            fh.write(b"half")
+            raise RuntimeError("interrupted")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.bin"]  # no half file, no temp file
 
 
 def test_publish_writes_data_claims_and_report(tmp_path):

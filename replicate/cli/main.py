@@ -62,6 +62,9 @@ def _data(args) -> int:
     from replicate.data import store
 
     if args.action == "fetch":
+        if not args.names:
+            raise ReplicateError(f"name the dataset(s) to fetch: {', '.join(store.registered())} "
+                                 "(`python -m replicate data list` shows what is staged)")
         for name in args.names:
             folder = store.fetch(name, source=args.source)
             print(f"{name}: ready in {folder}")
@@ -93,14 +96,25 @@ def main(argv=None) -> int:
                           "CSVs and claim verdicts within the stated tolerance (replicate/cli/check.py)")
     fig.add_argument("-v", "--verbose", action="store_true", help="stream notebook output (progress bars)")
     fig.set_defaults(func=_figures)
-    bench = sub.add_parser("bench", help="time the vectorized engine against the sequential oracle")
-    bench.add_argument("--rounds", type=int, default=5)
+    bench = sub.add_parser(
+        "bench", help="time the vectorized engine against the sequential oracle",
+        description="Times the same rounds (same client plans and mini-batches) through the vectorized "
+                    "engine, the generic per-step path and the sequential per-client oracle on four workloads "
+                    "(synthetic(1,1) K = 10 and 100, the MNIST Figure 1a workload, FedProx with 90%% stragglers) "
+                    "and prints the ratios; --record writes them to BENCHMARKS.md. Speed is measured here, "
+                    "never asserted in tests.")
+    bench.add_argument("--rounds", type=int, default=5, help="rounds timed per workload (default 5)")
     bench.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     bench.add_argument("--record", action="store_true", help="write the result to BENCHMARKS.md")
     bench.set_defaults(func=_bench)
-    data = sub.add_parser("data", help="fetch or stage datasets")
-    data.add_argument("action", choices=["fetch", "list"])
-    data.add_argument("names", nargs="*", default=[])
+    data = sub.add_parser(
+        "data", help="fetch or stage datasets",
+        description="fetch NAME...: stage dataset files into data/ (or $REPLICATE_DATA), verified by SHA-256: "
+                    "from --from DIR if given (never downloads then), else from $REPLICATE_DATA_FROM or "
+                    "../shared/data when they hold the files, else from the official URLs. "
+                    "list: every registered dataset and whether it is staged. See data/README.md.")
+    data.add_argument("action", choices=["fetch", "list"], help="fetch datasets, or list them")
+    data.add_argument("names", nargs="*", default=[], help="datasets to fetch (see `data list`)")
     data.add_argument("--from", dest="source", default=None, help="stage from this local directory instead of downloading")
     data.set_defaults(func=_data)
     rep = sub.add_parser("report", help="regenerate REPLICATION.md from figures/")

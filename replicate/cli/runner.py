@@ -239,6 +239,8 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
             continue
         finally:
             os.environ.pop("REPLICATE_PROGRESS", None)
+            if staging.exists() and not any(staging.rglob("*.claims.json")):  # failed: nothing to keep
+                shutil.rmtree(staging, ignore_errors=True)
         elapsed = time.perf_counter() - start
         claims_file = staging / nb.paper / f"{nb.figure}.claims.json"
         if not claims_file.exists():
@@ -251,11 +253,14 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
         record["wall_time_s"] = round(elapsed, 1)
         atomic_write_text(claims_file, json.dumps(record, indent=2) + "\n")
         _promote(staging, target)
+        shutil.rmtree(staging, ignore_errors=True)  # promoted: build/staging is not left behind
         finished.append(nb.key)
         counted = [c for c in record["claims"] if c.get("kind", "replication") == "replication"]
         status = (f"{sum(c['passed'] for c in counted)}/{len(counted)} replication claims "
                   + ("would hold: smoke scale, not a replication verdict" if profile == "smoke" else "hold"))
         tqdm.write(f"done   {nb.key} in {elapsed:.0f}s ({status}) -> {target / nb.paper}", file=sys.stderr)
+    if (paths.build_dir() / "staging").is_dir() and not any((paths.build_dir() / "staging").iterdir()):
+        (paths.build_dir() / "staging").rmdir()
     if committed:
         from replicate.report import replication as report
 

@@ -3,18 +3,29 @@ from __future__ import annotations
 
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temporary file in the same folder and rename: readers never see half a file."""
+@contextmanager
+def atomic_file(path: Path, mode: str = "wb"):
+    """Yield a handle on a temporary file in ``path``'s folder; if the block finishes, the file
+    becomes world-readable (0644, as a normal file, not mkstemp's 0600) and is renamed to
+    ``path``; if it raises, the temporary file is removed and ``path`` is untouched."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
+        with os.fdopen(fd, mode) as fh:
+            yield fh
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` via :func:`atomic_file`."""
+    with atomic_file(path, "w") as fh:
+        fh.write(text)

@@ -30,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +40,7 @@ import torch
 
 from replicate.core import paths, rng
 from replicate.core.errors import ReplicateError
+from replicate.core.fileio import atomic_file
 from replicate.data import store
 from replicate.data.checks import check_positive_int, check_seed
 from replicate.data.federated import FederatedDataset, Split
@@ -242,16 +242,8 @@ def split_by_sample(n: int, train_fraction: float, g: torch.Generator) -> tuple[
 # ---- FEMNIST: parsed once, cached as .npz --------------------------------------------------
 
 def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    # Same-folder temporary file + rename: a reader never sees half a cache file.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path) as fh:  # a reader never sees half a cache file
+        np.savez(fh, **arrays)
 
 
 def _image_features(x: list) -> np.ndarray:

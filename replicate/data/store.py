@@ -14,7 +14,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
-import tempfile
 import urllib.error
 import urllib.request
 import zlib
@@ -24,6 +23,7 @@ from typing import BinaryIO, Callable
 
 from replicate.core import paths
 from replicate.core.errors import ReplicateError
+from replicate.core.fileio import atomic_file
 
 _CHUNK = 1 << 20
 
@@ -235,25 +235,18 @@ def _mismatch(name: str, file: FileSpec, origin: str, actual: str) -> ReplicateE
 def _write_verified(dest: Path, stream: BinaryIO, name: str, file: FileSpec, origin: str) -> None:
     """Copy ``stream`` to ``dest`` through a temporary file, publishing it only if its
     SHA-256 matches; a failed copy leaves ``dest`` untouched."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    try:
+    with atomic_file(dest) as out:
         digest = hashlib.sha256()
-        with os.fdopen(fd, "wb") as out:
-            try:
-                for chunk in iter(lambda: stream.read(_CHUNK), b""):
-                    digest.update(chunk)
-                    out.write(chunk)
-            except (OSError, EOFError, zlib.error) as exc:
-                raise ReplicateError(
-                    f"{name}: could not read {file.name} from {origin} ({exc}); "
-                    f"the file was not used") from exc
+        try:
+            for chunk in iter(lambda: stream.read(_CHUNK), b""):
+                digest.update(chunk)
+                out.write(chunk)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise ReplicateError(
+                f"{name}: could not read {file.name} from {origin} ({exc}); "
+                f"the file was not used") from exc
         if digest.hexdigest() != file.sha256:
             raise _mismatch(name, file, origin, digest.hexdigest())
-        os.replace(tmp, dest)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def _find_local(ds: DatasetFiles, source: Path, file: FileSpec) -> Path | None:

@@ -74,7 +74,9 @@ def _panel(condition: float) -> str:
 
 def _points(kappa, condition, server="gd", omega=None, **columns) -> pd.DataFrame:
     """Rows (ρ, ε) for a κ-array at L/μ = ``condition`` plus the sweep parameters as extra columns."""
-    kappa = np.maximum(np.asarray(kappa, dtype=float), 1.0)  # κ ≥ 1; closed forms can round to 1 - 1e-16
+    # κ ∈ [1, L/μ]; closed forms round to 1 − 1e-16 or L/μ ± 1e-14 in a CPU-dependent last bit, and
+    # such ties must not decide which (γ, K) row a curve keeps (figures --check compares across CPUs).
+    kappa = np.clip(np.asarray(kappa, dtype=float), 1.0, condition)
     rho, eps = th.operating_point(kappa, condition, server, omega=omega)
     frame = pd.DataFrame({"kappa": kappa, "rho": rho, "eps": eps,
                           "condition": condition, "server": server})
@@ -123,7 +125,7 @@ def _swept_frontier(mu, L, family, alpha, gammas_for, steps, server, curve_point
         Ks.append(np.full(g.size, K))
     frame = _points(np.concatenate(kappas), L / mu, server, gamma=np.concatenate(gammas), K=np.concatenate(Ks),
                     alpha=alpha, **columns)
-    front = frame[th.pareto_mask(frame["rho"], frame["eps"])].sort_values("rho", ascending=False)
+    front = frame[th.pareto_mask(frame["rho"], frame["eps"])].sort_values("rho", ascending=False, kind="stable")
     return _thin(front, curve_points)
 
 

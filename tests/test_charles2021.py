@@ -86,7 +86,15 @@ def test_fig3_subset_claim_fails_for_a_shifted_frontier():
 def test_fig5_cusp_claim_passes_and_fails_when_the_cusp_moves():
     config = simulated.Fig5Config.for_profile("smoke", dims=(10, 60), gamma_points=400)
     data = simulated.fig5(config)
-    assert all(_passed(simulated.fig5_claims(data, config)))
+    claims = simulated.fig5_claims(data, config)
+    assert all(_passed(claims)[:3])
+    # "noisy for small d" tests the size of the noise: visible noise at the smallest d passes,
+    # the same noise at the largest d fails (it must shrink as d grows).
+    for panel, expected in (("d = 10", True), ("d = 60", False)):
+        noisy = data.copy()
+        rows = (noisy["panel"] == panel) & (noisy["family"] == "maml")
+        noisy.loc[rows, "rho"] += 0.05 * (-1.0) ** np.arange(rows.sum())
+        assert simulated.fig5_claims(noisy, config)[3].passed is expected
     moved = data.copy()
     beyond = (moved["family"] == "maml") & (moved["regime"] == "beyond")
     moved.loc[beyond, "eps"] *= 1.02

@@ -21,7 +21,7 @@ def test_identical_and_within_tolerance_pass(tmp_path):
     assert same.ok and same.max_abs == 0 and same.values == 2
     _write(tmp_path / "new", [0.5 * (1 + 3e-3), 1.25])  # round-off across CPUs
     close = check.compare("li2020/fig3", tmp_path / "old", tmp_path / "new")
-    assert close.ok and close.max_rel == pytest.approx(3e-3)
+    assert close.ok and close.max_rel == pytest.approx(3e-3, rel=1e-2)
     assert "reproduced within tolerance" in check.report([close])
 
 

@@ -22,7 +22,7 @@ from replicate.report.claims import check
 from replicate.experiments.runs.config import RunConfig
 from replicate.experiments import knobs
 from replicate.experiments.runs.pool import compute, run_to_target
-from replicate.experiments.li2020.common import (COMMON_DEVIATIONS, DATASETS, LABELS, MNIST_UNBALANCED_DEVIATION,
+from replicate.experiments.li2020.common import (data_seed, COMMON_DEVIATIONS, DATASETS, LABELS, MNIST_UNBALANCED_DEVIATION,
                                                  STEPS_PER_EPOCH, SYNTHETIC_DEVIATION, _gaussian_smooth, batch_size,
                                                  rounds_to_target)
 
@@ -31,6 +31,19 @@ from replicate.experiments.li2020.common import (COMMON_DEVIATIONS, DATASETS, LA
 FIG1A_TARGET = {"mnist_balanced": 0.50, "mnist_unbalanced": 0.29, "synthetic(0,0)": 0.95, "synthetic(1,1)": 1.15}
 FIG1A_PAPER_MIN_LOSS = {"mnist_balanced": 0.3429, "mnist_unbalanced": 0.2591,
                         "synthetic(0,0)": 0.7999, "synthetic(1,1)": 1.075}
+FIG1A_NOTE = (
+    "Why the paper's synthetic(1,1) rounds are about 3× ours (an investigation by experiment): a direct "
+    "re-implementation of the authors' trainer (lx10077/fedavgpy: Scheme I with replacement ∝ n_k, η0/(r+1), "
+    "num_epoch × 10 steps, clipping at 60, weight decay in the optimiser, loss = cross-entropy over all "
+    "devices' training data) matches our engine within 2 rounds on the same data. Each setting we could "
+    "question moves the rounds by at most ~30%: weight decay 1e-3 (their code default) or batch 64: "
+    "unchanged; K = 10: +0–30%; w0 = 0: 20% faster; target on the test loss or with the L2 term: ±5%; α, β "
+    "as variances: no effect at α = β = 1; softmax overflow in the label rule: no label changes. The data "
+    "draw moves them several-fold: over 154 draws at E = 5 the rounds have median 27, 99th percentile 114, "
+    "maximum 145; the draws whose device sizes match Table 2 (used here) give median 53 (35–119). The "
+    "authors' unseeded draw (189 at E = 5) lies beyond all ~180 of ours, a difference that cannot be "
+    "resolved without their data. The paper's minimum losses (0.3429, 0.2591, 0.7999, 1.075) appear only "
+    "in its text (App. D.2); our runs stop at the target, so they are shown, not compared.")
 # The published curve's data before its Gaussian smoothing: (E as num_epoch, required rounds),
 # from the authors' plot/plot_E.py (lx10077/fedavgpy@4a2e171).
 FIG1A_PAPER = {
@@ -50,12 +63,12 @@ class Fig1aConfig:
     clients_per_round: int = 30  # K
     lr: float = 0.1  # η0
     max_rounds: int = 500  # cap: points that miss the target by then are censored (the paper's slowest needed 400)
-    seeds: tuple[int, ...] = (0, 1)  # synthetic sets
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4, 5)  # synthetic sets: seed i trains on the i-th Table-2-matched data draw
     mnist_seeds: tuple[int, ...] = (0,)
     smooth_sigma: float = 0.6  # the authors' display smoothing (grid-index units)
     deviations: tuple[str, ...] = COMMON_DEVIATIONS + (
         MNIST_UNBALANCED_DEVIATION, SYNTHETIC_DEVIATION,
-        "One seed on the MNIST sets and two on the synthetic ones (the paper reports one run per point); "
+        "One seed on the MNIST sets and six data draws on the synthetic ones (the paper reports one run per point); "
         "the E grids, K = 30 and the targets are the paper's.",
     )
 
@@ -90,7 +103,7 @@ class Fig1aConfig:
     def run_config(self, dataset: str, epochs: int, seed: int) -> RunConfig:
         return RunConfig(dataset=dataset, scheme="scheme1", clients_per_round=self.clients(dataset),
                          local_steps=epochs * STEPS_PER_EPOCH, batch_size=batch_size(dataset), client_lr=self.lr,
-                         rounds=self.max_rounds, seed=seed)
+                         rounds=self.max_rounds, seed=seed, data_seed=data_seed(dataset, seed))
 
     def jobs(self) -> list[tuple[RunConfig, float]]:
         return [(self.run_config(d, e, s), FIG1A_TARGET[d])
@@ -176,41 +189,81 @@ def _fmt_rounds(rounds: pd.Series) -> str:
                      for steps, r in rounds.items())
 
 
-def fig1a_claims(data: pd.DataFrame, config: Fig1aConfig, margin: float = 0.10) -> list:
+def fig1a_claims(data: pd.DataFrame, config: Fig1aConfig, margin: float = 0.10, agree: float = 0.25) -> list:
+    """Replication claims: the shape (falls then rises, on the median over data draws, with the number of
+    single draws that show it) and the paper's round counts against ours (MNIST: within ``agree``;
+    synthetic: inside the range of our data draws)."""
     curves = _fig1a_curves(data)
     ours = data[data.source == "ours"]
 
     def rule(dataset):
         seeds = len(config.seeds_for(dataset))
-        return (f"'falls then rises' = the minimum lies inside the E grid and both grid ends need more than "
-                f"{margin:.0%} more rounds; K = {config.clients(dataset)}, "
-                + (f"median of {seeds} seeds, " if seeds > 1 else "one seed, ") + f"cap {config.max_rounds} rounds")
+        return (f"K = {config.clients(dataset)}, " + (f"median of {seeds} data draws, " if seeds > 1 else "one seed, ")
+                + f"cap {config.max_rounds} rounds")
 
+    def per_draw(dataset) -> str:
+        draws = ours[ours.dataset == dataset].pivot_table(index="local_steps", columns="seed", values="rounds",
+                                                          aggfunc="first").fillna(math.inf)
+        if draws.shape[1] < 2:
+            return ""
+        shaped = sum(_u_shape(draws[c], margin)[0] for c in draws.columns)
+        return f"; single draws showing it: {shaped}/{draws.shape[1]}"
+
+    shape_margin = (f"the minimum lies inside the E grid and both grid ends need more than {margin:.0%} more rounds "
+                    "(median over draws)")
     claims = []
     for dataset in [d for d in ("mnist_unbalanced", "synthetic(0,0)", "synthetic(1,1)") if d in config.datasets]:
         rounds = curves[curves.dataset == dataset].set_index("local_steps")["rounds"]
         passed, text = _u_shape(rounds, margin)
+        paper = FIG1A_PAPER[dataset]
         claims.append(check(f"{LABELS[dataset]}: rounds to reach loss {FIG1A_TARGET[dataset]:g} first fall, then "
-                            "rise with E (the trade-off of eq. 8)", passed, f"{text} ({rule(dataset)})",
-                            deviations=_dataset_deviations(dataset)))
+                            "rise with E (the trade-off of eq. 8)", passed,
+                            f"{text}{per_draw(dataset)} ({rule(dataset)})",
+                            deviations=_dataset_deviations(dataset), margin=shape_margin,
+                            paper_value=", ".join(f"E={e}: {r}" for e, r in zip(*paper))))
     if "mnist_balanced" in config.datasets:
         rounds = curves[curves.dataset == "mnist_balanced"].set_index("local_steps")["rounds"]
         rising = _u_shape(rounds, margin)[0]
         claims.append(check("mnist balanced: no such trade-off — required rounds fall and level off as E grows "
                             "(the paper could not explain it)", not rising,
                             f"{_fmt_rounds(rounds)}; {'rises again' if rising else 'does not rise again'} "
-                            f"at large E ({rule('mnist_balanced')})"))
-    found = ours.groupby("dataset")["min_loss"].min()
-    reached = ours.groupby("dataset")["censored"].apply(lambda c: bool((~c).any()))
-    claims.append(check(
-        "The paper's target losses are reached on every dataset (paper's minimum loss found: "
-        + ", ".join(f"{LABELS[d]} {FIG1A_PAPER_MIN_LOSS[d]:g}" for d in config.datasets) + ")",
-        all(reached.get(d, False) for d in config.datasets),
-        "lowest loss in our sweep: " + ", ".join(f"{LABELS[d]} {found.get(d, math.nan):.4f} (target "
-                                                 f"{FIG1A_TARGET[d]:g}, {'met' if reached.get(d, False) else 'missed'})"
-                                                 for d in config.datasets)
-        + "; runs stop at the target, so longer runs would go lower"))
+                            f"at large E ({rule('mnist_balanced')})", margin=f"not '{shape_margin}'",
+                            paper_value=", ".join(f"E={e}: {r}" for e, r in zip(*FIG1A_PAPER["mnist_balanced"]))))
+    for dataset in config.datasets:
+        claims.append(_rounds_match(dataset, ours, agree))
     return claims
+
+
+def _rounds_match(dataset: str, ours: pd.DataFrame, agree: float):
+    """The paper's rounds per E against ours: one seed (MNIST) within ``agree``; several data
+    draws (synthetic): the paper's value inside our draws' range at ≥ 80% of the E grid."""
+    paper = dict(zip(*FIG1A_PAPER[dataset]))
+    mine = ours[ours.dataset == dataset].assign(rounds=lambda f: f.rounds.fillna(math.inf))
+    by_e = mine.groupby(mine.local_steps // STEPS_PER_EPOCH)["rounds"]
+    common = [e for e in paper if e in by_e.groups]
+    paper_text = ", ".join(f"E={e}: {paper[e]}" for e in common)
+    if not common:
+        return check(f"{LABELS[dataset]}: our required rounds match the paper's", False,
+                     "none of the paper's E values is in our grid", paper_value=paper_text)
+    if mine.seed.nunique() > 1:
+        lo, hi = by_e.min(), by_e.max()
+        inside = [lo[e] <= paper[e] <= hi[e] for e in common]
+        median = by_e.median()
+        ratio = np.median([paper[e] / median[e] for e in common])
+        return check(f"{LABELS[dataset]}: the paper's required rounds are within the range of our data draws",
+                     np.mean(inside) >= 0.8,
+                     f"range over {mine.seed.nunique()} draws: " + ", ".join(
+                         f"E={e}: {lo[e]:.0f}–{hi[e]:.0f}".replace("inf", ">cap") for e in common)
+                     + f"; paper inside at {sum(inside)}/{len(common)} E; paper/our median ≈ {ratio:.1f}×",
+                     margin="the paper's value inside [min, max] of our draws at ≥ 80% of the E grid",
+                     paper_value=paper_text, deviations=_dataset_deviations(dataset))
+    rounds = by_e.median()
+    errors = [abs(rounds[e] / paper[e] - 1) for e in common]
+    return check(f"{LABELS[dataset]}: our required rounds match the paper's", float(np.median(errors)) <= agree,
+                 ", ".join(f"E={e}: {rounds[e]:.0f}".replace("inf", ">cap") for e in common)
+                 + f"; median relative difference {np.median(errors):.0%}",
+                 margin=f"median over the E grid of |ours/paper − 1| ≤ {agree:.0%}", paper_value=paper_text,
+                 deviations=_dataset_deviations(dataset))
 
 
 def _dataset_deviations(dataset: str) -> tuple[str, ...]:

@@ -20,7 +20,7 @@ from replicate.experiments.runs.config import RunConfig
 from replicate.experiments import knobs
 from replicate.experiments.runs.pool import compute
 from replicate.core.errors import ReplicateError
-from replicate.experiments.li2020.common import (COMMON_DEVIATIONS, DATASETS, LABELS, MNIST_UNBALANCED_DEVIATION,
+from replicate.experiments.li2020.common import (data_seed, COMMON_DEVIATIONS, DATASETS, LABELS, MNIST_UNBALANCED_DEVIATION,
                                                  STEPS_PER_EPOCH, SYNTHETIC_DEVIATION, _legend_below, _runs,
                                                  batch_size, final_loss, fluctuation, tune_lr)
 
@@ -44,7 +44,7 @@ class SchemesConfig:
     clients_per_round: int = 10  # K
     lr: float = 0.1  # η0 of Schemes I, II and T-II (not tuned, as in the paper)
     original_lrs: tuple[float, ...] = (0.1, 0.5, 0.9, 1.1)  # the Original's tuning grid
-    seeds: tuple[int, ...] = (0, 1, 2)
+    seeds: tuple[int, ...] = (0, 1, 2)  # on a synthetic set seed i trains on the i-th Table-2-matched data draw
     tune_seeds: int = 1  # the first seeds tune the Original's η0; the rest run the chosen one
     last: int = 10  # logged rounds averaged for "final loss" (tuning and claims)
     inset: int = 30  # last rounds shown zoomed, as the authors' plot
@@ -70,7 +70,7 @@ class SchemesConfig:
     def run_config(self, dataset: str, scheme: str, lr: float, seed: int) -> RunConfig:
         return RunConfig(dataset=dataset, scheme=scheme, clients_per_round=self.clients_per_round,
                          local_steps=self.epochs * STEPS_PER_EPOCH, batch_size=batch_size(dataset), client_lr=lr,
-                         rounds=self.rounds, seed=seed)
+                         rounds=self.rounds, seed=seed, data_seed=data_seed(dataset, seed))
 
     def tuning(self) -> list[tuple[dict, RunConfig]]:
         return [({"dataset": d, "scheme": "original", "lr": lr, "seed": s}, self.run_config(d, "original", lr, s))

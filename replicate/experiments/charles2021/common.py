@@ -74,9 +74,11 @@ def _panel(condition: float) -> str:
 
 def _points(kappa, condition, server="gd", omega=None, **columns) -> pd.DataFrame:
     """Rows (ρ, ε) for a κ-array at L/μ = ``condition`` plus the sweep parameters as extra columns."""
-    # κ ∈ [1, L/μ]; closed forms round to 1 − 1e-16 or L/μ ± 1e-14 in a CPU-dependent last bit, and
-    # such ties must not decide which (γ, K) row a curve keeps (figures --check compares across CPUs).
-    kappa = np.clip(np.asarray(kappa, dtype=float), 1.0, condition)
+    # κ ≥ 1; closed forms round to 1 − 1e-16, or to L/μ ± 1e-14 at the γ → 0 end, in a CPU-dependent
+    # last bit, and such ties must not decide which (γ, K) row a curve keeps (figures --check compares
+    # across CPUs). Only round-off is snapped: simulated MAML κ may legitimately exceed L/μ.
+    kappa = np.maximum(np.asarray(kappa, dtype=float), 1.0)
+    kappa = np.where(np.abs(kappa - condition) <= 1e-9 * condition, float(condition), kappa)
     rho, eps = th.operating_point(kappa, condition, server, omega=omega)
     frame = pd.DataFrame({"kappa": kappa, "rho": rho, "eps": eps,
                           "condition": condition, "server": server})

@@ -8,9 +8,17 @@
 * :mod:`.reference` — a reference LocalUpdate over stacked client tensors (Algorithms 1-2).
 * :mod:`.classic` — textbook forms of the Table 1 algorithms, for equivalence checks.
 
+Li et al. 2020 (ICLR) and the lecture notes (seed 003):
+
+* :mod:`.constants` — L, μ, κ, Γ, σ_k², G², F* of Assumptions 1-4, estimated on a federated problem.
+* :mod:`.bounds` — Theorems 1-3 (eqs. 4-6), eq. (8)'s optimal E, the notes' eq. (3) and non-convex eq. (14).
+
 Numbers that the paper lost and the spec reconstructs are marked DERIVED in the
 docstrings; see ``/work/shared/specs/charles2021-local-update-tradeoffs.md``.
 """
+from replicate.theory.bounds import (B_term, C_term, NonconvexBound, fedavg_bound, fedavg_bound_from, nonconvex_bound,
+                                     optimal_local_steps, rounds_proxy, rounds_to_accuracy, scheme2_transform,
+                                     step_size, step_size_conditions)
 from replicate.theory.conditioning import (family_condition, gamma_max_fedavg, gamma_max_maml, kappa_fedavg, kappa_maml,
                            kappa_min_fedavg, kappa_min_fedavg_fixed_K, kappa_min_maml, random_hessian,
                            random_spectrum, spectral_condition)
@@ -19,10 +27,14 @@ from replicate.theory.rates import (SERVERS, eps_of_kappa, eps_of_omega, iterati
                     server_tuning)
 from replicate.theory.reference import (QuadraticProblem, ServerOpt, client_update, local_update, observed_rate,
                         random_problem, worst_case_problem)
+from replicate.theory.constants import Constants, estimate_constants
 from replicate.theory.surrogate import (basis, distortion_eigenvalue, distortion_matrix, fedavg_q, local_steps, maml_q,
                         minimisers, ones, surrogate_eigenvalue, surrogate_gradient, surrogate_loss)
 
 __all__ = [
+    "B_term", "C_term", "Constants", "NonconvexBound", "estimate_constants", "fedavg_bound", "fedavg_bound_from",
+    "nonconvex_bound", "optimal_local_steps", "rounds_proxy", "rounds_to_accuracy", "scheme2_transform",
+    "step_size", "step_size_conditions",
     "SERVERS", "QuadraticProblem", "ServerOpt", "basis", "client_update", "distortion_eigenvalue",
     "distortion_matrix", "eps_of_kappa", "eps_of_omega", "family_condition", "fedavg_q", "gamma_grid",
     "gamma_max_fedavg", "gamma_max_maml", "gap_to_curve", "iteration_radius", "kappa_fedavg", "kappa_grid",

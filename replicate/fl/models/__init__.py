@@ -1,11 +1,11 @@
 """Models over flat parameter vectors, many clients at once: the papers' logistic regression
-(with its fused solver) and the neural networks of the later figures."""
+(with its fused solver), the neural networks of the later figures and a small MLP."""
 from replicate.core.errors import ReplicateError
 from replicate.fl.models.base import Model
 from replicate.fl.models.linear import LogisticRegression, clip_may_act
-from replicate.fl.models.nets import CNN, CharLSTM
+from replicate.fl.models.nets import CNN, MLP, CharLSTM
 
-MODELS = {"logistic": LogisticRegression, "cnn": CNN, "char_lstm": CharLSTM}
+MODELS = {"logistic": LogisticRegression, "cnn": CNN, "char_lstm": CharLSTM, "mlp": MLP}
 
 
 def build(name: str, num_features: int, num_classes: int, **options) -> Model:
@@ -15,4 +15,4 @@ def build(name: str, num_features: int, num_classes: int, **options) -> Model:
     return MODELS[name](num_features, num_classes, **options)
 
 
-__all__ = ["CNN", "CharLSTM", "LogisticRegression", "MODELS", "Model", "build", "clip_may_act"]
+__all__ = ["CNN", "CharLSTM", "MLP", "LogisticRegression", "MODELS", "Model", "build", "clip_may_act"]

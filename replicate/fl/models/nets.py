@@ -6,6 +6,8 @@
 - ``CharLSTM``: an embedding, a stack of LSTM layers and a dense layer over the vocabulary on
   the last output (FedProx/LEAF Shakespeare: 8-d embedding, 2 layers, next character), or
   on every output with ``loss_kind="token"`` (next token per position).
+- ``MLP``: one hidden layer, dense(hidden) → tanh → dense(classes): a small smooth non-convex
+  model (the lecture notes' Theorem 2 experiment), through the generic ``torch.func`` path.
 
 Weights are initialised as PyTorch's layer defaults (uniform ±1/√fan_in) from the run's
 ``init`` stream. The LSTM is written out (gates as one matrix product per step) so that
@@ -97,3 +99,24 @@ class CharLSTM(Model):
             seq = torch.stack(outputs, dim=1)
         last = seq if self.loss_kind == "token" else seq[:, -1]
         return last @ params["out.w"] + params["out.b"]
+
+
+class MLP(Model):
+    """dense(hidden) → tanh → dense(classes) on flattened features.
+
+    tanh (not ReLU) keeps the loss twice differentiable everywhere, so its Hessian, and with
+    it the smoothness constant L that power iteration estimates, means what Assumption 1 says.
+    """
+
+    def __init__(self, num_features: int, num_classes: int, hidden: int = 32):
+        self.d, self.c, self.hidden = num_features, num_classes, hidden
+        self.shapes = {"fc1.w": (hidden, num_features), "fc1.b": (hidden,), "fc2.w": (num_classes, hidden),
+                       "fc2.b": (num_classes,)}
+        self._fan_in = {"fc1.w": num_features, "fc1.b": num_features, "fc2.w": hidden, "fc2.b": hidden}
+
+    def init(self, generator, dtype=torch.float32):
+        return _uniform_init(self.shapes, self._fan_in, generator, dtype)
+
+    def forward(self, params, x, noise=None):
+        h = torch.tanh(F.linear(x.reshape(x.shape[0], -1), params["fc1.w"], params["fc1.b"]))
+        return F.linear(h, params["fc2.w"], params["fc2.b"])

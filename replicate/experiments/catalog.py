@@ -28,6 +28,15 @@ FIGURES = {
     "charles2021/fig10": "replicate.experiments.charles2021.simulated:Fig10Config",
     "charles2021/fig_measured": "replicate.experiments.charles2021.measured:FigMeasuredConfig",
     "charles2021/table1_2": "replicate.experiments.charles2021.tables:Table12Config",
+    "fedprox2020/table1": "replicate.experiments.fedprox2020.table1:Table1Config",
+    "fedprox2020/fig1": "replicate.experiments.fedprox2020.heterogeneity:Fig1Config",
+    "fedprox2020/fig2": "replicate.experiments.fedprox2020.epochs:Fig2Config",
+    "fedprox2020/fig3": "replicate.experiments.fedprox2020.mu:Fig3Config",
+    "fedprox2020/fig4": "replicate.experiments.fedprox2020.mu:Fig4Config",
+    "fedprox2020/stragglers": "replicate.experiments.fedprox2020.stragglers:StragglersConfig",
+    "notes/convex": "replicate.experiments.notes.convex:ConvexConfig",
+    "notes/optimal_e": "replicate.experiments.notes.optimal_e:OptimalEConfig",
+    "notes/nonconvex": "replicate.experiments.notes.nonconvex:NonconvexConfig",
 }
 
 

@@ -1,0 +1,235 @@
+"""FedProx paper experiments: the dissimilarity metric against hand computations, the figure configs'
+checks, a tiny figure run end to end (tidy columns, cached dissimilarity, consistency), and claims
+that fail when the data say otherwise."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from replicate.core.errors import ReplicateError
+from replicate.data.federated import FederatedDataset, Split
+from replicate.experiments.fedprox2020 import common, epochs, heterogeneity, mu, stragglers, table1
+from replicate.fl import models, problems
+
+from conftest import toy_dataset
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Single-threaded torch: on a shared 2-core machine two threads per run only contend."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _problem(xs, ys, features, classes):
+    split = Split.from_clients(xs, ys)
+    return problems.SampleProblem(FederatedDataset("hand", split, split, classes),
+                                  models.LogisticRegression(features, classes))
+
+
+def _brute_force(problem, flat, max_samples=None):
+    grads, sizes = [], []
+    for k in range(problem.num_clients):
+        x, y = problem.train.client(k)
+        x, y = x[:max_samples], y[:max_samples]
+        w = flat.clone().requires_grad_(True)
+        (g,) = torch.autograd.grad(problem.model.per_sample_loss(w, x, y).mean(), w)
+        grads.append(g.double())
+        sizes.append(len(y))
+    g, n = torch.stack(grads), torch.tensor(sizes, dtype=torch.float64)
+    mean = n @ g / n.sum()
+    return float((g - mean).square().sum() / len(sizes))
+
+
+def test_dissimilarity_by_hand():
+    # w = 0: softmax (1/2, 1/2). Device A: x = 1, y = 0 → ∇ = [x, 1]ᵀ(−½, ½); device B: two samples x = 2, y = 1.
+    # ∇F_A = [[−.5, .5], [−.5, .5]], ∇F_B = [[1, −1], [.5, −.5]], ∇f = (1·∇F_A + 2·∇F_B)/3 = [[.5, −.5], [1/6, −1/6]]
+    # ‖∇F_A − ∇f‖² = 26/9, ‖∇F_B − ∇f‖² = 13/18: mean over the 2 devices 65/36.
+    problem = _problem([np.array([[1.0]]), np.array([[2.0], [2.0]])], [np.array([0]), np.array([1, 1])], 1, 2)
+    flat = torch.zeros(4)
+    assert problem.dissimilarity(flat) == pytest.approx(65 / 36, rel=1e-6)
+    # first sample only: both devices weigh 1, ∇f = [[.25, −.25], [0, 0]], each device 1.625 away
+    assert problem.dissimilarity(flat, max_samples=1) == pytest.approx(1.625, rel=1e-6)
+
+
+def test_identical_devices_have_zero_dissimilarity():
+    rs = np.random.RandomState(0)
+    x, y = rs.randn(37, 4).astype(np.float32), rs.randint(0, 3, 37)
+    problem = _problem([x, x, x], [y, y, y], 4, 3)
+    flat = problem.init(1)
+    scale = float(problem.dissimilarity(flat) + 1)
+    assert problem.dissimilarity(flat) <= 1e-10 * scale
+
+
+def test_dissimilarity_matches_per_device_autograd_in_any_chunking():
+    ds = toy_dataset(num_clients=9, features=5, classes=3, small_clients=2)
+    problem = problems.SampleProblem(ds, models.LogisticRegression(5, 3))
+    flat = problem.init(3) * 5
+    expected = _brute_force(problem, flat)
+    assert problem.dissimilarity(flat) == pytest.approx(expected, rel=1e-5)
+    assert problem.dissimilarity(flat, piece=7, budget=300) == pytest.approx(expected, rel=1e-5)
+    assert problem.dissimilarity(flat, max_samples=10, piece=4) == pytest.approx(
+        _brute_force(problem, flat, 10), rel=1e-5)
+
+
+def test_dissimilarity_on_a_neural_model_uses_the_generic_gradient():
+    g = torch.Generator().manual_seed(0)
+    sizes = (3, 9, 4)
+    xs = [torch.randint(0, 7, (n, 5), generator=g).numpy() for n in sizes]
+    ys = [torch.randint(0, 7, (n,), generator=g).numpy() for n in sizes]
+    split = Split.from_clients(xs, ys)
+    split = Split(split.x.long(), split.y, split.offsets)
+    problem = problems.SampleProblem(FederatedDataset("t", split, split, 7), models.CharLSTM(7, 3, 4, 2))
+    flat = problem.init(0)
+    assert problem.dissimilarity(flat, piece=2) == pytest.approx(_brute_force(problem, flat), rel=1e-5)
+
+
+@pytest.mark.parametrize("cls, overrides, match", [
+    (heterogeneity.Fig1Config, {"mus": [1.0]}, "must hold 0"),
+    (heterogeneity.Fig1Config, {"datasets": ["mnist"]}, "must be one of"),
+    (epochs.Fig2Config, {"epochs": [20]}, "at least two values"),
+    (mu.Fig3Config, {"mus": [0.0, 1.0]}, "mus must be > 0"),
+    (mu.Fig3Config, {"seeds": [0], "tune_seeds": 2}, "tune_seeds must be between"),
+    (mu.Fig4Config, {"datasets": ["shakespeare"]}, "must be one of"),
+    (stragglers.StragglersConfig, {"drops": [0.0, 1.0]}, r"must lie in \[0, 1\)"),
+    (table1.Table1Config, {"datasets": ["cifar"]}, "must be one of"),
+])
+def test_bad_settings_fail_before_any_run(cls, overrides, match):
+    with pytest.raises(ReplicateError, match=match):
+        cls.for_profile("smoke", **overrides)
+
+
+def test_run_configs_follow_the_paper():
+    config = common.run_config("mnist", mu=1.0, epochs=20, seed=3, drop=0.5)
+    assert (config.dataset, config.client_lr, config.clients_per_round, config.batch_size, config.local_epochs,
+            config.rounds, config.weight_decay, config.clip_norm, config.lr_schedule, config.sampling) == \
+        ("mnist_fedprox", 0.03, 10, 10, 20, 100, 0.0, None, "constant", "uniform")
+    fedavg = common.run_config("synthetic(1,1)", mu=0.0, epochs=20, seed=0, drop=0.9, algorithm="fedavg")
+    assert (fedavg.scheme, fedavg.num_clients, fedavg.client_lr, fedavg.rounds) == ("weighted", 30, 0.01, 200)
+
+
+def test_a_tiny_figure_runs_end_to_end_and_is_cached():
+    config = heterogeneity.Fig1Config.for_profile("smoke", datasets=["synthetic_iid", "synthetic(1,1)"],
+                                                  epochs=1, rounds=3)
+    data = heterogeneity.fig1(config, progress=False, workers=1)
+    assert list(data.columns) == ["dataset", "mu", "series", "seed", "round", *common.METRICS]
+    assert len(data) == 2 * 2 * 4  # datasets × μ × rows 0..3
+    assert np.isfinite(data["dissimilarity"]).all() and (data["dissimilarity"] > 0).all()
+    iid, skewed = (data[data.dataset == common.LABELS[d]]["dissimilarity"].mean() for d in config.datasets)
+    assert skewed > 10 * iid  # heterogeneity shows in the metric
+    again = heterogeneity.fig1(config, progress=False, workers=1)
+    pd.testing.assert_frame_equal(data, again)
+    fig = heterogeneity.plot_fig1(data, config)
+    assert len(fig.axes) == 3 * 2
+    claims = heterogeneity.fig1_claims(data, config)
+    assert [c.kind for c in claims] == ["replication"] * 3
+
+
+def test_tiny_straggler_grid_keeps_fedavg_and_fedprox_mu0_equal():
+    config = stragglers.StragglersConfig.for_profile("smoke", drops=[0.0, 0.9], epochs=2, rounds=3, check_rounds=2)
+    data = stragglers.stragglers(config, progress=False, workers=1)
+    assert set(data.algorithm) == {*stragglers.ALGORITHMS, "FedAvg (check)"}
+    claims = stragglers.stragglers_claims(data, config)
+    assert claims[-1].kind == "consistency" and claims[-1].passed
+
+
+# ---- claims that can fail --------------------------------------------------------------------
+
+def _curves(rows, rounds=20):
+    """A tidy frame of curves: each row of ``rows`` is (labels, start, end, wiggle, dissimilarity scale)."""
+    frames = []
+    for labels, start, end, wiggle, dis in rows:
+        r = np.arange(rounds + 1)
+        loss = end + (start - end) * np.exp(-r / 4) + wiggle * np.sin(r * 2.1) ** 2
+        frames.append(pd.DataFrame({**labels, "round": r, "train_loss": loss, "train_acc": 1 / (1 + loss),
+                                    "test_loss": loss, "test_acc": 1 / (1 + loss), "dissimilarity": dis * loss}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _fig1_frame(final_by_set, gains):
+    rows = []
+    for (d, final), gain in zip(final_by_set.items(), gains):
+        for m, level in ((0.0, final), (1.0, final - gain)):
+            for s in (0, 1):
+                rows.append(({"dataset": common.LABELS[d], "mu": m, "seed": s}, 2.5, level + 0.01 * s, 0.0, final))
+    return _curves(rows)
+
+
+def test_fig1_claims_pass_and_fail_with_the_data():
+    config = heterogeneity.Fig1Config(seeds=(0, 1))
+    good = heterogeneity.fig1_claims(_fig1_frame(dict(zip(common.SYNTHETIC, (0.3, 0.6, 0.9, 1.2))),
+                                                 (0.0, 0.05, 0.1, 0.2)), config)
+    assert all(c.passed for c in good)
+    bad = heterogeneity.fig1_claims(_fig1_frame(dict(zip(common.SYNTHETIC, (1.2, 0.9, 0.6, 0.3))),
+                                                (0.4, 0.1, 0.05, -0.1)), config)
+    assert not any(c.passed for c in bad)
+
+
+def test_fig2_instability_claim_fails_on_smooth_curves():
+    config = epochs.Fig2Config(datasets=("mnist",), seeds=(0,))
+    rows = [({"dataset": "MNIST", "E": e, "seed": 0}, 2.3, 0.5, 0.0, d) for e, d in ((1, 1.0), (20, 2.0), (50, 3.0))]
+    claims = epochs.fig2_claims(_curves(rows), config)
+    assert not claims[0].passed and claims[-1].passed  # smooth: no instability; dissimilarity grows with E
+    rows[-1] = ({"dataset": "MNIST", "E": 50, "seed": 0}, 2.3, 0.5, 0.4, 3.0)
+    assert epochs.fig2_claims(_curves(rows), config)[0].passed
+
+
+def _mu_frame(best_loss, best_wiggle, best_dis):
+    rows = [({"dataset": "MNIST", "mu": 0.0, "seed": s}, 2.3, 0.6, 0.3, 2.0) for s in (0, 1)]
+    rows += [({"dataset": "MNIST", "mu": m, "seed": 0}, 2.3, 0.6 - 0.1 * i, 0.2, 2.0 - 0.3 * i)
+             for i, m in enumerate((0.01, 0.1))]
+    rows += [({"dataset": "MNIST", "mu": 1.0, "seed": s}, 2.3, best_loss, best_wiggle, best_dis) for s in (0, 1)]
+    data = _curves(rows)
+    data["best"] = data.mu == 1.0
+    data["shown"] = data.best | (data.mu == 0)
+    return data
+
+
+def test_mu_claims_pass_and_fail_with_the_data():
+    config = mu.Fig3Config(datasets=("mnist",), mus=(0.01, 0.1, 1.0), seeds=(0, 1))
+    good = _mu_frame(0.2, 0.0, 0.5)
+    assert all(c.passed for c in mu.fig3_claims(good, config) + mu.fig4_claims(good, config))
+    bad = _mu_frame(0.9, 0.6, 5.0)
+    assert not mu.fig3_claims(bad, config)[0].passed
+    assert not mu.fig4_claims(bad, config)[0].passed
+
+
+def test_straggler_claims_fail_when_fedavg_wins():
+    config = stragglers.StragglersConfig(datasets=("mnist",), seeds=(0, 1), check_rounds=3)
+    rows = []
+    for drop in (0.0, 0.5, 0.9):
+        for s in (0, 1):
+            for algorithm, end in zip(stragglers.ALGORITHMS, (0.3 + drop, 0.5, 0.4)):
+                rows.append(({"dataset": "MNIST", "drop": drop, "algorithm": algorithm, "seed": s}, 2.3, end, 0, 1))
+    data = _curves(rows)
+    check = data[(data.algorithm == "FedProx (μ = 0)") & (data["drop"] == 0) & (data.seed == 0) & (data["round"] <= 3)]
+    data = pd.concat([data, check.assign(algorithm="FedAvg (check)")], ignore_index=True)
+    claims = stragglers.stragglers_claims(data, config)
+    assert all(c.passed for c in claims[:3]) and claims[-1].passed
+    gain = claims[3]
+    assert "points" in gain.result and gain.paper_value.startswith("+22")
+    swapped = data.copy()
+    fedavg = swapped.algorithm == "FedAvg"
+    swapped.loc[fedavg, ["train_loss", "test_acc"]] = [[0.01, 0.99]]
+    claims = stragglers.stragglers_claims(swapped, config)
+    assert not any(c.passed for c in claims[:4])
+
+
+def test_table1_claims_fail_on_wrong_numbers():
+    config = table1.Table1Config(datasets=("mnist",))
+    row = {"dataset": "mnist", "ours_name": "mnist_fedprox", "counted": "train+test", "why": "test"}
+    good = pd.DataFrame([{**row, "statistic": s, "ours": v, "draft": v, "final": v}
+                         for s, v in zip(table1.STATISTICS, (1000, 69035, 69, 106))])
+    assert all(c.passed for c in table1.table1_claims(good, config))
+    bad = good.assign(ours=[900, 69035, 69, 106])
+    assert not any(c.passed for c in table1.table1_claims(bad, config))
+
+
+def test_tail_mean_and_fluctuation():
+    frame = pd.DataFrame({"k": 1, "round": range(10), "train_loss": np.r_[np.arange(9, 0, -1.0), math.inf]})
+    assert common.tail_mean(frame, "train_loss", ["k"])[1] == math.inf
+    assert common.fluctuation([3, 2, 1]) == 0 and common.fluctuation([1, 2, 1]) == 1

@@ -25,7 +25,8 @@ class RunConfig:
     dataset: str  # "synthetic(1,1)", "synthetic_iid", "mnist_balanced", "mnist_unbalanced", "quadratic", "given"
     data_seed: int | None = None  # partition seed; None = the builder's documented default
     num_clients: int | None = None  # N for synthetic sets; None = builder default (100)
-    model: str = "logistic"
+    model: str = "logistic"  # "logistic", "mlp", "cnn", "char_lstm" (Shakespeare), "sent_lstm" (Sent140)
+    hidden: int | None = None  # width of the model's hidden layer / LSTM; None = the model's (authors' code)
     algorithm: str = "fedavg"  # a name of replicate.fl.algorithms.ALGORITHMS
     scheme: str = "scheme1"  # FedAvg's sampling and averaging scheme (Li et al. §3.3)
     sampling: str = "uniform"  # FedProx: "uniform" (final code) or "proportional" (draft Algorithm 2)
@@ -137,7 +138,7 @@ def build(config: RunConfig, device=None, problem=None):
         problem = problems.QuadraticFederatedProblem.li2020(li2020_counterexample(), device=device)
     else:
         ds = dataset(config.dataset, config.data_seed, config.num_clients)
-        model = models.build(config.model, ds.num_features, ds.num_classes)
+        model = models.for_dataset(config.model, ds, hidden=config.hidden)
         problem = problems.SampleProblem(ds, model, device=device)
     schedule = LRSchedule(config.lr_schedule, config.client_lr, config.lr_decay)
     return problem, config.build_algorithm(), config.work(), schedule, config.objective()

@@ -1,5 +1,7 @@
 """Models over flat parameter vectors, many clients at once: the papers' logistic regression
 (with its fused solver), the neural networks of the later figures and a small MLP."""
+import torch
+
 from replicate.core.errors import ReplicateError
 from replicate.fl.models.base import Model
 from replicate.fl.models.linear import LogisticRegression, clip_may_act
@@ -11,8 +13,38 @@ MODELS = {"logistic": LogisticRegression, "cnn": CNN, "char_lstm": CharLSTM, "ml
 def build(name: str, num_features: int, num_classes: int, **options) -> Model:
     """The model a run config names, for a dataset's feature count and classes."""
     if name not in MODELS:
-        raise ReplicateError(f"unknown model {name!r}; available: {', '.join(MODELS)}")
+        raise ReplicateError(f"unknown model {name!r}; available: {', '.join(MODELS)} (and {', '.join(_LSTM_PRESETS)} "
+                             "through for_dataset)")
     return MODELS[name](num_features, num_classes, **options)
 
 
-__all__ = ["CNN", "CharLSTM", "MLP", "LogisticRegression", "MODELS", "Model", "build", "clip_may_act"]
+# The authors' LSTMs (FedProx code, spec §3): the papers print the hidden sizes swapped.
+_LSTM_PRESETS = {"char_lstm": dict(embed=8, hidden=256, layers=2),  # Shakespeare: next character
+                 "sent_lstm": dict(embed=300, hidden=100, layers=2, head=(30,))}  # Sent140: 2 classes
+
+
+def for_dataset(name: str, dataset, hidden: int | None = None) -> Model:
+    """The model ``name`` sized for a federated dataset: features and classes for the dense
+    models, the image shape for the CNN, the vocabulary for the LSTMs (``hidden`` overrides
+    an LSTM's width: the FedProx paper's text says 100 for Shakespeare, its code 256)."""
+    if name in _LSTM_PRESETS:
+        vocabulary = dataset.meta.get("vocab_size") or len(dataset.meta.get("vocabulary", ()))
+        if not vocabulary or dataset.train.x.dtype != torch.int64:
+            raise ReplicateError(f"model {name!r} reads token sequences; dataset {dataset.name!r} has none")
+        options = dict(_LSTM_PRESETS[name], **({} if hidden is None else {"hidden": hidden}))
+        classes = None if name == "char_lstm" else dataset.num_classes
+        return CharLSTM(vocabulary, num_classes=classes, **options)
+    if hidden is not None and name != "mlp":
+        raise ReplicateError(f"model {name!r} has no hidden width to set (hidden={hidden})")
+    if dataset.train.x.dtype == torch.int64:
+        raise ReplicateError(f"dataset {dataset.name!r} holds token sequences: use char_lstm or sent_lstm, not {name!r}")
+    if name == "cnn":
+        shape = tuple(dataset.meta.get("image_shape") or dataset.train.x.shape[1:])
+        if len(shape) != 3:
+            raise ReplicateError(f"model 'cnn' needs (C, H, W) images; dataset {dataset.name!r} has inputs {shape}")
+        return CNN(shape, dataset.num_classes)
+    return build(name, dataset.num_features, dataset.num_classes, **({} if hidden is None else {"hidden": hidden}))
+
+
+__all__ = ["CNN", "CharLSTM", "MLP", "LogisticRegression", "MODELS", "Model", "build", "clip_may_act",
+           "for_dataset"]

@@ -3,9 +3,10 @@
 - ``CNN``: two 5×5 conv layers (each ReLU + 2×2 max-pool), a dense hidden layer with
   dropout, a dense output layer — the shape of the LEAF/FedAvg FEMNIST CNN and of STEM's
   "2 conv + 2 linear" network (spec STEM §6.4, PROPOSED), with widths as arguments.
-- ``CharLSTM``: an embedding, a stack of LSTM layers and a dense layer over the vocabulary on
-  the last output (FedProx/LEAF Shakespeare: 8-d embedding, 2 layers, next character), or
-  on every output with ``loss_kind="token"`` (next token per position).
+- ``CharLSTM``: an embedding, a stack of LSTM layers, optional dense hidden layers and a dense
+  output layer on the last output (FedProx/LEAF Shakespeare: 8-d embedding, 2 × 256, dense over
+  the 80 characters; FedProx Sent140: 300-d embedding, 2 × 100, dense 30, dense over the 2
+  classes), or on every output with ``loss_kind="token"`` (next token per position).
 - ``MLP``: one hidden layer, dense(hidden) → tanh → dense(classes): a small smooth non-convex
   model (the lecture notes' Theorem 2 experiment), through the generic ``torch.func`` path.
 
@@ -61,14 +62,16 @@ class CNN(Model):
 
 
 class CharLSTM(Model):
-    """Embedding(vocab, embed) → LSTM(hidden) × layers → dense(vocab) on the last (or every) output."""
+    """Embedding(vocab, embed) → LSTM(hidden) × layers → dense(h) for h in ``head`` → dense(classes)
+    on the last (or every) output; ``num_classes`` defaults to the vocabulary (next character)."""
 
     eval_batch_size = 256
 
     def __init__(self, vocab_size: int, embed: int = 8, hidden: int = 256, layers: int = 2,
-                 loss_kind: str = "class"):
+                 loss_kind: str = "class", num_classes: int | None = None, head: tuple[int, ...] = ()):
         self.vocab_size, self.embed, self.hidden, self.layers = vocab_size, embed, hidden, layers
-        self.loss_kind = loss_kind
+        self.loss_kind, self.head = loss_kind, tuple(head)
+        self.num_classes = vocab_size if num_classes is None else num_classes
         self.shapes = {"embed": (vocab_size, embed)}
         self._fan_in = {"embed": 1.0}  # nn.Embedding draws N(0, 1); uniform ±1 keeps the scale
         for i in range(layers):
@@ -76,8 +79,13 @@ class CharLSTM(Model):
             self.shapes |= {f"lstm{i}.wx": (fan, 4 * hidden), f"lstm{i}.wh": (hidden, 4 * hidden),
                             f"lstm{i}.b": (4 * hidden,)}
             self._fan_in |= {f"lstm{i}.wx": hidden, f"lstm{i}.wh": hidden, f"lstm{i}.b": hidden}
-        self.shapes |= {"out.w": (hidden, vocab_size), "out.b": (vocab_size,)}
-        self._fan_in |= {"out.w": hidden, "out.b": hidden}
+        fan = hidden
+        for j, width in enumerate(self.head):  # Sent140's dense 30 (no activation, as the authors' code)
+            self.shapes |= {f"head{j}.w": (fan, width), f"head{j}.b": (width,)}
+            self._fan_in |= {f"head{j}.w": fan, f"head{j}.b": fan}
+            fan = width
+        self.shapes |= {"out.w": (fan, self.num_classes), "out.b": (self.num_classes,)}
+        self._fan_in |= {"out.w": fan, "out.b": fan}
 
     def init(self, generator, dtype=torch.float32):
         return _uniform_init(self.shapes, self._fan_in, generator, dtype)
@@ -98,6 +106,8 @@ class CharLSTM(Model):
                 outputs.append(h)
             seq = torch.stack(outputs, dim=1)
         last = seq if self.loss_kind == "token" else seq[:, -1]
+        for j in range(len(self.head)):
+            last = last @ params[f"head{j}.w"] + params[f"head{j}.b"]
         return last @ params["out.w"] + params["out.b"]
 
 

@@ -73,18 +73,21 @@ ITEMS: tuple[Item, ...] = (
          "paper settings (30 devices, E = 20, μ ∈ {0, 1}, 200 rounds); our seeded draws of the unseeded generators",
          ("fedprox2020/fig1",)),
     Item("fedprox2020", "Figures 2 and 6", "E ∈ {1, 20, 50} with μ = 0 on real data", "partial",
-         "MNIST, EMNIST (partial LEAF copy) and EMNIST* at paper settings; Shakespeare and Sent140 (LSTM) not run: "
-         "the engine cannot build their models from a run config, and Shakespeare costs hours per round on a CPU",
+         "MNIST, EMNIST (partial LEAF copy) and EMNIST* at paper settings; Shakespeare and Sent140 (LSTM) panels "
+         "runnable (datasets knob) but not run: ≈ 10 s per local step of 10 devices on this CPU, thousands of "
+         "steps per round; no GPU was lent to this project",
          ("fedprox2020/fig2",)),
     Item("fedprox2020", "Figures 3 and 7", "μ = 0 vs the best μ", "partial",
-         "MNIST and EMNIST* at paper settings (best μ tuned on {0.001, 0.01, 0.1, 0.5, 1}); LSTM panels not run",
+         "MNIST and EMNIST* at paper settings (best μ tuned on {0.001, 0.01, 0.1, 0.5, 1}); LSTM panels runnable, "
+         "not run (CPU cost, as Figures 2 and 6)",
          ("fedprox2020/fig3",)),
     Item("fedprox2020", "Figure 4", "dissimilarity (variance of local gradients)", "partial",
-         "the Figure 3 runs' dissimilarity, recorded every round as the authors' trainer does; LSTM panels not run",
+         "the Figure 3 runs' dissimilarity, recorded every round as the authors' trainer does; LSTM panels runnable, "
+         "not run (CPU cost)",
          ("fedprox2020/fig4",)),
     Item("fedprox2020", "final paper, Figure 1", "0 / 50 / 90 % stragglers, FedAvg vs FedProx", "partial",
-         "Synthetic (1,1), MNIST and FEMNIST at paper settings; Shakespeare and Sent140 (LSTM) columns not run "
-         "(engine cannot build the models; only the LEAF test split and no GloVe exist for Sent140)",
+         "Synthetic (1,1), MNIST and FEMNIST at paper settings; Shakespeare and Sent140 (LSTM) columns runnable, not "
+         "run (CPU cost; for Sent140 only the LEAF test split and no GloVe exist here: learned embeddings)",
          ("fedprox2020/stragglers",)),
     # STEM (seed 002)
     Item("khanduri2021", "Table 1", "sample and communication complexities", "not yet",

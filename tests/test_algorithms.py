@@ -19,6 +19,7 @@ from replicate.fl.algorithms.protocol import descend_
 from replicate.fl.engine import LocalObjective, run
 from replicate.fl.models import LogisticRegression
 from replicate.fl.oracle import run_sequential
+from replicate.data.quadratic import QuadraticClients
 from replicate.fl.problems import QuadraticFederatedProblem, SampleProblem
 from replicate.fl.schedules import LRSchedule
 
@@ -39,7 +40,7 @@ X0 = torch.tensor([1.0, -0.5], dtype=torch.float64)
 
 def quadratic(weights=P) -> QuadraticFederatedProblem:
     """Three clients, d = 2, F_k(w) = ½wᵀH_k w − r_kᵀw, full gradients, float64, w0 = X0."""
-    return QuadraticFederatedProblem(H, R, weights=weights, x0=X0)
+    return QuadraticFederatedProblem(QuadraticClients.from_linear(H, R, weights), x0=X0)
 
 
 def grad_k(k, w):

@@ -9,7 +9,8 @@ from replicate.fl import batches, models
 from replicate.fl.problems import QuadraticFederatedProblem, SampleProblem
 from replicate.theory import bounds
 from replicate.theory import constants as C
-from replicate.theory.reference import QuadraticProblem, _gradients
+from replicate.data.quadratic import QuadraticClients
+from replicate.theory.reference import _gradients
 
 from conftest import toy_dataset
 
@@ -20,7 +21,7 @@ F64 = torch.float64
 
 def test_two_client_quadratic_by_hand():
     """F_1 = ½w², F_2 = (3/2)(w − 2)², p = (½, ½): w* = 1.5, F* = ½(½·1.5² + ½·3·0.5²) = 0.75 = Γ."""
-    c = C.estimate_constants(QuadraticProblem.from_clients([[[1.0]], [[3.0]]], [[0.0], [2.0]]))
+    c = C.estimate_constants(QuadraticClients.from_clients([[[1.0]], [[3.0]]], [[0.0], [2.0]]))
     assert (c.L, c.mu, c.kappa, c.smoothness_is_exact) == (3.0, 1.0, 3.0, True)
     np.testing.assert_allclose(c.client_optimal_values, [0.0, 0.0], atol=1e-15)
     assert c.minimiser == pytest.approx([1.5], abs=1e-14)
@@ -31,8 +32,8 @@ def test_two_client_quadratic_by_hand():
 
 def test_federated_quadratic_gamma_ignores_constant_shifts():
     """The same clients as ½wᵀH_k w − r_kᵀw (r_k = A_k c_k): F_k* = −½c_kᵀA_k c_k moves, Γ does not."""
-    c = C.estimate_constants(QuadraticFederatedProblem(torch.tensor([[[1.0]], [[3.0]]], dtype=F64),
-                                                       torch.tensor([[0.0], [6.0]], dtype=F64)))
+    clients = QuadraticClients.from_linear([[[1.0]], [[3.0]]], [[0.0], [6.0]])
+    c = C.estimate_constants(QuadraticFederatedProblem(clients))
     np.testing.assert_allclose(c.client_optimal_values, [0.0, -6.0], atol=1e-13)
     assert c.optimal_value == pytest.approx(-2.25, abs=1e-13)
     assert c.heterogeneity == pytest.approx(0.75, abs=1e-13)
@@ -48,7 +49,7 @@ def test_random_quadratic_against_closed_form():
     centres = rng.standard_normal((N, d))
     p = rng.uniform(1, 3, N)
     p /= p.sum()
-    c = C.estimate_constants(QuadraticProblem.from_clients(A, centres, p), weight_decay=lam)
+    c = C.estimate_constants(QuadraticClients.from_clients(A, centres, p), weight_decay=lam)
     H = A + lam * np.eye(d)
     eig = np.linalg.eigvalsh(H)
     np.testing.assert_allclose(c.client_smoothness, eig[:, -1], rtol=1e-12)
@@ -78,8 +79,8 @@ def test_unbounded_quadratic_is_refused():
 
 def _one_dim_examples(hessians, centres):
     """One client whose examples are 1-d quadratics ½a_z(w − c_z)²."""
-    return QuadraticProblem(torch.tensor(hessians, dtype=F64).view(1, -1, 1, 1),
-                            torch.tensor(centres, dtype=F64).view(1, -1, 1), torch.ones(1, dtype=F64))
+    return QuadraticClients.from_examples(torch.tensor(hessians, dtype=F64).view(1, -1, 1, 1),
+                                          torch.tensor(centres, dtype=F64).view(1, -1, 1), [1.0])
 
 
 def test_variance_by_hand():
@@ -90,6 +91,7 @@ def test_variance_by_hand():
         assert C.gradient_variance(problem, [w], 2)[0, 0] == pytest.approx(1 / 3)
         assert C.gradient_variance(problem, [w], 4)[0, 0] == 0.0  # the whole set
         assert C.gradient_variance(problem, [w], None)[0, 0] == 0.0
+        assert C.gradient_variance(QuadraticFederatedProblem(problem), [w], 2)[0, 0] == 0.0  # full gradients only
     # g_z = a_z w with a = (1, 3): ḡ = 2w, S² = w², E‖g‖² = (w² + 9w²)/2 = 5w² at b = 1
     problem = _one_dim_examples([1.0, 3.0], [0.0, 0.0])
     assert C.gradient_variance(problem, [[2.0], [-1.0]], 1, replacement=True)[:, 0] == pytest.approx([4.0, 1.0])
@@ -104,8 +106,8 @@ def test_variance_on_least_squares_matches_formula_and_sampling():
     rng = np.random.default_rng(1)
     n, d, b = 30, 3, 5
     a, y = rng.standard_normal((n, d)), rng.standard_normal(n)
-    problem = QuadraticProblem(torch.tensor(np.einsum("ni,nj->nij", a, a))[None],
-                               torch.tensor(a * (y / (a * a).sum(1))[:, None])[None], torch.ones(1, dtype=F64))
+    problem = QuadraticClients.from_examples(np.einsum("ni,nj->nij", a, a)[None], (a * (y / (a * a).sum(1))[:, None])[None],
+                                             [1.0])
     w = rng.standard_normal(d)
     g = a * (a @ w - y)[:, None]
     analytic = ((g - g.mean(0)) ** 2).sum(1).mean() / b
@@ -250,7 +252,7 @@ def test_theorem_bounds_by_hand():
 
 
 def test_bound_from_constants_matches_scalars():
-    c = C.estimate_constants(QuadraticProblem.from_clients([[[1.0]], [[3.0]]], [[0.0], [2.0]]))
+    c = C.estimate_constants(QuadraticClients.from_clients([[[1.0]], [[3.0]]], [[0.0], [2.0]]))
     B = bounds.B_term(weights=c.weights, variances=c.variances, L=3.0, heterogeneity=0.75,
                       grad_sq_bound=c.grad_sq_bound, local_steps=5)
     expected = bounds.fedavg_bound([50, 500], L=3.0, mu=1.0, B=B, C=4 * 25 * c.grad_sq_bound / 1, local_steps=5,

@@ -7,7 +7,7 @@ import torch
 from replicate.core import rng
 from replicate.fl.algorithms import FedAvg, LocalWork, PlainSGD, Population
 from replicate.fl.algorithms.protocol import descend_
-from replicate.data.quadratic import li2020_counterexample
+from replicate.data.quadratic import li2020_counterexample, li2020_matrices
 from replicate.fl.batches import draw_batch_positions
 from replicate.fl.engine import LocalObjective, run
 from replicate.core.errors import ReplicateError
@@ -80,23 +80,25 @@ def test_vectorized_engine_equals_sequential_oracle(scheme, prox_mu):
 
 @pytest.mark.parametrize("scheme", ["full", "scheme1"])
 def test_quadratic_engine_equals_oracle_and_closed_form(scheme):
-    problem = QuadraticFederatedProblem.li2020(li2020_counterexample())
+    problem = QuadraticFederatedProblem(li2020_counterexample())
     update = LocalWork(3)
     _, fast = run(problem, FedAvg(scheme, 3), update, LRSchedule("constant", 0.4), rounds=5, return_params=True)
     _, slow = run_sequential(problem, FedAvg(scheme, 3), update, LRSchedule("constant", 0.4), rounds=5,
                              return_params=True)
     torch.testing.assert_close(fast, slow)
-    q = li2020_counterexample()  # same objective and optimum as the paper's F
-    w = torch.linspace(-1, 1, q.A.shape[-1], dtype=torch.float64)
-    assert float(problem.objective(w)) == pytest.approx(float(q.objective(w)), rel=1e-12)
-    torch.testing.assert_close(problem.w_star, q.optimum().to(torch.float64))
+    A, b = li2020_matrices()  # the paper's A_k, b_k: F_k(w) = ½wᵀA_k w − b_kᵀw + (μ/2)‖w‖², μ = 2e-4
+    w = torch.linspace(-1, 1, A.shape[-1], dtype=torch.float64)
+    paper_F = (w @ A.sum(0) @ w - 2 * w @ b.sum(0)) / 10 + 1e-4 * w @ w
+    assert float(problem.objective(w)) == pytest.approx(float(paper_F), rel=1e-12)
+    w_star = torch.linalg.solve(A.sum(0) + 5 * 2e-4 * torch.eye(A.shape[-1], dtype=torch.float64), b.sum(0))
+    torch.testing.assert_close(problem.w_star, w_star)
     if scheme == "full":  # one round by hand: average of 3 plain GD steps per device
-        w = torch.zeros(q.A.shape[-1], dtype=torch.float64)
+        w = torch.zeros(A.shape[-1], dtype=torch.float64)
         locals_ = []
         for k in range(5):
             v = w.clone()
             for _ in range(3):
-                v = v - 0.4 * (q.A[k] @ v - q.b[k] + q.mu * v)
+                v = v - 0.4 * (A[k] @ v - b[k] + 2e-4 * v)
             locals_.append(v)
         _, one = run(problem, FedAvg("full"), update, LRSchedule("constant", 0.4), rounds=1, return_params=True)
         torch.testing.assert_close(one, torch.stack(locals_).mean(0))

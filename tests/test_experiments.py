@@ -56,7 +56,7 @@ def test_fedavg_converges_to_the_predicted_fixed_point():
     q = li2020_counterexample()
     history = cache.run(QUAD.replace(rounds=4000, client_lr=0.2), progress=False, use_cache=False)
     w_tilde = fig2.fedavg_fixed_point(q, 0.2, 5)
-    w_star = q.optimum()
+    w_star = q.minimiser
     assert history["distance"].iloc[-1] == pytest.approx(float(torch.linalg.vector_norm(w_tilde - w_star)), rel=1e-3)
     assert float(torch.linalg.vector_norm(w_tilde - w_star)) > 1e-3
     # E = 1 is gradient descent: its fixed point is the optimum

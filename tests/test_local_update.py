@@ -44,7 +44,7 @@ def test_fedavg_is_local_update_with_ones_and_eta_equal_gamma(prox_mu):
 
 
 def test_fedavg_is_local_update_on_the_quadratic_in_float64():
-    problem = QuadraticFederatedProblem.li2020(li2020_counterexample())
+    problem = QuadraticFederatedProblem(li2020_counterexample())
     update, schedule = LocalWork(5), LRSchedule("constant", 0.4)
     _, fedavg = run(problem, FedAvg("full"), update, schedule, rounds=6, return_params=True)
     _, ours = run(problem, LocalUpdate(server_lr=0.4, a=(1.0,) * 5), update, schedule, rounds=6, return_params=True)
@@ -107,7 +107,7 @@ def test_engine_matches_the_theory_reference(a, alpha, server):
 def test_message_is_sum_of_gradients_not_model_delta():
     # Appendix A: with tiny γ the server still moves by η Σ_k g_k ≈ η K ∇f(x)
     quadratic = li2020_counterexample()
-    problem = QuadraticFederatedProblem.li2020(quadratic)
+    problem = QuadraticFederatedProblem(quadratic)
     x0 = problem.init(0)
     _, x1 = run(problem, LocalUpdate(server_lr=0.1), LocalWork(3), LRSchedule("constant", 1e-9),
                 rounds=1, return_params=True)

@@ -12,7 +12,7 @@ from replicate.core.errors import ReplicateError
 from replicate.data.federated import FederatedDataset, Split
 from replicate.data.leaf import emnist_star, femnist, femnist_fedprox, load_leaf
 from replicate.data.mnist import load_mnist, mnist_balanced, mnist_fedprox, mnist_unbalanced
-from replicate.data.quadratic import QuadraticProblem, li2020_counterexample
+from replicate.data.quadratic import QuadraticClients, li2020_counterexample
 # Modules, not functions: the builders share their modules' names, which must stay importable.
 from replicate.data import sent140 as _sent140, shakespeare as _shakespeare
 from replicate.data.stats import table1_statistics
@@ -71,7 +71,7 @@ def _builder(name: str) -> Callable[..., FederatedDataset]:
 
 
 __all__ = [
-    "FederatedDataset", "Split", "QuadraticProblem", "available", "emnist_star", "femnist",
+    "FederatedDataset", "QuadraticClients", "Split", "available", "emnist_star", "femnist",
     "femnist_fedprox", "fetch", "li2020_counterexample", "load", "load_leaf", "load_mnist",
     "mnist_balanced", "mnist_fedprox", "mnist_unbalanced", "parameters",
     "synthetic", "synthetic_iid", "table1_statistics",

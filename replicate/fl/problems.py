@@ -11,6 +11,7 @@ import torch
 from replicate.core import rng
 from replicate.core.errors import ReplicateError
 from replicate.data.federated import FederatedDataset
+from replicate.data.quadratic import QuadraticClients
 from replicate.fl import batches
 from replicate.fl.algorithms.protocol import Population
 from replicate.fl.batches import Batches
@@ -202,35 +203,30 @@ class SampleProblem:
 
 
 class QuadraticFederatedProblem:
-    """Deterministic quadratic clients with full gradients ∇F_k(w) = H_k w − r_k.
+    """The engine's view of quadratic clients (:class:`replicate.data.quadratic.QuadraticClients`).
 
-    Serves Li et al.'s counterexample (H_k = A_k + μI, r_k = b_k, see ``li2020``) and the
-    quadratic models of Charles & Konečný. Metrics: the global objective
-    F(w) = Σ_k p_k (½wᵀH_k w − r_kᵀw) and the distance to its minimiser w*; with
-    ``record_iterates`` also every coordinate, so a run's history holds its iterates.
+    Full gradients ∇F_k(w) = H_k w − r_k with H_k = ``clients.hessians`` and r_k = ``clients.linear``
+    (Li et al.'s counterexample: H_k = A_k + μI, r_k = b_k; Charles & Konečný's quadratics).
+    Metrics: the global objective F(w) = Σ_k p_k (½wᵀH_k w − r_kᵀw + s_k), constants s_k
+    included, and the distance to its minimiser w*; with ``record_iterates`` also every
+    coordinate, so a run's history holds its iterates. The run starts from ``x0`` (default 0).
     """
 
     single_threaded = True  # tiny per-step ops: a second thread costs more than it gives (engine._threads)
 
-    def __init__(self, hessians: torch.Tensor, linear: torch.Tensor, weights: torch.Tensor | None = None,
-                 x0: torch.Tensor | None = None, record_iterates: bool = False, device=None):
+    def __init__(self, clients: QuadraticClients, x0: torch.Tensor | None = None, record_iterates: bool = False,
+                 device=None):
+        self.clients = clients
         self.device = torch.device(device or "cpu")
-        self.H = torch.as_tensor(hessians).to(self.device)
-        self.r = torch.as_tensor(linear).to(self.device, self.H.dtype)
+        self.H = clients.hessians.to(self.device)
+        self.r = clients.linear.to(self.device)
+        self.s = clients.constants.to(self.device)
         self.dtype = self.H.dtype
-        n, d = self.r.shape
-        self.p = (torch.full((n,), 1.0 / n, dtype=torch.float64) if weights is None
-                  else torch.as_tensor(weights, dtype=torch.float64))
-        self.x0 = torch.zeros(d, dtype=self.dtype) if x0 is None else torch.as_tensor(x0, dtype=self.dtype)
+        self.p = clients.weights
+        self.x0 = (torch.zeros(clients.dim, dtype=self.dtype) if x0 is None
+                   else torch.as_tensor(x0, dtype=self.dtype))
         self.record_iterates = record_iterates
-        p = self.p.to(self.device, self.dtype)
-        self.w_star = torch.linalg.solve(torch.einsum("k,kij->ij", p, self.H), p @ self.r)
-
-    @classmethod
-    def li2020(cls, problem, device=None) -> "QuadraticFederatedProblem":
-        """Li et al. App. C: F_k(w) = ½wᵀA_k w − b_kᵀw + (μ/2)‖w‖², p_k = 1/N, w0 = 0."""
-        eye = torch.eye(problem.A.shape[-1], dtype=problem.A.dtype)
-        return cls(problem.A + problem.mu * eye, problem.b, device=device)
+        self.w_star = clients.minimiser.to(self.device)
 
     @property
     def num_clients(self) -> int:
@@ -257,15 +253,17 @@ class QuadraticFederatedProblem:
         return None  # no fused solver: the generic step is already one bmm
 
     def grad(self, flat, clients, batch, noise=None):
-        if clients is not getattr(self, "_clients", None):  # gather once per round, not per step
-            self._clients, self._H, self._r = clients, self.H[clients], self.r[clients]
+        if clients is not getattr(self, "_round_clients", None):  # gather once per round, not per step
+            self._round_clients, self._H, self._r = clients, self.H[clients], self.r[clients]
         return torch.bmm(self._H, flat.unsqueeze(-1)).squeeze(-1).sub_(self._r)
 
     def client_loss(self, flat, client, rows, noise=None):
-        return 0.5 * flat @ self.H[client] @ flat - self.r[client] @ flat
+        return 0.5 * flat @ self.H[client] @ flat - self.r[client] @ flat + self.s[client]
 
     def objective(self, flat: torch.Tensor) -> torch.Tensor:
-        return self.p.to(flat.dtype) @ (0.5 * torch.einsum("i,kij,j->k", flat, self.H, flat) - self.r @ flat)
+        """F(w) = Σ_k p_k F_k(w), computed on the problem's device."""
+        client_values = 0.5 * torch.einsum("i,kij,j->k", flat, self.H, flat) - self.r @ flat + self.s
+        return self.p.to(flat.device, flat.dtype) @ client_values
 
     @torch.no_grad()
     def evaluate(self, flat):

@@ -5,7 +5,8 @@
 * :mod:`.conditioning` — κ of eqs. (9), (11), (13), attainable ranges, random spectra (App. D.1).
 * :mod:`.rates` — Table 2 rates ρ(κ) and tunings, iteration radii, ε of eq. (17).
 * :mod:`.frontier` — (ρ, ε) operating points, grids, Pareto masks, curve comparisons.
-* :mod:`.reference` — a reference LocalUpdate over stacked client tensors (Algorithms 1-2).
+* :mod:`.reference` — a reference LocalUpdate over stacked client tensors (Algorithms 1-2), on the
+  quadratic clients of :class:`replicate.data.quadratic.QuadraticClients`.
 * :mod:`.classic` — textbook forms of the Table 1 algorithms, for equivalence checks.
 
 Li et al. 2020 (ICLR) and the lecture notes (seed 003):
@@ -25,7 +26,7 @@ from replicate.theory.conditioning import (family_condition, gamma_max_fedavg, g
 from replicate.theory.frontier import gamma_grid, gap_to_curve, kappa_grid, mirror_defect, operating_point, pareto_mask, steps_grid
 from replicate.theory.rates import (SERVERS, eps_of_kappa, eps_of_omega, iteration_radius, kappa_of_rho, rho_of_kappa,
                     server_tuning)
-from replicate.theory.reference import (QuadraticProblem, ServerOpt, client_update, local_update, observed_rate,
+from replicate.theory.reference import (ServerOpt, client_update, local_update, observed_rate,
                         random_problem, worst_case_problem)
 from replicate.theory.constants import Constants, estimate_constants
 from replicate.theory.surrogate import (basis, distortion_eigenvalue, distortion_matrix, fedavg_q, local_steps, maml_q,
@@ -35,7 +36,7 @@ __all__ = [
     "B_term", "C_term", "Constants", "NonconvexBound", "estimate_constants", "fedavg_bound", "fedavg_bound_from",
     "nonconvex_bound", "optimal_local_steps", "rounds_proxy", "rounds_to_accuracy", "scheme2_transform",
     "step_size", "step_size_conditions",
-    "SERVERS", "QuadraticProblem", "ServerOpt", "basis", "client_update", "distortion_eigenvalue",
+    "SERVERS", "ServerOpt", "basis", "client_update", "distortion_eigenvalue",
     "distortion_matrix", "eps_of_kappa", "eps_of_omega", "family_condition", "fedavg_q", "gamma_grid",
     "gamma_max_fedavg", "gamma_max_maml", "gap_to_curve", "iteration_radius", "kappa_fedavg", "kappa_grid",
     "kappa_maml", "kappa_min_fedavg", "kappa_min_fedavg_fixed_K", "kappa_min_maml", "kappa_of_rho",

@@ -11,20 +11,19 @@ from __future__ import annotations
 
 import torch
 
-from replicate.theory.reference import QuadraticProblem
+from replicate.data.quadratic import QuadraticClients
 
 
-def _local_gd(problem: QuadraticProblem, x: torch.Tensor, gamma: float, steps: int, alpha: float = 0.0):
+def _local_gd(problem: QuadraticClients, x: torch.Tensor, gamma: float, steps: int, alpha: float = 0.0):
     """``steps`` full-batch (proximal) GD steps from x (shape (d,) or (C, d)) on every client; returns (C, d)."""
     anchor = x.expand(problem.num_clients, problem.dim)
     local = anchor.clone()
     for _ in range(steps):
-        grad = torch.einsum("cij,cj->ci", problem.hessians, local) - problem.linear
-        local = local - gamma * (grad + alpha * (local - anchor))
+        local = local - gamma * (problem.grad_clients(local) + alpha * (local - anchor))
     return local
 
 
-def client_loss(problem: QuadraticProblem, x: torch.Tensor) -> torch.Tensor:
+def client_loss(problem: QuadraticClients, x: torch.Tensor) -> torch.Tensor:
     """f_c(x_c) = ½ (x_c - c_c)ᵀ A_c (x_c - c_c) for every client (eq. 3, up to a constant)."""
     diff = x - problem.optima
     return 0.5 * torch.einsum("ci,cij,cj->c", diff, problem.hessians, diff)
@@ -48,7 +47,7 @@ def lookahead_round(problem, x, gamma, local_steps, slow_lr):
 
 def fedsgd_round(problem, x, server_lr):
     """FedSGD (McMahan et al. 2017): one full-batch gradient per client, averaged, one server step."""
-    grad = torch.einsum("cij,cj->ci", problem.hessians, x.expand(problem.num_clients, -1)) - problem.linear
+    grad = problem.grad_clients(x.expand(problem.num_clients, -1))
     return x - server_lr * (problem.weights @ grad)
 
 
@@ -62,11 +61,10 @@ def minibatch_sgd_round(problem, x, lr):
 def fomaml_round(problem, x, gamma, local_steps, server_lr):
     """FOMAML (Finn et al. 2017): K-1 inner steps, then send ∇f_c at the adapted point."""
     adapted = _local_gd(problem, x, gamma, local_steps - 1)
-    grad = torch.einsum("cij,cj->ci", problem.hessians, adapted) - problem.linear
-    return x - server_lr * (problem.weights @ grad)
+    return x - server_lr * (problem.weights @ problem.grad_clients(adapted))
 
 
-def maml_gradient(problem: QuadraticProblem, x: torch.Tensor, gamma: float, inner_steps: int) -> torch.Tensor:
+def maml_gradient(problem: QuadraticClients, x: torch.Tensor, gamma: float, inner_steps: int) -> torch.Tensor:
     """∇_x f_c(U_c(x)) for every client by autograd, U_c = ``inner_steps`` GD steps (Theorem 2).
 
     Each client differentiates its own copy of x (row c), so one backward pass gives all rows.

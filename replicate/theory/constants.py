@@ -10,8 +10,9 @@ F_k(w) = f_k(w) + (λ/2)‖w‖², with f_k the mean sample loss of client k. Pr
 
 * ``SampleProblem`` with ``LogisticRegression``: all constants; L_k is an upper bound (below).
   Other models: σ_k² and G² only (per-sample gradients through ``problem.grad``).
-* ``QuadraticFederatedProblem`` (F_k = ½wᵀH_k w − r_kᵀw, full gradients, so σ_k = 0) and
-  ``theory.reference.QuadraticProblem`` (per-example ½(w − c_z)ᵀA_z(w − c_z)): all exact.
+* ``data.quadratic.QuadraticClients`` (per-example ½wᵀA_i w − r_iᵀw + s_i, e.g. Charles & Konečný's
+  ½(w − c_z)ᵀA_z(w − c_z)) and the engine's ``QuadraticFederatedProblem`` over it (full gradients,
+  so σ_k = 0 there): all exact.
 
 Logistic smoothness. With x̃ = (x, 1) and W ∈ R^{(d+1)×C}, the Hessian of one sample's
 cross-entropy is (diag p − ppᵀ) ⊗ x̃x̃ᵀ, p = softmax(Wᵀx̃). For a unit v ∈ R^C,
@@ -40,9 +41,9 @@ import scipy.sparse.linalg
 import torch
 
 from replicate.core.errors import ReplicateError
+from replicate.data.quadratic import QuadraticClients
 from replicate.fl.models.linear import LogisticRegression
 from replicate.fl.problems import QuadraticFederatedProblem, SampleProblem
-from replicate.theory.reference import QuadraticProblem as ReferenceQuadratic
 
 F64 = torch.float64
 
@@ -173,35 +174,32 @@ def _per_client(iterates, view):
 
 
 def _view(problem):
-    if isinstance(problem, ReferenceQuadratic):
-        A, c = problem.example_hessians.to(F64), problem.example_centres.to(F64)
-        const = 0.5 * torch.einsum("kni,knij,knj->kn", c, A, c)
-        return _Quadratic(A, problem.example_linear.to(F64), const, problem.weights)
-    if isinstance(problem, QuadraticFederatedProblem):
-        H = problem.H.to("cpu", F64)
-        return _Quadratic(H[:, None], problem.r.to("cpu", F64)[:, None], torch.zeros(H.shape[0], 1, dtype=F64),
-                          problem.p)
+    if isinstance(problem, QuadraticClients):
+        return _Quadratic(problem)
+    if isinstance(problem, QuadraticFederatedProblem):  # the engine takes full gradients, so σ_k = 0
+        return _Quadratic(problem.clients.client_level())
     if isinstance(problem, SampleProblem):
         return _Logistic(problem) if isinstance(problem.model, LogisticRegression) else _Samples(problem)
     raise ReplicateError(f"no constants for {type(problem).__name__}: use a SampleProblem or a quadratic problem")
 
 
 class _Quadratic:
-    """F_k(w) = mean_i (½wᵀA_i w − r_iᵀw + s_i) + (λ/2)‖w‖² over client k's examples i."""
+    """F_k(w) = mean_i (½wᵀA_i w − r_iᵀw + s_i) + (λ/2)‖w‖² over client k's examples i (``QuadraticClients``)."""
 
-    def __init__(self, A, r, s, weights):
-        self.A, self.r, self.s = A, r, s  # (N, n, d, d), (N, n, d), (N, n)
-        self.weights = np.asarray(torch.as_tensor(weights, dtype=F64).cpu())
-        self.sizes = np.full(A.shape[0], A.shape[1])
-        self.num_params = A.shape[-1]
+    def __init__(self, clients: QuadraticClients):
+        self.clients = clients
+        self.A, self.r = clients.example_hessians, clients.example_linear  # (N, n, d, d), (N, n, d)
+        self.weights = clients.weights.numpy()
+        self.sizes = np.full(clients.num_clients, clients.num_examples)
+        self.num_params = clients.dim
 
     def curvature(self, lam):
-        eig = torch.linalg.eigvalsh(self.A.mean(1)) + lam
+        eig = torch.linalg.eigvalsh(self.clients.hessians) + lam
         return eig[:, -1].numpy(), eig[:, 0].numpy(), True
 
     def solve(self, lam, tol):
         eye = lam * torch.eye(self.num_params, dtype=F64)
-        H, r, s = self.A.mean(1) + eye, self.r.mean(1), self.s.mean(1)
+        H, r, s = self.clients.hessians + eye, self.clients.linear, self.clients.constants
         p = torch.as_tensor(self.weights)
         values, points = [], []
         for Hk, rk, sk in [*zip(H, r, s), (torch.einsum("k,kij->ij", p, H), p @ r, p @ s)]:

@@ -4,7 +4,9 @@ Charles & Konečný 2021, Section 2.1 and Appendix A (spec §1.1-1.3, §2.1). Th
 clients are stacked in dim 0 of every tensor and run in lock-step; only the K
 local steps and the rounds are Python loops. The client sends Σ_k a_k g_k, never
 the model delta, and ServerOpt is GD with heavy-ball or Nesterov momentum in the
-velocity form (v ← βv - ηq; x ← x + v, or x ← x + βv - ηq for Nesterov).
+velocity form (v ← βv - ηq; x ← x + v, or x ← x + βv - ηq for Nesterov). The clients
+are a :class:`replicate.data.quadratic.QuadraticClients`: per-example losses
+ℓ(x; z) = ½(x − c_z)ᵀA_z(x − c_z) of eq. 1 (``QuadraticClients.from_examples``).
 
 Symbols → names: a → ``a``, γ → ``gamma``, α → ``alpha``, B → ``batch_size``,
 M → ``clients_per_round``, η → ``ServerOpt.lr``, β → ``ServerOpt.momentum``.
@@ -13,73 +15,21 @@ This module is the oracle the theory tests run against; it does not use the engi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 import torch
 
 from replicate.core.errors import ReplicateError
+from replicate.data.quadratic import QuadraticClients
 from replicate.theory.surrogate import distortion_eigenvalue, local_steps
 
 DTYPE = torch.float64
 
 
-@dataclass(frozen=True)
-class QuadraticProblem:
-    """Per-example losses ℓ(x; z) = ½‖A_z^{1/2}(x - c_z)‖² (eq. 1), clients stacked in dim 0."""
-
-    example_hessians: torch.Tensor  # (C, n, d, d): A_z of the n examples of each client
-    example_centres: torch.Tensor  # (C, n, d): c_z
-    weights: torch.Tensor  # (C,): the client distribution P
-
-    @classmethod
-    def from_clients(cls, hessians, optima, weights=None) -> "QuadraticProblem":
-        """One example per client, so A_c = A_z and c_c = c_z (eq. 3)."""
-        hessians = torch.as_tensor(np.asarray(hessians), dtype=DTYPE)
-        optima = torch.as_tensor(np.asarray(optima), dtype=DTYPE)
-        C = hessians.shape[0]
-        w = torch.full((C,), 1.0 / C, dtype=DTYPE) if weights is None else torch.as_tensor(
-            np.asarray(weights), dtype=DTYPE)
-        return cls(hessians[:, None], optima[:, None], w / w.sum())
-
-    @property
-    def num_clients(self) -> int:
-        return self.example_hessians.shape[0]
-
-    @property
-    def dim(self) -> int:
-        return self.example_hessians.shape[-1]
-
-    @cached_property
-    def example_linear(self) -> torch.Tensor:
-        """A_z c_z, so that ∇ℓ(x; z) = A_z x - A_z c_z."""
-        return torch.einsum("cnij,cnj->cni", self.example_hessians, self.example_centres)
-
-    @cached_property
-    def hessians(self) -> torch.Tensor:
-        """A_c = E_z A_z (eq. 3)."""
-        return self.example_hessians.mean(1)
-
-    @cached_property
-    def linear(self) -> torch.Tensor:
-        """E_z A_z c_z."""
-        return self.example_linear.mean(1)
-
-    @cached_property
-    def optima(self) -> torch.Tensor:
-        """c_c = A_c^{-1} E_z[A_z c_z] (eq. 3)."""
-        return torch.linalg.solve(self.hessians, self.linear)
-
-    def replicate(self, copies: int) -> "QuadraticProblem":
-        """The same clients repeated ``copies`` times in dim 0 (Monte-Carlo replicates)."""
-        return QuadraticProblem(self.example_hessians.repeat(copies, 1, 1, 1),
-                                self.example_centres.repeat(copies, 1, 1), self.weights.repeat(copies) / copies)
-
-
-def _gradients(problem: QuadraticProblem, x: torch.Tensor, batch_size, generator) -> torch.Tensor:
+def _gradients(problem: QuadraticClients, x: torch.Tensor, batch_size, generator) -> torch.Tensor:
     """Mini-batch gradient of f_c at x_c for every client; full batch when batch_size is None."""
     if batch_size is None:
-        return torch.einsum("cij,cj->ci", problem.hessians, x) - problem.linear
+        return problem.grad_clients(x)
     C, n = problem.example_hessians.shape[:2]
     pick = torch.randint(n, (C, batch_size), generator=generator)
     rows = torch.arange(C)[:, None]
@@ -87,7 +37,7 @@ def _gradients(problem: QuadraticProblem, x: torch.Tensor, batch_size, generator
     return torch.einsum("cbij,cj->ci", A, x) / batch_size - r.mean(1)
 
 
-def client_update(problem: QuadraticProblem, x: torch.Tensor, a, gamma: float, alpha: float = 0.0,
+def client_update(problem: QuadraticClients, x: torch.Tensor, a, gamma: float, alpha: float = 0.0,
                   batch_size: int | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
     """Algorithm 2 for all clients at once; returns the messages q_c = Σ_k a_k g_k, shape (C, d).
 
@@ -122,7 +72,7 @@ class ServerOpt:
         return x + velocity, velocity
 
 
-def local_update(problem: QuadraticProblem, x0, a, gamma: float, server: ServerOpt, rounds: int,
+def local_update(problem: QuadraticClients, x0, a, gamma: float, server: ServerOpt, rounds: int,
                  alpha: float = 0.0, batch_size: int | None = None, clients_per_round: int | None = None,
                  seed: int = 0) -> torch.Tensor:
     """Algorithm 1; returns the server iterates x_0..x_T, shape (T + 1, d).
@@ -173,7 +123,7 @@ def observed_rate(iterates, memory: int = 1, floor: float = 1e-9) -> float:
     return float(np.abs(np.linalg.eigvals(companion)).max())
 
 
-def worst_case_problem(mu: float, L: float, zeta: float, a, gamma: float, alpha: float = 0.0) -> QuadraticProblem:
+def worst_case_problem(mu: float, L: float, zeta: float, a, gamma: float, alpha: float = 0.0) -> QuadraticClients:
     """A 3-d, 2-client problem on which both the rate and the distance bound are attained.
 
     Coordinates 0-1 carry the tightness instance of Appendix B.3 (every client has
@@ -187,11 +137,11 @@ def worst_case_problem(mu: float, L: float, zeta: float, a, gamma: float, alpha:
     weights = pi / np.array([mu, L])
     hessians = np.stack([np.diag([L, mu, mu]), np.diag([L, mu, L])])
     optima = np.array([[0.0, 0.0, zeta], [0.0, 0.0, -zeta]])
-    return QuadraticProblem.from_clients(hessians, optima, weights / weights.sum())
+    return QuadraticClients.from_clients(hessians, optima, weights / weights.sum())
 
 
 def random_problem(d: int, clients: int, mu: float, L: float, zeta: float, rng: np.random.Generator,
-                   examples: int = 1) -> QuadraticProblem:
+                   examples: int = 1) -> QuadraticClients:
     """Random client Hessians with spectra in [μ, L] (both ends attained by every client
     when ``examples`` = 1) in random, non-commuting eigenbases, and optima in the ζ-ball.
 
@@ -206,5 +156,4 @@ def random_problem(d: int, clients: int, mu: float, L: float, zeta: float, rng: 
     centres = rng.standard_normal((clients, examples, d))
     centres *= zeta * rng.uniform(0.2, 1.0, (clients, examples, 1)) / np.linalg.norm(centres, axis=-1, keepdims=True)
     w = np.full(clients, 1.0 / clients)
-    return QuadraticProblem(torch.as_tensor(A, dtype=DTYPE), torch.as_tensor(centres, dtype=DTYPE),
-                            torch.as_tensor(w, dtype=DTYPE))
+    return QuadraticClients.from_examples(A, centres, w)

@@ -159,10 +159,9 @@ def local_update_config(a, gamma: float, server: "th.ServerOpt", rounds: int, al
 
 
 def run_local_update(problem, x0, a, gamma: float, server: "th.ServerOpt", rounds: int, alpha: float = 0.0):
-    """LocalUpdate through the package's one run path (uncached: the problem is built here);
-    returns the iterates x_0..x_T, (T+1, d)."""
-    engine_problem = QuadraticFederatedProblem(problem.hessians, problem.linear, problem.weights,
-                                               x0=torch.as_tensor(np.asarray(x0)), record_iterates=True)
+    """LocalUpdate on quadratic clients (``QuadraticClients``) through the package's one run path
+    (uncached: the problem is built here); returns the iterates x_0..x_T, (T+1, d)."""
+    engine_problem = QuadraticFederatedProblem(problem, x0=torch.as_tensor(np.asarray(x0)), record_iterates=True)
     history = cache.run(local_update_config(a, gamma, server, rounds, alpha), problem=engine_problem,
                         use_cache=False, progress=False)
     return torch.tensor(history[[f"x{i}" for i in range(problem.dim)]].to_numpy())

@@ -15,6 +15,7 @@ import torch
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check
 from replicate.core.errors import ReplicateError
+from replicate.data.quadratic import li2020_counterexample, li2020_matrices
 from replicate.experiments.runs import cache
 from replicate.experiments.runs.config import RunConfig
 from replicate.experiments import knobs
@@ -60,34 +61,31 @@ class Fig2Config:
                          rounds=self.rounds)
 
 
-def fedavg_fixed_point(problem, lr: float, steps: int) -> torch.Tensor:
+def fedavg_fixed_point(clients, lr: float, steps: int) -> torch.Tensor:
     """The point FedAvg with full gradients, full participation and fixed η converges to.
 
-    One local step is w ← (I − ηH_k)w + ηb_k with H_k = A_k + μI, so E steps are
-    w ← T_k w + c_k with T_k = (I − ηH_k)^E and c_k = H_k⁻¹(I − T_k)b_k; averaging gives
-    the fixed point (I − mean T_k) w̃* = mean c_k.
+    One local step is w ← (I − ηH_k)w + ηr_k with H_k = ``clients.hessians`` (A_k + μI for Li's
+    counterexample) and r_k = ``clients.linear`` (b_k), so E steps are w ← T_k w + c_k with
+    T_k = (I − ηH_k)^E and c_k = H_k⁻¹(I − T_k)r_k; averaging with Li's equal weights p_k = 1/N
+    gives the fixed point (I − mean T_k) w̃* = mean c_k.
     """
-    A, b, mu = problem.A.to(torch.float64), problem.b.to(torch.float64), float(problem.mu)
-    d = A.shape[-1]
-    eye = torch.eye(d, dtype=torch.float64)
-    H = A + mu * eye
+    H, r = clients.hessians, clients.linear
+    eye = torch.eye(clients.dim, dtype=torch.float64)
     T = torch.linalg.matrix_power(eye - lr * H, steps)
-    c = torch.linalg.solve(H, ((eye - T) @ b.unsqueeze(-1))).squeeze(-1)
+    c = torch.linalg.solve(H, ((eye - T) @ r.unsqueeze(-1))).squeeze(-1)
     return torch.linalg.solve(eye - T.mean(0), c.mean(0))
 
 
 def theorem5(config: Fig2Config) -> pd.DataFrame:
-    """‖w̃* − w*‖ against the lower bound (E−1)η/16 · ‖A₁A₂w*‖ over the (η, E) grid."""
-    from replicate.data.quadratic import li2020_counterexample
-
-    problem = li2020_counterexample()
-    w_star = problem.optimum().to(torch.float64)
-    A = problem.A.to(torch.float64)
+    """‖w̃* − w*‖ against the lower bound (E−1)η/16 · ‖A₁A₂w*‖ over the (η, E) grid (A_k without μ)."""
+    clients = li2020_counterexample()
+    w_star = clients.minimiser
+    A, _ = li2020_matrices()
     scale = float(torch.linalg.vector_norm(A[0] @ A[1] @ w_star)) / 16
     rows = []
     for lr in config.theorem5_lrs:
         for steps in config.theorem5_steps:
-            gap = float(torch.linalg.vector_norm(fedavg_fixed_point(problem, lr, steps) - w_star))
+            gap = float(torch.linalg.vector_norm(fedavg_fixed_point(clients, lr, steps) - w_star))
             rows.append({"panel": "Theorem 5", "series": f"E = {steps}", "local_steps": steps,
                          "x": lr, "y": gap, "bound": (steps - 1) * lr * scale})
     return pd.DataFrame(rows)
@@ -106,10 +104,8 @@ def fig2(config: Fig2Config, progress: bool = True, log=None) -> pd.DataFrame:
 
 
 def optimal_value() -> float:
-    from replicate.data.quadratic import li2020_counterexample
-
-    problem = li2020_counterexample()
-    return float(problem.objective(problem.optimum()))
+    """F* = F(w*) of Li's counterexample, in closed form."""
+    return float(li2020_counterexample().optimal_value())
 
 
 def plot_fig2(data: pd.DataFrame):

@@ -135,7 +135,7 @@ def build(config: RunConfig, device=None, problem=None):
     elif config.dataset == "quadratic":
         from replicate.data.quadratic import li2020_counterexample
 
-        problem = problems.QuadraticFederatedProblem.li2020(li2020_counterexample(), device=device)
+        problem = problems.QuadraticFederatedProblem(li2020_counterexample(), device=device)
     else:
         ds = dataset(config.dataset, config.data_seed, config.num_clients)
         model = models.for_dataset(config.model, ds, hidden=config.hidden)

@@ -182,3 +182,11 @@ def test_batch_progress_shows_runs_and_eta(tmp_path):
     assert "li2020/fig1a, computing runs 1/4, ETA" in shown.bar.text
     shown._show({"runs": 5, "from_cache": 2, "pool_total": 0})
     assert "runs 5/46 (2 from cache)" in shown.bar.text and "last run took 10 min" in shown.bar.text
+
+
+def test_report_says_where_a_figures_compute_goes():
+    record = {"wall_time_s": 60.0, "runs": 3, "runs_from_cache": 3, "runs_compute_s": 120.0,
+              "runs_compute_by_dataset_s": {"small": 30.0, "big": 90.0}}
+    assert report._wall(record) == ("60 s (3/3 runs from cache; runs take 120 s from scratch: "
+                                    "big 1.5 min (75%), small 0.5 min (25%))")
+    assert report._wall({**record, "runs_compute_by_dataset_s": {"big": 120.0}}).endswith("from scratch)")

@@ -114,8 +114,18 @@ def _wall(r: dict) -> str:
     if r.get("runs"):
         wall += (f" ({r['runs_from_cache']}/{r['runs']} runs from cache; "
                  f"runs take {r['runs_compute_s']:.0f} s from scratch"
-                 + (f", {r['runs_untimed']} untimed" if r.get("runs_untimed") else "") + ")")
+                 + (f", {r['runs_untimed']} untimed" if r.get("runs_untimed") else "") + _split(r) + ")")
     return wall
+
+
+def _split(r: dict) -> str:
+    """Where a figure's compute goes, by dataset (only when it has more than one)."""
+    parts = r.get("runs_compute_by_dataset_s") or {}
+    if len(parts) < 2:
+        return ""
+    total = sum(parts.values()) or 1.0
+    ranked = sorted(parts.items(), key=lambda kv: -kv[1])
+    return ": " + ", ".join(f"{name} {seconds / 60:.1f} min ({seconds / total:.0%})" for name, seconds in ranked)
 
 
 def write(path: Path | None = None) -> Path:

@@ -45,14 +45,17 @@ class RunLog:
     progress_file: str | None = field(default_factory=lambda: os.environ.get("REPLICATE_PROGRESS"))
     pool_total: int = 0  # runs handed to worker pools so far
     pool_done: int = 0
+    by_dataset: dict = field(default_factory=dict)  # dataset → compute seconds: where a figure's time goes
 
-    def record(self, elapsed: float | None, cached: bool) -> None:
+    def record(self, elapsed: float | None, cached: bool, dataset: str | None = None) -> None:
         self.runs += 1
         self.from_cache += cached
         if elapsed is None:
             self.untimed += 1
         else:
             self.compute_s += elapsed
+            if dataset is not None:
+                self.by_dataset[dataset] = self.by_dataset.get(dataset, 0.0) + elapsed
         self._report()
 
     def planned(self, missing: int) -> None:
@@ -77,7 +80,8 @@ class RunLog:
 
     def provenance(self) -> dict:
         return {"runs": self.runs, "runs_from_cache": self.from_cache,
-                "runs_compute_s": round(self.compute_s, 1), "runs_untimed": self.untimed}
+                "runs_compute_s": round(self.compute_s, 1), "runs_untimed": self.untimed,
+                "runs_compute_by_dataset_s": {k: round(v, 1) for k, v in sorted(self.by_dataset.items())}}
 
 
 def key(config: RunConfig) -> str:
@@ -115,7 +119,7 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
         raise ReplicateError("a run on a given problem cannot be cached: pass use_cache=False")
     if use_cache and (cached := load(config, stop_loss)) is not None:
         log.record(json.loads(_file(config, stop_loss, ".json").read_text()).get("elapsed_s"),
-                   cached=_file(config, stop_loss, ".csv") not in log.fresh)
+                   cached=_file(config, stop_loss, ".csv") not in log.fresh, dataset=config.dataset)
         return cached
     start = time.perf_counter()
     problem, algorithm, work, schedule, objective = build(config, problem=problem)
@@ -125,7 +129,7 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
                          stop=None if stop_loss is None else (lambda row: row["train_loss"] <= stop_loss),
                          desc=f"{config.dataset} {config.algorithm} E={work.amount} K={config.clients_per_round}")
     elapsed = time.perf_counter() - start
-    log.record(elapsed, cached=False)
+    log.record(elapsed, cached=False, dataset=config.dataset)
     if use_cache:
         buffer = io.StringIO()
         history.to_csv(buffer, index=False)

@@ -132,3 +132,23 @@ def test_token_lstm_gradients_and_training():
     losses = history["train_loss"].tolist()
     assert all(np.isfinite(losses)) and losses[0] == pytest.approx(np.log(VOCAB), abs=0.1)
     assert losses[-1] < losses[0] - 0.3
+
+
+def test_auto_execution_follows_the_measured_rule():
+    """execution="auto": a client loop for LSTMs / large models on a CPU (vmap measured 0.09-0.14×
+    there), stacked for small models and on CUDA; either way the same maths."""
+    from replicate.fl.engine import preferred_execution
+    from replicate.fl.models import LogisticRegression
+
+    assert preferred_execution(SampleProblem(token_dataset(), lstm())) == "sequential"
+    assert preferred_execution(SampleProblem(image_dataset(), cnn())) == "stacked"  # 22 k-parameter class
+    big = CNN(in_shape=(1, 8, 8), num_classes=3, channels=(8, 16), hidden=2048)
+    assert big.num_params > 100_000 and preferred_execution(SampleProblem(image_dataset(), big)) == "sequential"
+    flat = FederatedDataset("flat", Split.from_clients([np.ones((3, 4), np.float32)] * 2, [np.zeros(3)] * 2),
+                            Split.from_clients([np.ones((3, 4), np.float32)], [np.zeros(3)]), 2)
+    assert preferred_execution(SampleProblem(flat, LogisticRegression(4, 2))) == "stacked"
+    problem = SampleProblem(token_dataset(), lstm())
+    work, schedule = LocalWork(3, "steps", 4), LRSchedule("constant", 0.5, 0.0)
+    runs = [run(problem, FedAvg(scheme="scheme1", clients_per_round=3), work, schedule, rounds=2, seed=0,
+                execution=e, progress=False) for e in ("auto", "sequential")]
+    assert runs[0].equals(runs[1])  # "auto" on a CPU is the client loop itself

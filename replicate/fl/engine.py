@@ -29,7 +29,23 @@ from replicate.core.errors import ReplicateError
 from replicate.fl.algorithms.protocol import LocalWork, RoundContext
 from replicate.fl.schedules import LRSchedule
 
-EXECUTIONS = ("stacked", "sequential")
+EXECUTIONS = ("stacked", "sequential", "auto")
+
+
+def preferred_execution(problem) -> str:
+    """The measured rule behind ``execution="auto"``: stacked everywhere except for large neural
+    models on a CPU, where ``torch.func.vmap`` over a round's clients is slower than a client loop.
+
+    Measured on this project's 2-core CPU (10 clients, batch 10): the FedProx Shakespeare
+    2 × 256 LSTM stacked 59 s vs one by one 5.5 s per step (0.09×; 0.14× in the engine-v2
+    measurements), the FEMNIST CNN 0.61×, but a 22 k-parameter CNN over 100 clients 1.74×.
+    On CUDA the stacked path is the point of the design.
+    """
+    model = getattr(problem, "model", None)
+    if model is None or torch.device(problem.device).type == "cuda":
+        return "stacked"
+    large = type(model).__name__ == "CharLSTM" or model.num_params > 100_000
+    return "sequential" if large else "stacked"
 
 
 @dataclass(frozen=True)
@@ -132,6 +148,8 @@ def run(problem, algorithm, work: LocalWork, schedule: LRSchedule, *, objective:
         raise ReplicateError(f"rounds must be >= 1, got {rounds}")
     if execution not in EXECUTIONS:
         raise ReplicateError(f"execution must be one of {', '.join(EXECUTIONS)}, got {execution!r}")
+    if execution == "auto":
+        execution = preferred_execution(problem)
     with _threads(1 if getattr(problem, "single_threaded", False) else None):
         return _run(problem, algorithm, work, schedule, objective, rounds, seed, eval_every, progress, desc,
                     execution, fused, trainer, return_params, extra_metrics, stop)

@@ -48,7 +48,7 @@ class RunConfig:
     rounds: int = 200  # T/E
     seed: int = 0  # init, sampling, mini-batch, straggler and dropout streams derive from it by role
     eval_every: int = 1
-    execution: str = "stacked"  # how a round's clients run: "stacked" or "sequential" (same maths)
+    execution: str = "stacked"  # "stacked", "sequential" (same maths) or "auto" (engine.preferred_execution)
 
     def __post_init__(self):
         if (self.local_steps is None) == (self.local_epochs is None):

@@ -81,3 +81,13 @@ def test_same_seed_same_tensors_other_seed_other_data():
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ReplicateError, match=match):
         synthetic(**kwargs)
+
+
+def test_alpha_is_inert_as_in_the_reference_generator():
+    """b_k ~ N(u_k, 1) with W_k's mean u_k (the authors' ``mean_b = mean_W``): u_k shifts every class's
+    logit alike, so the labels, and with one seed the whole dataset, do not depend on α."""
+    a, b = synthetic(0.0, 1.0, num_clients=8, seed=3), synthetic(1.0, 1.0, num_clients=8, seed=3)
+    assert torch.equal(a.train.x, b.train.x) and torch.equal(a.train.y, b.train.y)
+    assert torch.equal(a.test.y, b.test.y)
+    c = synthetic(1.0, 0.0, num_clients=8, seed=3)  # β does change the data
+    assert not torch.equal(b.train.x, c.train.x)

@@ -10,6 +10,11 @@ Device k has n_k = int(lognormal(4, 2)) + 50 samples x ∈ R^60 ~ N(v_k, Σ),
   W_k, b_k ~ N(u_k, 1) elementwise (α, β are standard deviations, as in the code);
 - IID: v_k = 0 and one global W, b ~ N(0, 1) (FedProx ``generate_iid.py``).
 
+α is inert, here and in every version of the reference code: b_k's mean is W_k's (``mean_b =
+mean_W``), so u_k adds u_k(Σ_j x_j + 1) to every class's logit alike and the argmax ignores it.
+With the same seed, synthetic(0, β) and synthetic(1, β) are the same data (tested): the sets
+differ only through β, the per-device input offset B_k.
+
 Li et al. use 100 devices, FedProx 30. Each device keeps a random 90% (``int(0.9 n_k)``)
 for training and the rest for testing.
 

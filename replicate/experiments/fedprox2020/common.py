@@ -234,13 +234,14 @@ def fmt_seeds(values) -> str:
     return f"{v.mean():.3g}" if v.size == 1 else f"{v.mean():.3g} [{v.min():.3g}, {v.max():.3g}]"
 
 
-def deviations_for(keys, extra=()) -> tuple[str, ...]:
+def deviations_for(keys, extra=(), lstm: bool = True) -> tuple[str, ...]:
+    """The deviations of a figure over datasets ``keys``; ``lstm``: the paper's figure has LSTM panels."""
     keys = list(keys)
     out = list(COMMON_DEVIATIONS)
     if any(k in SYNTHETIC for k in keys):
         out.append(SYNTHETIC_DEVIATION)
     out += [DATA_DEVIATIONS[k] for k in keys if k in DATA_DEVIATIONS]
-    return tuple(out) + tuple(extra) + (LSTM_DEVIATION,)
+    return tuple(out) + tuple(extra) + ((LSTM_DEVIATION,) if lstm else ())
 
 
 # ---- plots -------------------------------------------------------------------------------------

@@ -20,6 +20,17 @@ from replicate.report import plotting  # noqa: F401  (applies the project's plot
 from replicate.report.claims import check
 
 
+FIG1_NOTE = (
+    "Why our heterogeneity ordering can differ from the paper's: in the authors' generator (every version of "
+    "it) α does nothing. b_k is drawn around the same mean u_k as W_k, so u_k adds the same amount to every "
+    "class's logit and the argmax ignores it; with one seed, synthetic(0, β) and synthetic(1, β) are identical "
+    "(tests/test_data_synthetic.py). The sets differ only through β, the per-device offset B_k of the inputs. A "
+    "large offset makes each device's labels concentrate on few classes (majority-class share per device, seed "
+    "0, 30 devices: 0.72 for (0,0), 0.87 for (1,1)), which a global linear model separates by the offset, so "
+    "our (1,1) ends at a lower FedAvg loss than (0,0) and (0.5,0.5) at paper settings. The paper's unstable "
+    "μ = 0 curves come from one unseeded draw each, which we cannot reproduce; the dissimilarity does rise with β.")
+
+
 @dataclass(frozen=True)
 class Fig1Config:
     """Figure 1 / 5: four synthetic sets of increasing heterogeneity, μ = 0 vs μ > 0, E = 20."""
@@ -31,7 +42,7 @@ class Fig1Config:
     seeds: tuple[int, ...] = (0, 1, 2)
     tail: float = 0.1  # "final" = mean over the last 10% of logged rounds
     margin: float = 0.05  # relative gap an ordering must clear
-    deviations: tuple[str, ...] = deviations_for(SYNTHETIC)
+    deviations: tuple[str, ...] = deviations_for(SYNTHETIC, lstm=False)
 
     CHOICES: ClassVar[dict] = {"datasets": SYNTHETIC}
     ZERO_ALLOWED: ClassVar[tuple] = ("mus", "margin")

@@ -29,6 +29,7 @@ def test_cache_roundtrip_and_resume(monkeypatch):
     assert used["runs"] == 2 and used["runs_from_cache"] == 1 and used["runs_untimed"] == 0
     assert used["runs_compute_s"] == pytest.approx(2 * json.loads(stored.with_suffix(".json").read_text())["elapsed_s"], abs=0.11)
     assert used["runs_compute_by_dataset_s"] == {"quadratic": used["runs_compute_s"]}  # where the time goes
+    assert list(used["run_seconds"]) == [stored.stem]  # one run, used twice: counted once in paper totals
     log.mark_computed(QUAD)  # as a worker pool does after computing it for this notebook
     cache.run(QUAD, progress=False, log=log)
     assert log.provenance()["runs"] == 3 and log.provenance()["runs_from_cache"] == 1

@@ -190,3 +190,9 @@ def test_report_says_where_a_figures_compute_goes():
     assert report._wall(record) == ("60 s (3/3 runs from cache; runs take 120 s from scratch: "
                                     "big 1.5 min (75%), small 0.5 min (25%))")
     assert report._wall({**record, "runs_compute_by_dataset_s": {"big": 120.0}}).endswith("from scratch)")
+
+
+def test_paper_compute_counts_each_run_once():
+    shared = {"run_seconds": {"a": 10.0, "b": 20.0}, "runs_compute_s": 30.0}
+    records = [shared, dict(shared), {"run_seconds": {"c": 5.0}, "runs_compute_s": 5.0}, {"runs_compute_s": 7.0}]
+    assert report._unique_compute(records) == 42.0  # a and b once, c, and an unkeyed record's total

@@ -75,7 +75,7 @@ ITEMS: tuple[Item, ...] = (
          ("fedprox2020/fig1",)),
     Item("fedprox2020", "Figures 2 and 6", "E ∈ {1, 20, 50} with μ = 0 on real data", "partial",
          "MNIST, EMNIST (partial LEAF copy) and EMNIST* at paper settings; Shakespeare and Sent140 (LSTM) panels "
-         "runnable (datasets knob) but not run: ≈ 10 s per local step of 10 devices on this CPU, thousands of "
+         "runnable (datasets knob) but not run: ≈ 5.5 s per local step of 10 devices on this CPU, thousands of "
          "steps per round; no GPU was lent to this project",
          ("fedprox2020/fig2",)),
     Item("fedprox2020", "Figures 3 and 7", "μ = 0 vs the best μ", "partial",

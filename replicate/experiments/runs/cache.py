@@ -46,8 +46,9 @@ class RunLog:
     pool_total: int = 0  # runs handed to worker pools so far
     pool_done: int = 0
     by_dataset: dict = field(default_factory=dict)  # dataset → compute seconds: where a figure's time goes
+    seconds: dict = field(default_factory=dict)  # run key → compute seconds, so totals over figures count a run once
 
-    def record(self, elapsed: float | None, cached: bool, dataset: str | None = None) -> None:
+    def record(self, elapsed: float | None, cached: bool, dataset: str | None = None, key: str | None = None) -> None:
         self.runs += 1
         self.from_cache += cached
         if elapsed is None:
@@ -56,6 +57,8 @@ class RunLog:
             self.compute_s += elapsed
             if dataset is not None:
                 self.by_dataset[dataset] = self.by_dataset.get(dataset, 0.0) + elapsed
+            if key is not None:
+                self.seconds[key] = round(elapsed, 1)
         self._report()
 
     def planned(self, missing: int) -> None:
@@ -81,7 +84,8 @@ class RunLog:
     def provenance(self) -> dict:
         return {"runs": self.runs, "runs_from_cache": self.from_cache,
                 "runs_compute_s": round(self.compute_s, 1), "runs_untimed": self.untimed,
-                "runs_compute_by_dataset_s": {k: round(v, 1) for k, v in sorted(self.by_dataset.items())}}
+                "runs_compute_by_dataset_s": {k: round(v, 1) for k, v in sorted(self.by_dataset.items())},
+                "run_seconds": dict(sorted(self.seconds.items()))}
 
 
 def key(config: RunConfig) -> str:
@@ -119,7 +123,8 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
         raise ReplicateError("a run on a given problem cannot be cached: pass use_cache=False")
     if use_cache and (cached := load(config, stop_loss)) is not None:
         log.record(json.loads(_file(config, stop_loss, ".json").read_text()).get("elapsed_s"),
-                   cached=_file(config, stop_loss, ".csv") not in log.fresh, dataset=config.dataset)
+                   cached=_file(config, stop_loss, ".csv") not in log.fresh, dataset=config.dataset,
+                   key=_file(config, stop_loss, "").name)
         return cached
     start = time.perf_counter()
     problem, algorithm, work, schedule, objective = build(config, problem=problem)
@@ -129,7 +134,7 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
                          stop=None if stop_loss is None else (lambda row: row["train_loss"] <= stop_loss),
                          desc=f"{config.dataset} {config.algorithm} E={work.amount} K={config.clients_per_round}")
     elapsed = time.perf_counter() - start
-    log.record(elapsed, cached=False, dataset=config.dataset)
+    log.record(elapsed, cached=False, dataset=config.dataset, key=_file(config, stop_loss, "").name if use_cache else None)
     if use_cache:
         buffer = io.StringIO()
         history.to_csv(buffer, index=False)

@@ -231,6 +231,12 @@ def _mu_frame(best_loss, best_wiggle, best_dis):
     return data
 
 
+def test_coinciding_curves_are_said_to_coincide():
+    far, near = _mu_frame(0.2, 0.0, 0.5), _mu_frame(0.6, 0.3, 2.0)  # near: best μ's curve equals μ = 0's
+    assert "coincides" not in mu._shown(far)["dataset"].iloc[0]
+    assert mu._shown(near)["dataset"].iloc[0] == "MNIST (best μ = 1; nearly coincides with μ = 0)"
+
+
 def test_mu_claims_pass_and_fail_with_the_data():
     config = mu.Fig3Config(datasets=("mnist",), mus=(0.01, 0.1, 1.0), seeds=(0, 1))
     good = _mu_frame(0.2, 0.0, 0.5)

@@ -100,11 +100,24 @@ def _best(data: pd.DataFrame) -> dict[str, float]:
     return data[data.best].groupby("dataset")["mu"].first().to_dict()
 
 
+COINCIDE = 0.05  # curves whose seed-mean training losses differ by a median < 5% are said to coincide
+
+
+def _coincide(data: pd.DataFrame, d: str, mu: float) -> bool:
+    """Whether the μ = 0 and best-μ training-loss curves of dataset ``d`` lie on each other."""
+    mean = data[data.dataset == d].groupby(["mu", "round"])["train_loss"].mean()
+    zero, best = mean[0.0], mean[mu]
+    return bool(((best - zero).abs() / zero.abs()).median() < COINCIDE)
+
+
 def _shown(data: pd.DataFrame) -> pd.DataFrame:
-    """The plotted curves (μ = 0 and the best μ), each panel titled with its best μ."""
+    """The plotted curves (μ = 0 and the best μ), each panel titled with its best μ and, where the
+    two curves lie on each other, saying so (a reader cannot tell two lines from one)."""
     best = _best(data)
     shown = data[data.shown].copy()
-    shown["dataset"] = shown["dataset"].map(lambda d: f"{d} (best μ = {best[d]:g})")
+    titles = {d: f"{d} (best μ = {mu:g}" + ("; nearly coincides with μ = 0)" if _coincide(data, d, mu) else ")")
+              for d, mu in best.items()}
+    shown["dataset"] = shown["dataset"].map(titles)
     return shown
 
 

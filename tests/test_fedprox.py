@@ -220,6 +220,17 @@ def test_fig2_instability_claim_fails_on_smooth_curves():
     assert not epochs.fig2_claims(_curves(rows), config)[0].passed
 
 
+def test_fig2_reads_the_lstm_panels_as_the_paper_does():
+    """§5.3: large E is unstable on Shakespeare (heterogeneous) and faster on Sent140."""
+    config = epochs.Fig2Config(datasets=("shakespeare", "sent140"), seeds=(0,))
+    rows = [({"dataset": d, "E": e, "seed": 0}, 2.3, end, wiggle, 1.0)
+            for d, (lo, hi) in (("Shakespeare", ((1.0, 0.0), (1.0, 0.5))), ("Sent140", ((1.2, 0.0), (0.6, 0.0))))
+            for e, (end, wiggle) in zip((1, 50), (lo, hi))]
+    claims = epochs.fig2_claims(_curves(rows), config)
+    assert [c.claim.split(":")[0] for c in claims[:2]] == ["Shakespeare", "Sent140"]
+    assert claims[0].passed and claims[1].passed and "LEAF" in claims[0].deviations[0]
+
+
 def _mu_frame(best_loss, best_wiggle, best_dis):
     rows = [({"dataset": "MNIST", "mu": 0.0, "seed": s}, 2.3, 0.6, 0.3, 2.0) for s in (0, 1)]
     rows += [({"dataset": "MNIST", "mu": m, "seed": 0}, 2.3, 0.6 - 0.1 * i, 0.2, 2.0 - 0.3 * i)

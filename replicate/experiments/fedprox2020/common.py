@@ -90,6 +90,10 @@ DATA_DEVIATIONS = {
                    "most samples repeat an image.",
     "femnist": "FEMNIST (final): the authors' my_sample.py recipe (letters a–j, 3 per device, 200 devices) over "
                "the ~120 images per class of the partial local copy; 10 outputs (theirs: 26).",
+    "shakespeare": "Shakespeare: LEAF's preprocessing of the raw complete works, then a seeded --sf 0.2 draw (210 "
+                   "devices, 845,241 windows; Table 1: 143 / 517,706); the authors' LSTM (2×256).",
+    "sent140": "Sent140: only LEAF's test split exists here (2,875 users, 16,025 tweets), re-split 80/20 per user; "
+               "no GloVe, so the 300-d embedding over the training tweets' vocabulary is learned.",
 }
 LSTM_DEVIATION = (
     "Shakespeare and Sent140 (LSTM) panels are not in the committed figures: this CPU cannot run them. Measured "

@@ -101,3 +101,20 @@ def _number(where: str, kind: type, value, zero_ok: bool):
         raise ReplicateError(f"{where} must be {'≥ 0' if zero_ok else '≥ 1' if kind is int else '> 0'}, "
                              f"got {value!r}")
     return value
+
+
+class FigureConfig:
+    """Base of every figure config (a frozen dataclass): ``for_profile`` is the one way a notebook,
+    papermill or ``--set`` builds one. Subclasses define ``smoke()`` and may define ``validate()``."""
+
+    @classmethod
+    def for_profile(cls, profile: str = "smoke", **overrides):
+        """The ``paper`` or ``smoke`` settings with checked overrides (``None`` = the profile's value)."""
+        return configure(cls, profile, overrides)
+
+
+def check_tune_seeds(config) -> None:
+    """``tune_seeds``: the first seeds choose a tuned value, the rest run it; at least one must tune."""
+    if not 1 <= config.tune_seeds <= len(config.seeds):
+        raise ReplicateError(f"{type(config).__name__}.tune_seeds must be between 1 and the number of seeds "
+                             f"({len(config.seeds)}), got {config.tune_seeds}")

@@ -42,7 +42,7 @@ NESTEROV_DEVIATION = ("Nesterov row of Table 2 is lost; we use Lessard et al.'s 
 
 
 @dataclass(frozen=True)
-class _Profiled:
+class _Profiled(knobs.FigureConfig):
     """Profile handling shared by every figure config: ``smoke`` only lowers resolution."""
 
     profile: str = "paper"

@@ -27,7 +27,7 @@ FASTER = ("emnist", "sent140")
 
 
 @dataclass(frozen=True)
-class Fig2Config:
+class Fig2Config(knobs.FigureConfig):
     """Figure 2 / 6: μ = 0 (FedAvg) with E ∈ {1, 20, 50} local epochs on the real convex sets."""
 
     datasets: tuple[str, ...] = REAL
@@ -44,11 +44,6 @@ class Fig2Config:
     @classmethod
     def smoke(cls):
         return cls(datasets=("mnist",), epochs=(1, 5), rounds=8, seeds=(0,))
-
-    @classmethod
-    def for_profile(cls, profile: str = "smoke", **overrides):
-        """The ``paper`` or ``smoke`` settings with checked overrides (``None`` = the profile's value)."""
-        return knobs.configure(cls, profile, overrides)
 
     def validate(self) -> None:
         if len(self.epochs) < 2:

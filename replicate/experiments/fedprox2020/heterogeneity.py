@@ -32,7 +32,7 @@ FIG1_NOTE = (
 
 
 @dataclass(frozen=True)
-class Fig1Config:
+class Fig1Config(knobs.FigureConfig):
     """Figure 1 / 5: four synthetic sets of increasing heterogeneity, μ = 0 vs μ > 0, E = 20."""
 
     datasets: tuple[str, ...] = SYNTHETIC  # in order of increasing heterogeneity
@@ -50,11 +50,6 @@ class Fig1Config:
     @classmethod
     def smoke(cls):
         return cls(datasets=("synthetic_iid", "synthetic(1,1)"), epochs=2, rounds=15, seeds=(0,))
-
-    @classmethod
-    def for_profile(cls, profile: str = "smoke", **overrides):
-        """The ``paper`` or ``smoke`` settings with checked overrides (``None`` = the profile's value)."""
-        return knobs.configure(cls, profile, overrides)
 
     def validate(self) -> None:
         if 0.0 not in self.mus or max(self.mus) <= 0:

@@ -27,7 +27,7 @@ FIG3_DATASETS = ("mnist", "emnist_star")
 
 
 @dataclass(frozen=True)
-class Fig3Config:
+class Fig3Config(knobs.FigureConfig):
     """Figure 3 / 4 / 7: μ = 0 vs the best μ of a grid, E = 50, on the real convex sets."""
 
     datasets: tuple[str, ...] = FIG3_DATASETS
@@ -49,15 +49,8 @@ class Fig3Config:
     def smoke(cls):
         return cls(datasets=("mnist",), mus=(0.01, 1.0), epochs=2, rounds=8, seeds=(0,))
 
-    @classmethod
-    def for_profile(cls, profile: str = "smoke", **overrides):
-        """The ``paper`` or ``smoke`` settings with checked overrides (``None`` = the profile's value)."""
-        return knobs.configure(cls, profile, overrides)
-
     def validate(self) -> None:
-        if not 1 <= self.tune_seeds <= len(self.seeds):
-            raise ReplicateError(f"{type(self).__name__}.tune_seeds must be between 1 and the number of seeds "
-                                 f"({len(self.seeds)}), got {self.tune_seeds}")
+        knobs.check_tune_seeds(self)
         if 0.0 in self.mus:
             raise ReplicateError(f"{type(self).__name__}.mus is the grid of μ > 0 (μ = 0 always runs), got {self.mus}")
         self.tuning()

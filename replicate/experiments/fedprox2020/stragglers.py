@@ -28,7 +28,7 @@ PAPER_GAIN = 22.0  # percentage points: "improving absolute test accuracy by 22%
 
 
 @dataclass(frozen=True)
-class StragglersConfig:
+class StragglersConfig(knobs.FigureConfig):
     """The final paper's straggler grid on the convex sets: drop ∈ {0, 0.5, 0.9} × datasets."""
 
     datasets: tuple[str, ...] = STRAGGLER_DATASETS
@@ -51,11 +51,6 @@ class StragglersConfig:
     @classmethod
     def smoke(cls):
         return cls(datasets=("synthetic(1,1)",), epochs=2, rounds=10, seeds=(0,), check_rounds=2)
-
-    @classmethod
-    def for_profile(cls, profile: str = "smoke", **overrides):
-        """The ``paper`` or ``smoke`` settings with checked overrides (``None`` = the profile's value)."""
-        return knobs.configure(cls, profile, overrides)
 
     def validate(self) -> None:
         if any(not 0 <= d < 1 for d in self.drops):

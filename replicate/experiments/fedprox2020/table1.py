@@ -42,7 +42,7 @@ ROWS = {
 
 
 @dataclass(frozen=True)
-class Table1Config:
+class Table1Config(knobs.FigureConfig):
     """Table 1 (draft) and the final README's table, beside our datasets' statistics."""
 
     datasets: tuple[str, ...] = tuple(ROWS)
@@ -60,10 +60,6 @@ class Table1Config:
     def smoke(cls):
         return cls(datasets=("mnist",))
 
-    @classmethod
-    def for_profile(cls, profile: str = "smoke", **overrides):
-        """The ``paper`` or ``smoke`` settings with checked overrides (``None`` = the profile's value)."""
-        return knobs.configure(cls, profile, overrides)
 
 
 def table1(config: Table1Config) -> pd.DataFrame:

@@ -55,7 +55,7 @@ FIG1A_PAPER = {
 
 
 @dataclass(frozen=True)
-class Fig1aConfig:
+class Fig1aConfig(knobs.FigureConfig):
     """Impact of E (App. D.2): Scheme I, K = 30, η0 = 0.1, rounds until a target loss."""
 
     datasets: tuple[str, ...] = DATASETS
@@ -78,11 +78,6 @@ class Fig1aConfig:
 
     CHOICES: ClassVar[dict] = {"datasets": DATASETS}
     ZERO_ALLOWED: ClassVar[tuple] = ("smooth_sigma",)
-
-    @classmethod
-    def for_profile(cls, profile: str = "smoke", **overrides):
-        """The ``paper`` or ``smoke`` settings with checked overrides (``None`` = the profile's value)."""
-        return knobs.configure(cls, profile, overrides)
 
     def validate(self) -> None:
         """Every run the figure implies is a valid run config (raises before anything runs)."""

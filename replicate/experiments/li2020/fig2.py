@@ -22,7 +22,7 @@ from replicate.experiments import knobs
 
 
 @dataclass(frozen=True)
-class Fig2Config:
+class Fig2Config(knobs.FigureConfig):
     local_steps: tuple[int, ...] = (1, 5, 10, 50, 100)  # E
     lr: float = 0.4  # η for the un-halved gradient A_k w − b_k + μw (spec §4)
     decay: tuple[float, ...] = (1e-6, 1e-6, 1e-6, 1e-2, 1e-2)  # a per E in η/(5 + a·r)
@@ -40,11 +40,6 @@ class Fig2Config:
     def smoke(cls):
         return cls(local_steps=(1, 5, 50), decay=(1e-6, 1e-6, 1e-2), rounds=400,
                    theorem5_lrs=(0.005, 0.02), theorem5_steps=(2, 10))
-
-    @classmethod
-    def for_profile(cls, profile: str = "smoke", **overrides):
-        """The ``paper`` or ``smoke`` settings with checked overrides (``None`` = the profile's value)."""
-        return knobs.configure(cls, profile, overrides)
 
     def validate(self) -> None:
         if len(self.decay) != len(self.local_steps):

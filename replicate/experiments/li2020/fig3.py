@@ -25,7 +25,7 @@ from replicate.experiments.li2020.common import (data_seed, COMMON_DEVIATIONS, D
 
 
 @dataclass(frozen=True)
-class Fig3Config:
+class Fig3Config(knobs.FigureConfig):
     """Impact of K (App. D.2): Scheme I, E = 5 (50 steps), η0 = 0.1, 80 logged losses."""
 
     datasets: tuple[str, ...] = DATASETS
@@ -50,11 +50,6 @@ class Fig3Config:
                    seeds=(0,), inset=(6, 10))
 
     CHOICES: ClassVar[dict] = {"datasets": DATASETS}
-
-    @classmethod
-    def for_profile(cls, profile: str = "smoke", **overrides):
-        """The ``paper`` or ``smoke`` settings with checked overrides (``None`` = the profile's value)."""
-        return knobs.configure(cls, profile, overrides)
 
     def validate(self) -> None:
         """Every run is a valid run config and the inset lies inside the logged rounds."""

@@ -35,7 +35,7 @@ SAME_DEVICES_NOTE = (
 
 
 @dataclass(frozen=True)
-class SchemesConfig:
+class SchemesConfig(knobs.FigureConfig):
     """Four sampling/averaging schemes on the same devices; the Original's η0 is tuned."""
 
     datasets: tuple[str, ...]
@@ -54,15 +54,8 @@ class SchemesConfig:
     CHOICES: ClassVar[dict] = {"datasets": DATASETS}
     ZERO_ALLOWED: ClassVar[tuple] = ("fluctuating",)
 
-    @classmethod
-    def for_profile(cls, profile: str = "smoke", **overrides):
-        """The ``paper`` or ``smoke`` settings with checked overrides (``None`` = the profile's value)."""
-        return knobs.configure(cls, profile, overrides)
-
     def validate(self) -> None:
-        if not 1 <= self.tune_seeds <= len(self.seeds):
-            raise ReplicateError(f"{type(self).__name__}.tune_seeds must be between 1 and the number of seeds "
-                                 f"({len(self.seeds)}), got {self.tune_seeds}")
+        knobs.check_tune_seeds(self)
         if self.last > self.rounds or self.inset > self.rounds:
             raise ReplicateError(f"{type(self).__name__}: last and inset must not exceed rounds = {self.rounds}")
         self.tuning(), self.fixed()

@@ -25,7 +25,7 @@ TABLE2_PAPER = {  # App. D.1, training samples
 
 
 @dataclass(frozen=True)
-class Table2Config:
+class Table2Config(knobs.FigureConfig):
     datasets: tuple[str, ...] = tuple(TABLE2_PAPER)
     data_draws: int = 20  # data seeds of each synthetic set: the range the paper's single draw is tested against
     deviations: tuple[str, ...] = (
@@ -47,10 +47,6 @@ class Table2Config:
     def smoke(cls):
         return cls(data_draws=3)
 
-    @classmethod
-    def for_profile(cls, profile: str = "smoke", **overrides):
-        """The ``paper`` or ``smoke`` settings with checked overrides (``None`` = the profile's value)."""
-        return knobs.configure(cls, profile, overrides)
 
 
 STATISTICS = ("devices", "samples", "mean", "std")

@@ -61,7 +61,7 @@ DEVIATIONS = (
 
 
 @dataclass(frozen=True)
-class ConvexConfig:
+class ConvexConfig(knobs.FigureConfig):
     """Theorems 1-3 vs measured gaps: λ = 1e-4, E = 10, K = 10, the theorem's η_t."""
 
     datasets: tuple[str, ...] = DATASETS
@@ -84,11 +84,6 @@ class ConvexConfig:
     @classmethod
     def smoke(cls):
         return cls(datasets=("synthetic(1,1)",), clients_per_round=5, rounds=30, seeds=(0,), num_clients=10, probes=3)
-
-    @classmethod
-    def for_profile(cls, profile: str = "smoke", **overrides):
-        """The ``paper`` or ``smoke`` settings with checked overrides (``None`` = the profile's value)."""
-        return knobs.configure(cls, profile, overrides)
 
     def validate(self) -> None:
         if "full" not in self.schemes:

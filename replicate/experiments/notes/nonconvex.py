@@ -64,7 +64,7 @@ DEVIATIONS = (
 
 
 @dataclass(frozen=True)
-class NonconvexConfig:
+class NonconvexConfig(knobs.FigureConfig):
     """Notes eq. (14) on an MLP and a logistic control: FedAvg, full participation, constant η = 0.25/L, E = 1, 10."""
 
     dataset: str = "synthetic(1,1)"
@@ -87,11 +87,6 @@ class NonconvexConfig:
     @classmethod
     def smoke(cls):
         return cls(steps=60, seeds=(0,), num_clients=10, probes=3, power_iters=10)
-
-    @classmethod
-    def for_profile(cls, profile: str = "smoke", **overrides):
-        """The ``paper`` or ``smoke`` settings with checked overrides (``None`` = the profile's value)."""
-        return knobs.configure(cls, profile, overrides)
 
     def validate(self) -> None:
         for E in self.local_steps:

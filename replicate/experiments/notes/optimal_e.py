@@ -50,7 +50,7 @@ DEVIATIONS = (
 
 
 @dataclass(frozen=True)
-class OptimalEConfig:
+class OptimalEConfig(knobs.FigureConfig):
     """Eq. (8)'s E* from estimated constants vs Figure 1a's measured minimum (K = 30, λ = 1e-4)."""
 
     datasets: tuple[str, ...] = DATASETS
@@ -67,11 +67,6 @@ class OptimalEConfig:
     @classmethod
     def smoke(cls):
         return cls(datasets=("synthetic(1,1)",), seeds=(0,), num_clients=10)
-
-    @classmethod
-    def for_profile(cls, profile: str = "smoke", **overrides):
-        """The ``paper`` or ``smoke`` settings with checked overrides (``None`` = the profile's value)."""
-        return knobs.configure(cls, profile, overrides)
 
     def validate(self) -> None:
         if not fig1a_path().exists():

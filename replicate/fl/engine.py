@@ -44,8 +44,7 @@ def preferred_execution(problem) -> str:
     model = getattr(problem, "model", None)
     if model is None or torch.device(problem.device).type == "cuda":
         return "stacked"
-    large = type(model).__name__ == "CharLSTM" or model.num_params > 100_000
-    return "sequential" if large else "stacked"
+    return model.cpu_execution()
 
 
 @dataclass(frozen=True)

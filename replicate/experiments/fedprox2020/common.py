@@ -26,6 +26,7 @@ import pandas as pd
 from replicate.core.errors import ReplicateError
 from replicate.experiments.runs import cache
 from replicate.experiments.runs.config import RunConfig
+from replicate.fl import models
 
 BATCH_SIZE = 10  # b, every dataset (App. C.2)
 METRICS = ("train_loss", "train_acc", "test_loss", "test_acc", "dissimilarity")
@@ -125,7 +126,7 @@ def run_config(key: str, *, mu: float, epochs: int, seed: int, drop: float = 0.0
 
 def dissimilarity(problem, params) -> dict:
     """``extra_metrics`` of every FedProx-paper run: the dissimilarity at the global model."""
-    lstm = problem.model.__class__.__name__ == "CharLSTM"
+    lstm = isinstance(problem.model, models.CharLSTM)
     return {"dissimilarity": problem.dissimilarity(params, max_samples=DISSIMILARITY_SAMPLES if lstm else None)}
 
 

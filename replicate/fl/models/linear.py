@@ -20,6 +20,9 @@ class LogisticRegression(Model):
         self.d, self.c = num_features, num_classes
         self.shapes = {"weight": (num_features, num_classes), "bias": (num_classes,)}
 
+    def cpu_execution(self) -> str:
+        return "stacked"  # batched GEMMs (and the fused solver): the clients dimension is the fast path
+
     def init(self, generator, dtype=torch.float32):
         # PyTorch's nn.Linear default (uniform in ±1/sqrt(fan_in)), which the authors'
         # code used; the paper's text says w0 = 0.

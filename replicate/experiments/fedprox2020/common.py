@@ -65,7 +65,6 @@ SETTINGS = {
     "sent140": Setting("Sent140", "sent140", 0.3, 10, 800, 0.01, model="sent_lstm"),
 }
 LABELS = {key: s.label for key, s in SETTINGS.items()}
-LSTM_SETS = tuple(key for key, s in SETTINGS.items() if s.model != "logistic")
 DISSIMILARITY_SAMPLES = 200  # the authors' LSTMs: each device's first ≤ 200 samples (spec §2.2)
 
 COMMON_DEVIATIONS = (

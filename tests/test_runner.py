@@ -196,3 +196,21 @@ def test_paper_compute_counts_each_run_once():
     shared = {"run_seconds": {"a": 10.0, "b": 20.0}, "runs_compute_s": 30.0}
     records = [shared, dict(shared), {"run_seconds": {"c": 5.0}, "runs_compute_s": 5.0}, {"runs_compute_s": 7.0}]
     assert report._unique_compute(records) == 42.0  # a and b once, c, and an unkeyed record's total
+
+
+
+def test_asyncio_reports_go_to_the_kernel_log_while_a_notebook_runs(tmp_path, capsys):
+    """After Ctrl-C, papermill's cell task may still die with the kernel; asyncio's report of it goes
+    to the notebook's kernel log, not the terminal (the one-line promise of the Ctrl-C test)."""
+    import logging
+
+    from replicate.cli import runner
+
+    log, logger = tmp_path / "notes_figA.kernel.log", logging.getLogger("asyncio")
+    runner._route_asyncio_log(log)
+    try:
+        logger.error("Task exception was never retrieved", exc_info=RuntimeError("Kernel died"))
+        assert "Kernel died" in log.read_text() and "Kernel died" not in capsys.readouterr().err
+    finally:
+        runner._route_asyncio_log(None)
+    assert logger.propagate and not logger.handlers  # the batch's end restores the default

@@ -1,5 +1,6 @@
-"""Neural models in the engine: a tiny CNN (with dropout) and a tiny CharLSTM on synthetic
-federated data. The stacked engine (torch.func.vmap), the sequential engine and the autograd
+"""Neural models in the engine: a tiny CNN (with dropout) and tiny CharLSTMs on synthetic
+federated data. The stacked engine (torch.func.vmap for the CNN, the written-out batched
+recurrence for the LSTM), the sequential engine (PyTorch's fused LSTM kernel) and the autograd
 oracle must agree, dropout included (its noise comes from the stream (seed, "dropout",
 round, step), whatever the execution order); evaluation in chunks equals one chunk."""
 from __future__ import annotations
@@ -52,13 +53,14 @@ def cnn(dropout=0.25):
     return CNN(in_shape=(1, 8, 8), num_classes=3, channels=(2, 3), hidden=8, dropout=dropout)
 
 
-def lstm(loss_kind="class"):
-    return CharLSTM(vocab_size=VOCAB, embed=3, hidden=5, layers=2, loss_kind=loss_kind)
+def lstm(loss_kind="class", **options):
+    return CharLSTM(vocab_size=VOCAB, loss_kind=loss_kind, **(dict(embed=3, hidden=5, layers=2) | options))
 
 
 PROBLEMS = {
     "cnn": lambda: SampleProblem(image_dataset(), cnn()),
     "lstm": lambda: SampleProblem(token_dataset(), lstm()),
+    "lstm_frozen": lambda: SampleProblem(token_dataset(), lstm(frozen_embedding=True, head=(4,))),
 }
 ALGORITHMS = {
     "fedavg": (FedAvg("scheme2", 3), LocalWork(3, "steps", 4)),
@@ -70,7 +72,7 @@ ALGORITHMS = {
 @pytest.mark.parametrize("model", PROBLEMS)
 def test_stacked_sequential_and_oracle_agree(model, algorithm):
     problem = PROBLEMS[model]()
-    assert problem.x.dtype == (torch.int64 if model == "lstm" else torch.float32)
+    assert problem.x.dtype == (torch.float32 if model == "cnn" else torch.int64)
     algo, work = ALGORITHMS[algorithm]
     schedule, objective = LRSchedule("constant", 0.3), LocalObjective(weight_decay=1e-3, clip_norm=5.0)
     kwargs = dict(objective=objective, rounds=2, seed=1, return_params=True)
@@ -112,6 +114,32 @@ def test_evaluation_in_chunks_equals_one_chunk(model):
     assert whole["train_loss"] == pytest.approx(float(per_sample.double().mean()), abs=1e-6, rel=0)
 
 
+@pytest.mark.parametrize("options", [dict(), dict(loss_kind="token"), dict(frozen_embedding=True, head=(4,)),
+                                     dict(layers=1, hidden=9)])
+def test_lstm_fused_batched_and_vmapped_recurrences_agree(options):
+    """Two implementations of one LSTM: PyTorch's fused kernel (one client at a time) and the
+    written-out recurrence batched over clients (K > 1) — equal losses and per-client gradients,
+    with masked samples."""
+    model = lstm(**options)
+    g = torch.Generator().manual_seed(5)
+    k, b = 4, 6
+    flat = torch.stack([model.init(torch.Generator().manual_seed(s)) for s in range(k)])
+    x = torch.randint(0, VOCAB, (k, b, SEQ), generator=g)
+    y = torch.randint(0, VOCAB, (k, b, SEQ) if model.loss_kind == "token" else (k, b), generator=g)
+    mask = torch.ones(k, b)
+    mask[1, 3:] = 0
+    batched = model.loss_and_grad(flat, x, y, mask)
+    fused = [model.loss_and_grad(flat[j:j + 1], x[j:j + 1], y[j:j + 1], mask[j:j + 1]) for j in range(k)]
+    torch.testing.assert_close(batched[0], torch.cat([f[0] for f in fused]), rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(batched[1], torch.cat([f[1] for f in fused]), rtol=RTOL, atol=ATOL)
+    assert bool((batched[1].abs().sum(1) > 0).all())
+    # the masked samples do not count: client 1 on its first 3 samples alone gives the same
+    alone = model.loss_and_grad(flat[1:2], x[1:2, :3], y[1:2, :3])
+    torch.testing.assert_close(alone[1][0], batched[1][1], rtol=RTOL, atol=ATOL)
+    if model.frozen_embedding:  # not a parameter; the same fixed table for every model built alike
+        assert "embed" not in model.shapes and torch.equal(model.table("cpu"), lstm(**options).table("cpu"))
+
+
 def test_token_lstm_gradients_and_training():
     problem = SampleProblem(token_dataset(token_targets=True), lstm("token"))
     assert problem.y.shape == (sum(SIZES), SEQ)
@@ -141,6 +169,8 @@ def test_auto_execution_follows_the_measured_rule():
     from replicate.fl.models import LogisticRegression
 
     assert preferred_execution(SampleProblem(token_dataset(), lstm())) == "sequential"
+    sent = CharLSTM(vocab_size=VOCAB, embed=300, hidden=100, head=(30,), num_classes=2, frozen_embedding=True)
+    assert preferred_execution(SampleProblem(token_dataset(), sent)) == "stacked"  # Sent140's shape
     assert preferred_execution(SampleProblem(image_dataset(), cnn())) == "stacked"  # 22 k-parameter class
     big = CNN(in_shape=(1, 8, 8), num_classes=3, channels=(8, 16), hidden=2048)
     assert big.num_params > 100_000 and preferred_execution(SampleProblem(image_dataset(), big)) == "sequential"

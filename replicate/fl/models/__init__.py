@@ -5,7 +5,8 @@ import torch
 from replicate.core.errors import ReplicateError
 from replicate.fl.models.base import Model
 from replicate.fl.models.linear import LogisticRegression, clip_may_act
-from replicate.fl.models.nets import CNN, MLP, CharLSTM
+from replicate.fl.models.lstm import CharLSTM
+from replicate.fl.models.nets import CNN, MLP
 
 MODELS = {"logistic": LogisticRegression, "cnn": CNN, "char_lstm": CharLSTM, "mlp": MLP}
 
@@ -18,9 +19,11 @@ def build(name: str, num_features: int, num_classes: int, **options) -> Model:
     return MODELS[name](num_features, num_classes, **options)
 
 
-# The authors' LSTMs (FedProx code, spec §3): the papers print the hidden sizes swapped.
+# The authors' LSTMs (FedProx code, spec §3): the papers print the hidden sizes swapped; Sent140
+# embeds with frozen GloVe, here a frozen random table (no GloVe: ``lstm`` module docstring).
 _LSTM_PRESETS = {"char_lstm": dict(embed=8, hidden=256, layers=2),  # Shakespeare: next character
-                 "sent_lstm": dict(embed=300, hidden=100, layers=2, head=(30,))}  # Sent140: 2 classes
+                 "sent_lstm": dict(embed=300, hidden=100, layers=2, head=(30,),  # Sent140: 2 classes
+                                   frozen_embedding=True)}
 
 
 def for_dataset(name: str, dataset, hidden: int | None = None) -> Model:

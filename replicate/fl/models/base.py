@@ -5,7 +5,8 @@ row into named tensors, how to initialise one, its loss (the model owns it: a cl
 sample, or the next token at every position), and how to compute per-client mean loss and
 gradient on per-client mini-batches ``x: (K, b, ...)`` whose samples keep their shape
 (images ``(C, H, W)``, int64 token sequences). ``Model.loss_and_grad`` is the generic
-``torch.func.vmap(grad(...))`` implementation, so CNNs/LSTMs only define ``forward``.
+``torch.func.vmap(grad(...))`` implementation, so a CNN only defines ``forward`` (the LSTM
+overrides it with a batched recurrence and PyTorch's fused kernel: ``lstm`` module).
 
 Dropout draws no random numbers inside the model: ``noise`` (uniform [0, 1), one value
 per unit of ``dropout_shape`` per sample) comes from the engine's named stream

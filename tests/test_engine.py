@@ -323,3 +323,30 @@ def test_bench_times_every_solver_on_the_same_workload():
     assert "| tiny | 3 |" in bench.table(rows)
     profiled = bench.step_profile(tiny["tiny"][0].replace(clients_per_round=3), steps=3)
     assert sum(profiled["shares"].values()) == pytest.approx(1.0) and profiled["ms_per_step"] > 0
+
+
+def test_bench_times_training_alone_and_the_lstm_executions(monkeypatch):
+    """No evaluation inside the timed runs (eval_every=None gives an empty history), and the LSTM
+    table times stacked, client loop and oracle on the same workload (Sent140 when staged)."""
+    from replicate.cli import bench
+    from replicate.data import store
+    from replicate.experiments.runs.config import RunConfig
+
+    def no_evaluation(*args, **kwargs):
+        raise AssertionError("a benchmark run evaluated the model inside its timing")
+
+    monkeypatch.setattr(SampleProblem, "evaluate", no_evaluation)
+    bench.run(rounds=1, repeats=1, device="cpu",
+              workloads={"tiny": (RunConfig("synthetic(1,1)", num_clients=20, local_steps=2, batch_size=4), (3,))})
+    problem = SampleProblem(toy_dataset(), LogisticRegression(5, 3))
+    assert run(problem, fedavg("scheme1", 3, 0.0), LocalWork(2, "steps", 4), LRSchedule("constant", 0.1),
+               rounds=2, eval_every=None).empty
+    if not store.is_available("sent140"):
+        pytest.skip("Sent140 (LEAF) is not staged: the LSTM benchmark rows need it")
+    tiny = bench.LSTM_WORKLOADS["Sent140 LSTM 2×100 (frozen embedding), 20 steps"].replace(local_steps=1)
+    monkeypatch.setattr(bench, "LSTM_WORKLOADS", {"tiny sent140": tiny, "missing": RunConfig("no_such_dataset")})
+    rows = bench.lstm_run(rounds=1, repeats=1, device="cpu")
+    assert [r["workload"] for r in rows] == ["tiny sent140"] and rows[0]["auto"] == "stacked"
+    assert all(rows[0][s] > 0 for s in bench.LSTM_SOLVERS)
+    assert rows[0]["speedup"] == pytest.approx(rows[0]["oracle"] / rows[0]["stacked"])
+    assert "| tiny sent140 |" in bench.lstm_table(rows)

@@ -12,7 +12,12 @@ Workloads:
 Three solvers get identical round plans and mini-batch draws: the engine with the linear
 model's fused solver (the plain-SGD algorithms' opt-in), the engine's generic per-step
 gradient path (what non-linear models use), and the sequential autograd oracle. Metrics
-evaluation is excluded (``eval_every`` beyond the run) so only training is timed.
+evaluation is excluded (``eval_every=None``) so only training is timed (before 2026-11-22 the
+runs evaluated the initial and final models inside the timing).
+
+The FedProx LSTMs (issue #11; real data, skipped when not staged) have no fused solver: the
+engine stacked (the model's batched recurrence over clients), the engine's client loop
+(PyTorch's fused LSTM kernel, one device at a time) and the oracle, FedProx with K = 10, b = 10.
 """
 from __future__ import annotations
 
@@ -39,6 +44,18 @@ WORKLOADS = {
                   straggler_fraction=0.9, local_steps=None, local_epochs=20, batch_size=10, client_lr=0.01,
                   lr_schedule="constant", weight_decay=0.0, clip_norm=None), (10,)),
 }
+LSTM_WORKLOADS = {
+    "Shakespeare LSTM 2×256, 5 steps": RunConfig(
+        dataset="shakespeare", model="char_lstm", algorithm="fedprox", prox_mu=0.001, sampling="uniform",
+        clients_per_round=10, local_steps=5, batch_size=10, client_lr=0.8, lr_schedule="constant",
+        weight_decay=0.0, clip_norm=None),
+    "Sent140 LSTM 2×100 (frozen embedding), 20 steps": RunConfig(
+        dataset="sent140", model="sent_lstm", algorithm="fedprox", prox_mu=0.01, sampling="uniform",
+        clients_per_round=10, local_steps=20, batch_size=10, client_lr=0.3, lr_schedule="constant",
+        weight_decay=0.0, clip_norm=None),
+}
+LSTM_SOLVERS = {"stacked": {"execution": "stacked"}, "client loop": {"execution": "sequential"},
+                "oracle": {"trainer": oracle.sequential_train}}
 SOLVERS = {
     "fused": {},
     "generic": {"fused": False},
@@ -52,7 +69,7 @@ def _seconds_per_round(solver: dict, config: RunConfig, rounds: int, repeats: in
     for repeat in range(repeats + 1):  # the first repeat warms up and is discarded
         start = time.perf_counter()
         engine.run(problem, algorithm, work, schedule, objective=objective, rounds=rounds, seed=repeat,
-                   eval_every=rounds + 1, **solver)
+                   eval_every=None, **solver)
         if device.type == "cuda":
             torch.cuda.synchronize()
         times.append((time.perf_counter() - start) / rounds)
@@ -83,6 +100,34 @@ def run(rounds: int = 5, repeats: int = 3, device=None, workloads=None) -> list[
             row["fused_gain"] = row["generic_s_per_round"] / row["fused_s_per_round"]
             results.append(row)
     return results
+
+
+def lstm_run(rounds: int = 2, repeats: int = 2, device=None) -> list[dict]:
+    """One row per LSTM workload: seconds per round stacked, client by client and in the oracle,
+    and which of the two engine executions ``execution="auto"`` picks on this device."""
+    device = torch.device(device) if device else engine.default_device()
+    results = []
+    for name, config in LSTM_WORKLOADS.items():
+        try:
+            problem = build(config, device=device)[0]
+        except ReplicateError as exc:
+            print(f"skipping {name}: {exc}")
+            continue
+        row = {"workload": name, "auto": engine.preferred_execution(problem)}
+        for solver, fn in LSTM_SOLVERS.items():
+            row[solver] = _seconds_per_round(fn, config, rounds, repeats, device)
+        auto = row["stacked" if row["auto"] == "stacked" else "client loop"]
+        row["speedup"], row["stacked_gain"] = row["oracle"] / auto, row["client loop"] / row["stacked"]
+        results.append(row)
+    return results
+
+
+def lstm_table(results: list[dict]) -> str:
+    rows = ["| workload | stacked s/round | client loop s/round | oracle s/round | auto picks | "
+            "engine (auto) vs oracle | stacked vs client loop |", "|---|---|---|---|---|---|---|"]
+    rows += [f"| {r['workload']} | {r['stacked']:.3f} | {r['client loop']:.3f} | {r['oracle']:.3f} | {r['auto']} | "
+             f"{r['speedup']:.2f}× | {r['stacked_gain']:.2f}× |" for r in results]
+    return "\n".join(rows)
 
 
 def gemm_peak_gflops(n: int = 1024, repeats: int = 5, device=None) -> float:

@@ -43,7 +43,8 @@ def _bench(args) -> int:
     from replicate.core import paths
 
     results = bench.run(rounds=args.rounds, device=args.device)
-    text = bench.table(results) + "\n\n" + bench.profile_table(args.device)
+    text = (bench.table(results) + "\n\n" + bench.profile_table(args.device) + "\n\nFedProx LSTMs:\n\n"
+            + bench.lstm_table(bench.lstm_run(device=args.device)))
     print(bench.describe_machine(args.device))
     print(text)
     if args.record:
@@ -100,7 +101,8 @@ def main(argv=None) -> int:
         "bench", help="time the vectorized engine against the sequential oracle",
         description="Times the same rounds (same client plans and mini-batches) through the vectorized "
                     "engine, the generic per-step path and the sequential per-client oracle on four workloads "
-                    "(synthetic(1,1) K = 10 and 100, the MNIST Figure 1a workload, FedProx with 90%% stragglers) "
+                    "(synthetic(1,1) K = 10 and 100, the MNIST Figure 1a workload, FedProx with 90%% stragglers), "
+                    "and the FedProx LSTMs stacked vs client by client vs the oracle, "
                     "and prints the ratios; --record writes them to BENCHMARKS.md. Speed is measured here, "
                     "never asserted in tests.")
     bench.add_argument("--rounds", type=int, default=5, help="rounds timed per workload (default 5)")

@@ -9,9 +9,9 @@ its own number of local steps. ``replicate.fl.oracle`` runs the same rounds clie
 client with autograd; tests check the two agree for every algorithm.
 
 How a round's clients execute is a strategy, not a second implementation of the maths:
-``stacked`` (all at once; ``torch.func.vmap`` for neural models) or ``sequential`` (one
-client after another through the same algorithm code, which is faster for large neural
-models on a CPU). A plain-SGD algorithm (``Algorithm.plain_sgd``) may hand the whole local
+``stacked`` (all at once; ``torch.func.vmap`` or a model's own batched path for neural
+models) or ``sequential`` (one client after another through the same algorithm code, which
+is faster for large neural models on a CPU). A plain-SGD algorithm (``Algorithm.plain_sgd``) may hand the whole local
 solve to a model's fused solver (``fused=True``, the logistic regression's).
 """
 from __future__ import annotations
@@ -34,12 +34,13 @@ EXECUTIONS = ("stacked", "sequential", "auto")
 
 def preferred_execution(problem) -> str:
     """The measured rule behind ``execution="auto"``: stacked everywhere except for large neural
-    models on a CPU, where ``torch.func.vmap`` over a round's clients is slower than a client loop.
+    models on a CPU, where a client loop is faster; the model decides (``Model.cpu_execution``).
 
-    Measured on this project's 2-core CPU (10 clients, batch 10): the FedProx Shakespeare
-    2 × 256 LSTM stacked 59 s vs one by one 5.5 s per step (0.09×; 0.14× in the engine-v2
-    measurements), the FEMNIST CNN 0.61×, but a 22 k-parameter CNN over 100 clients 1.74×.
-    On CUDA the stacked path is the point of the design.
+    Measured on this project's 2-core CPU (10 clients, batch 10): the FEMNIST CNN under
+    ``torch.func.vmap`` 0.61× a client loop, a 22 k-parameter CNN over 100 clients 1.74×; the
+    Shakespeare 2 × 256 LSTM batched 117 ms vs 24-32 ms per client on PyTorch's fused kernel,
+    Sent140's small LSTM on 25 words 5.1 vs 7.8 ms (``lstm`` module). On CUDA the stacked path
+    is the point of the design.
     """
     model = getattr(problem, "model", None)
     if model is None or torch.device(problem.device).type == "cuda":
@@ -131,7 +132,7 @@ def _step(problem, algorithm, state, ctx, clients, batch, noise, objective, s, a
 
 
 def run(problem, algorithm, work: LocalWork, schedule: LRSchedule, *, objective: LocalObjective = LocalObjective(),
-        rounds: int, seed: int = 0, eval_every: int = 1, progress: bool = False, desc: str | None = None,
+        rounds: int, seed: int = 0, eval_every: int | None = 1, progress: bool = False, desc: str | None = None,
         execution: str = "stacked", fused: bool = True, trainer=None, return_params: bool = False,
         extra_metrics=None, stop=None):
     """Train for ``rounds`` rounds; metrics before every ``eval_every``-th round and at the end.
@@ -142,6 +143,7 @@ def run(problem, algorithm, work: LocalWork, schedule: LRSchedule, *, objective:
     ``extra_metrics(problem, params) -> dict`` adds columns to every evaluated row.
     ``stop(row) -> bool`` ends training at the first evaluated row it accepts (e.g. a target
     loss reached), which is then the last row: rounds-to-target sweeps need no more.
+    ``eval_every=None`` evaluates nothing (an empty history: benchmarks time training alone).
     """
     if rounds < 1:
         raise ReplicateError(f"rounds must be >= 1, got {rounds}")
@@ -182,7 +184,7 @@ def _run(problem, algorithm, work, schedule, objective, rounds, seed, eval_every
         rows.append({"round": r, "lr": schedule(r), **problem.evaluate(flat), **extra})
 
     for r in tqdm(range(rounds), desc=desc, disable=not progress, leave=False, mininterval=1.0):
-        if r % eval_every == 0:
+        if eval_every is not None and r % eval_every == 0:
             evaluate(r)
             if stop is not None and stop(rows[-1]):
                 break
@@ -209,6 +211,7 @@ def _run(problem, algorithm, work, schedule, objective, rounds, seed, eval_every
         message = algorithm.client_message(state, flat, plan, ctx)
         flat, server = algorithm.server_step(server, flat, message, plan, ctx)
     else:
-        evaluate(rounds)
+        if eval_every is not None:
+            evaluate(rounds)
     history = pd.DataFrame(rows)
     return (history, flat.detach().cpu()) if return_params else history

@@ -127,6 +127,29 @@ def test_publish_writes_data_claims_and_report(tmp_path):
         publish(None, pd.DataFrame(), [], paper="li2021", figure="x", profile="paper", out_dir=out)
 
 
+def test_reduced_scale_runs_are_shown_labelled_and_never_counted(tmp_path):
+    """A below-paper-scale run under figures/cpu_scale/<paper>/ (coverage.REDUCED) gets its own
+    labelled section in REPLICATION.md; the headline counts only the paper-scale figures."""
+    import pandas as pd
+
+    from replicate.report import coverage
+
+    out = tmp_path / "figures"
+    publish(None, pd.DataFrame({"x": [0]}), [check("a holds", True, "1")], paper="fedprox2020", figure="fig2",
+            profile="paper", out_dir=out)
+    item = coverage.REDUCED[0]
+    folder, paper, figure = item.key.split("/")
+    publish(None, pd.DataFrame({"x": [0]}), [check("reduced b holds", False, "2"), check("reduced c", True, "3")],
+            paper=paper, figure=figure, profile="paper", out_dir=out / folder)
+    assert (out / f"{item.key}.claims.json").is_file()
+    text = report.render(out)
+    assert "**1 of 1 replication claims hold** across 1 figures." in text
+    reduced = text.split("## Reduced-scale runs (labelled; not counted above)")[1]
+    assert item.scale in reduced and item.command in reduced
+    assert "| reduced b holds |" in reduced and "| FAIL |" in reduced and "| reduced c |" in reduced
+    assert "reduced b holds" not in text.split("## Reduced-scale runs")[0]
+
+
 def test_ctrl_c_ends_with_one_line_and_keeps_figures(tmp_path):
     """SIGINT in the middle of a notebook: exit 130, one line saying how to resume, no traceback."""
     import os

@@ -111,3 +111,23 @@ ITEMS: tuple[Item, ...] = (
          "10: eq. (14) fails from T ≈ 200 on, where its right side turns negative (ηL < 1) — a finding about the "
          "notes' proof", ("notes/nonconvex",)),
 )
+
+
+@dataclass(frozen=True)
+class Reduced:
+    """A run below the paper's scale, committed under ``figures/cpu_scale/<paper>/`` where the paper's
+    scale does not fit this project's CPU: its claims are shown, labelled, and never counted."""
+
+    key: str  # figures/<key>.claims.json: "cpu_scale/<paper>/<figure>"
+    what: str
+    scale: str  # what is reduced, against the paper's settings
+    command: str  # how it was produced (never by a plain paper-profile run)
+
+
+REDUCED: tuple[Reduced, ...] = (
+    Reduced("cpu_scale/fedprox2020/fig2", "FedProx Figures 2 and 6, Sent140 panel (E ∈ {1, 20, 50}, μ = 0)",
+            "200 of the final code's 800 rounds, evaluated every 10th round; otherwise its settings (η 0.3, K = 10, "
+            "b = 10, 2 seeds) on our Sent140 (LEAF test split re-split per user, frozen random embedding)",
+            "python -m replicate figures fedprox2020/fig2 --profile paper --set 'datasets=[\"sent140\"]' "
+            "--set rounds=200 --set out_dir=figures/cpu_scale"),
+)

@@ -113,7 +113,30 @@ def render(root: Path | None = None) -> str:
             lines += ["Deviations:", ""] + [f"- **{fig}**: {_cell(d)}" for fig, d in deviations] + [""]
         notes = [(r["figure"], r["notes"]) for r in mine if r.get("notes")]
         lines += [f"- **{fig}** note: {_cell(n)}" for fig, n in notes] + ([""] if notes else [])
+    lines += _reduced(root)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _reduced(root: Path) -> list[str]:
+    """The labelled below-paper-scale runs (``coverage.REDUCED``) whose outputs are committed."""
+    present = [(item, json.loads((root / f"{item.key}.claims.json").read_text())) for item in coverage.REDUCED
+               if (root / f"{item.key}.claims.json").is_file()]
+    if not present:
+        return []
+    lines = ["## Reduced-scale runs (labelled; not counted above)", "",
+             "Where the paper's scale does not fit this project's 2-core CPU (no GPU was lent), the largest "
+             "scale that does, with what is reduced. Their claims are shown for what they say at that scale "
+             "and are not part of any count in this report.", ""]
+    for item, record in present:
+        lines += [f"### {item.what}", "", f"Scale: {item.scale}. [figure](figures/{item.key}.png); produced by "
+                  f"`{item.command}` ({_wall(record)}).", "", "| claim | paper | ours | margin | verdict at this scale |",
+                  "|---|---|---|---|---|"]
+        for c in record["claims"]:
+            verdict = "PASS" if c["passed"] else "FAIL"
+            lines.append(f"| {_cell(c['claim'])} | {_cell(c.get('paper_value', ''))} | {_cell(c['result'])} | "
+                         f"{_cell(c.get('margin', ''))} | {verdict} |")
+        lines.append("")
+    return lines
 
 
 def _wall(r: dict) -> str:

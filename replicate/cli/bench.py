@@ -123,11 +123,15 @@ def lstm_run(rounds: int = 2, repeats: int = 2, device=None) -> list[dict]:
 
 
 def lstm_table(results: list[dict]) -> str:
-    rows = ["| workload | stacked s/round | client loop s/round | oracle s/round | auto picks | "
-            "engine (auto) vs oracle | stacked vs client loop |", "|---|---|---|---|---|---|---|"]
-    rows += [f"| {r['workload']} | {r['stacked']:.3f} | {r['client loop']:.3f} | {r['oracle']:.3f} | {r['auto']} | "
-             f"{r['speedup']:.2f}× | {r['stacked_gain']:.2f}× |" for r in results]
-    return "\n".join(rows)
+    return _markdown(["workload", "stacked s/round", "client loop s/round", "oracle s/round", "auto picks",
+                      "engine (auto) vs oracle", "stacked vs client loop"],
+                     [[r["workload"], f"{r['stacked']:.3f}", f"{r['client loop']:.3f}", f"{r['oracle']:.3f}",
+                       r["auto"], f"{r['speedup']:.2f}×", f"{r['stacked_gain']:.2f}×"] for r in results])
+
+
+def _markdown(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(map(str, row)) + " |" for row in rows])
 
 
 def gemm_peak_gflops(n: int = 1024, repeats: int = 5, device=None) -> float:
@@ -214,8 +218,8 @@ def describe_machine(device=None) -> str:
 
 
 def table(results: list[dict]) -> str:
-    rows = ["| workload | K | engine (fused) s/round | engine (generic step) s/round | oracle s/round | "
-            "engine vs oracle | fused vs generic |", "|---|---|---|---|---|---|---|"]
-    rows += [f"| {r['workload']} | {r['K']} | {r['fused_s_per_round']:.4f} | {r['generic_s_per_round']:.4f} | "
-             f"{r['oracle_s_per_round']:.4f} | {r['speedup']:.1f}× | {r['fused_gain']:.2f}× |" for r in results]
-    return "\n".join(rows)
+    return _markdown(["workload", "K", "engine (fused) s/round", "engine (generic step) s/round", "oracle s/round",
+                      "engine vs oracle", "fused vs generic"],
+                     [[r["workload"], r["K"], f"{r['fused_s_per_round']:.4f}", f"{r['generic_s_per_round']:.4f}",
+                       f"{r['oracle_s_per_round']:.4f}", f"{r['speedup']:.1f}×", f"{r['fused_gain']:.2f}×"]
+                      for r in results])

@@ -129,7 +129,8 @@ def _reduced(root: Path) -> list[str]:
              "and are not part of any count in this report.", ""]
     for item, record in present:
         lines += [f"### {item.what}", "", f"Scale: {item.scale}. [figure](figures/{item.key}.png); produced by "
-                  f"`{item.command}` ({_wall(record)}).", "", "| claim | paper | ours | margin | verdict at this scale |",
+                  f"`{item.command}` ({_wall(record)}).", ""] + ([item.note, ""] if item.note else []) + [
+                  "| claim | paper | ours | margin | verdict at this scale |",
                   "|---|---|---|---|---|"]
         for c in record["claims"]:
             verdict = "PASS" if c["passed"] else "FAIL"

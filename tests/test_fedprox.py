@@ -299,3 +299,15 @@ def test_tail_mean_and_fluctuation():
     frame = pd.DataFrame({"k": 1, "round": range(10), "train_loss": np.r_[np.arange(9, 0, -1.0), math.inf]})
     assert common.tail_mean(frame, "train_loss", ["k"])[1] == math.inf
     assert common.fluctuation([3, 2, 1]) == 0 and common.fluctuation([1, 2, 1]) == 1
+
+
+def test_figure_deviations_follow_the_datasets_knob():
+    """A figure run on other datasets lists their data deviations, not the default sets' (derived, not a knob)."""
+    default = epochs.Fig2Config.for_profile("paper")
+    assert common.DATA_DEVIATIONS["mnist"] in default.deviations
+    sent = epochs.Fig2Config.for_profile("paper", datasets=["sent140"])
+    assert common.DATA_DEVIATIONS["sent140"] in sent.deviations and common.DATA_DEVIATIONS["mnist"] not in sent.deviations
+    assert sent.deviations[-1] == common.LSTM_DEVIATION
+    tuned = mu.Fig3Config.for_profile("paper", datasets=["mnist"])
+    assert tuned.deviations[-2] == mu.Fig3Config.EXTRA_DEVIATIONS[-1]  # the figure's own, before the LSTM note
+    assert heterogeneity.Fig1Config.for_profile("paper").deviations[-1] != common.LSTM_DEVIATION  # no LSTM panels

@@ -19,6 +19,7 @@ import concurrent.futures
 import math
 import multiprocessing
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -242,6 +243,18 @@ def fmt_seeds(values) -> str:
     """'mean [min, max]' of one number per seed."""
     v = np.asarray(list(values), dtype=float)
     return f"{v.mean():.3g}" if v.size == 1 else f"{v.mean():.3g} [{v.min():.3g}, {v.max():.3g}]"
+
+
+class DatasetDeviations:
+    """Mixin of the FedProx figure configs: ``deviations`` follow the ``datasets`` knob, so a run of
+    ``datasets=["sent140"]`` lists Sent140's data deviation and not the default sets' (derived, never set)."""
+
+    EXTRA_DEVIATIONS: ClassVar[tuple[str, ...]] = ()
+    LSTM_PANELS: ClassVar[bool] = True  # the paper's figure has LSTM panels
+
+    def __post_init__(self):
+        object.__setattr__(self, "deviations",
+                           deviations_for(self.datasets, self.EXTRA_DEVIATIONS, self.LSTM_PANELS))
 
 
 def deviations_for(keys, extra=(), lstm: bool = True) -> tuple[str, ...]:

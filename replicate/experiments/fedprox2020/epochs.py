@@ -14,8 +14,8 @@ import pandas as pd
 
 from replicate.core.errors import ReplicateError
 from replicate.experiments import knobs
-from replicate.experiments.fedprox2020.common import (DATA_DEVIATIONS, LABELS, SETTINGS, curves_grid, deviations_for,
-                                                       fluctuations, fmt_seeds, run_config, runs)
+from replicate.experiments.fedprox2020.common import (DATA_DEVIATIONS, LABELS, SETTINGS, DatasetDeviations,
+                                                       curves_grid, fluctuations, fmt_seeds, run_config, runs)
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check
 
@@ -27,7 +27,7 @@ FASTER = ("emnist", "sent140")
 
 
 @dataclass(frozen=True)
-class Fig2Config(knobs.FigureConfig):
+class Fig2Config(DatasetDeviations, knobs.FigureConfig):
     """Figure 2 / 6: μ = 0 (FedAvg) with E ∈ {1, 20, 50} local epochs on the real convex sets."""
 
     datasets: tuple[str, ...] = REAL
@@ -36,7 +36,7 @@ class Fig2Config(knobs.FigureConfig):
     seeds: tuple[int, ...] = (0, 1)
     unstable: float = 0.2  # "unstable" = the loss curve's total rise / total fall above this
     margin: float = 0.05  # relative gap an ordering must clear
-    deviations: tuple[str, ...] = deviations_for(REAL)
+    deviations: tuple[str, ...] = ()  # derived from datasets (DatasetDeviations)
 
     CHOICES: ClassVar[dict] = {"datasets": tuple(SETTINGS)}
     ZERO_ALLOWED: ClassVar[tuple] = ("unstable", "margin")

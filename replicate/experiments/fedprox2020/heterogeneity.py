@@ -14,7 +14,7 @@ import pandas as pd
 
 from replicate.core.errors import ReplicateError
 from replicate.experiments import knobs
-from replicate.experiments.fedprox2020.common import (LABELS, SYNTHETIC, curves_grid, deviations_for, fmt_seeds,
+from replicate.experiments.fedprox2020.common import (LABELS, SYNTHETIC, DatasetDeviations, curves_grid, fmt_seeds,
                                                        run_config, runs, tail_mean)
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check
@@ -32,7 +32,7 @@ FIG1_NOTE = (
 
 
 @dataclass(frozen=True)
-class Fig1Config(knobs.FigureConfig):
+class Fig1Config(DatasetDeviations, knobs.FigureConfig):
     """Figure 1 / 5: four synthetic sets of increasing heterogeneity, μ = 0 vs μ > 0, E = 20."""
 
     datasets: tuple[str, ...] = SYNTHETIC  # in order of increasing heterogeneity
@@ -42,7 +42,9 @@ class Fig1Config(knobs.FigureConfig):
     seeds: tuple[int, ...] = (0, 1, 2)
     tail: float = 0.1  # "final" = mean over the last 10% of logged rounds
     margin: float = 0.05  # relative gap an ordering must clear
-    deviations: tuple[str, ...] = deviations_for(SYNTHETIC, lstm=False)
+    deviations: tuple[str, ...] = ()  # derived from datasets (DatasetDeviations)
+
+    LSTM_PANELS: ClassVar[bool] = False
 
     CHOICES: ClassVar[dict] = {"datasets": SYNTHETIC}
     ZERO_ALLOWED: ClassVar[tuple] = ("mus", "margin")

@@ -17,8 +17,8 @@ import pandas as pd
 
 from replicate.core.errors import ReplicateError
 from replicate.experiments import knobs
-from replicate.experiments.fedprox2020.common import (LABELS, METRICS, SETTINGS, curves_grid, deviations_for, fmt_seeds,
-                                                       run, run_config, runs, tail_mean)
+from replicate.experiments.fedprox2020.common import (LABELS, METRICS, SETTINGS, DatasetDeviations, curves_grid,
+                                                       fmt_seeds, run, run_config, runs, tail_mean)
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check, consistency
 
@@ -28,7 +28,7 @@ PAPER_GAIN = 22.0  # percentage points: "improving absolute test accuracy by 22%
 
 
 @dataclass(frozen=True)
-class StragglersConfig(knobs.FigureConfig):
+class StragglersConfig(DatasetDeviations, knobs.FigureConfig):
     """The final paper's straggler grid on the convex sets: drop ∈ {0, 0.5, 0.9} × datasets."""
 
     datasets: tuple[str, ...] = STRAGGLER_DATASETS
@@ -40,10 +40,12 @@ class StragglersConfig(knobs.FigureConfig):
     seeds: tuple[int, ...] = (0, 1)
     tail: float = 0.1  # "final" = mean over the last 10% of logged rounds
     check_rounds: int = 3  # rounds of FedAvg without stragglers recomputed for the consistency check
-    deviations: tuple[str, ...] = deviations_for(STRAGGLER_DATASETS, (
+    deviations: tuple[str, ...] = ()  # derived from datasets (DatasetDeviations)
+
+    EXTRA_DEVIATIONS: ClassVar[tuple[str, ...]] = (
         "Stragglers are drawn from a dedicated random stream per round (the authors reuse numpy's global state, "
         "re-seeded by their batching); the same devices straggle for FedAvg and FedProx, as in their code.",
-        "The paper's average gain is over five datasets (two LSTM sets included); ours is over the sets run here.",))
+        "The paper's average gain is over five datasets (two LSTM sets included); ours is over the sets run here.",)
 
     CHOICES: ClassVar[dict] = {"datasets": tuple(SETTINGS)}
     ZERO_ALLOWED: ClassVar[tuple] = ("drops",)

@@ -11,8 +11,9 @@ client with autograd; tests check the two agree for every algorithm.
 How a round's clients execute is a strategy, not a second implementation of the maths:
 ``stacked`` (all at once; ``torch.func.vmap`` or a model's own batched path for neural
 models) or ``sequential`` (one client after another through the same algorithm code, which
-is faster for large neural models on a CPU). A plain-SGD algorithm (``Algorithm.plain_sgd``) may hand the whole local
-solve to a model's fused solver (``fused=True``, the logistic regression's).
+is faster for large neural models on a CPU). A plain-SGD algorithm (``Algorithm.plain_sgd``)
+may hand the whole local solve to a model's fused solver (``fused=True``, the logistic
+regression's).
 """
 from __future__ import annotations
 

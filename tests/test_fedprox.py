@@ -76,16 +76,22 @@ def test_dissimilarity_matches_per_device_autograd_in_any_chunking():
         _brute_force(problem, flat, 10), rel=1e-5)
 
 
-def test_dissimilarity_on_a_neural_model_uses_the_generic_gradient():
+@pytest.mark.parametrize("piece", [2, 64])  # several pieces a device, and one (its gradient as is)
+@pytest.mark.parametrize("options", [{}, {"frozen_embedding": True, "head": (3,), "num_classes": 2}])
+def test_dissimilarity_on_an_lstm_matches_per_device_autograd(piece, options):
+    """Through the LSTM's shared-weight per-device gradients (``CharLSTM.grads_at``), devices
+    taken out of order (by size)."""
     g = torch.Generator().manual_seed(0)
-    sizes = (3, 9, 4)
+    sizes = (3, 9, 4, 1)
+    classes = options.get("num_classes", 7)
     xs = [torch.randint(0, 7, (n, 5), generator=g).numpy() for n in sizes]
-    ys = [torch.randint(0, 7, (n,), generator=g).numpy() for n in sizes]
+    ys = [torch.randint(0, classes, (n,), generator=g).numpy() for n in sizes]
     split = Split.from_clients(xs, ys)
     split = Split(split.x.long(), split.y, split.offsets)
-    problem = problems.SampleProblem(FederatedDataset("t", split, split, 7), models.CharLSTM(7, 3, 4, 2))
+    problem = problems.SampleProblem(FederatedDataset("t", split, split, classes),
+                                     models.CharLSTM(7, 3, 4, 2, **options))
     flat = problem.init(0)
-    assert problem.dissimilarity(flat, piece=2) == pytest.approx(_brute_force(problem, flat), rel=1e-5)
+    assert problem.dissimilarity(flat, piece=piece) == pytest.approx(_brute_force(problem, flat), rel=1e-5)
 
 
 @pytest.mark.parametrize("cls, overrides, match", [

@@ -79,8 +79,7 @@ def test_dissimilarity_matches_per_device_autograd_in_any_chunking():
 @pytest.mark.parametrize("piece", [2, 64])  # several pieces a device, and one (its gradient as is)
 @pytest.mark.parametrize("options", [{}, {"frozen_embedding": True, "head": (3,), "num_classes": 2}])
 def test_dissimilarity_on_an_lstm_matches_per_device_autograd(piece, options):
-    """Through the LSTM's shared-weight per-device gradients (``CharLSTM.grads_at``), devices
-    taken out of order (by size)."""
+    """Through the LSTM's batched per-device gradients, with devices taken by size (not in order)."""
     g = torch.Generator().manual_seed(0)
     sizes = (3, 9, 4, 1)
     classes = options.get("num_classes", 7)

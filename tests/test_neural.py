@@ -140,29 +140,6 @@ def test_lstm_fused_batched_and_vmapped_recurrences_agree(options):
         assert "embed" not in model.shapes and torch.equal(model.table("cpu"), lstm(**options).table("cpu"))
 
 
-@pytest.mark.parametrize("options", [dict(), dict(loss_kind="token"), dict(frozen_embedding=True, head=(4,)),
-                                     dict(layers=1, hidden=9)])
-def test_lstm_shared_weight_gradients_equal_the_per_client_ones(options):
-    """``grads_at`` (one model, K batches, one GEMM per layer for each batch's weight gradient)
-    against the K-model recurrence at K copies of the same parameters and against autograd
-    through the fused kernel, batch by batch, with masked samples."""
-    model = lstm(**options)
-    g = torch.Generator().manual_seed(6)
-    k, b = 5, 4
-    flat = model.init(torch.Generator().manual_seed(1))
-    x = torch.randint(0, VOCAB, (k, b, SEQ), generator=g)
-    y = torch.randint(0, VOCAB, (k, b, SEQ) if model.loss_kind == "token" else (k, b), generator=g)
-    mask = torch.ones(k, b)
-    mask[2, 1:] = 0
-    shared = model.grads_at(flat, x, y, mask)
-    copies = model.loss_and_grad(flat.unsqueeze(0).expand(k, -1), x, y, mask)[1]
-    fused = [model.loss_and_grad(flat.unsqueeze(0), x[j:j + 1], y[j:j + 1], mask[j:j + 1])[1] for j in range(k)]
-    torch.testing.assert_close(shared, copies, rtol=RTOL, atol=ATOL)
-    torch.testing.assert_close(shared, torch.cat(fused), rtol=RTOL, atol=ATOL)  # autograd through torch.lstm
-    assert shared.shape == (k, model.num_params) and bool((shared.abs().sum(1) > 0).all())
-    assert not torch.allclose(shared[0], shared[1])  # each batch its own gradient
-
-
 def test_token_lstm_gradients_and_training():
     problem = SampleProblem(token_dataset(token_targets=True), lstm("token"))
     assert problem.y.shape == (sum(SIZES), SEQ)

@@ -106,12 +106,6 @@ class Model:
         """Stacked gradients ``(K, P)`` of each client's mean loss on its batch."""
         return self.loss_and_grad(flat, x, y, mask, noise)[1]
 
-    def grads_at(self, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
-                 mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Gradients ``(K, P)`` of K batches' mean losses at one parameter vector ``flat`` (P,)
-        (the dissimilarity's per-device gradients); a model may share its forward pass."""
-        return self.grad(flat.unsqueeze(0).expand(y.shape[0], -1), x, y, mask)
-
     def predict(self, flat: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """Logits of one model on a chunk of evaluation samples (no dropout)."""
         return self.forward(self.unflatten(flat), x)

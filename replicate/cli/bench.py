@@ -16,8 +16,12 @@ evaluation is excluded (``eval_every=None``) so only training is timed (before 2
 runs evaluated the initial and final models inside the timing).
 
 The FedProx LSTMs (issue #11; real data, skipped when not staged) have no fused solver: the
-engine stacked (the model's batched recurrence over clients), the engine's client loop
-(PyTorch's fused LSTM kernel, one device at a time) and the oracle, FedProx with K = 10, b = 10.
+engine stacked (the model's batched recurrence over clients, weight gradients formed once per
+layer since 2026-11-23), the engine's client loop (PyTorch's fused LSTM kernel, one device at a
+time) and the oracle, FedProx with K = 10, b = 10; medians of 4 repeats of 2 rounds. These
+timings move between runs on this machine more than the others: on one idle afternoon five bench
+runs gave Sent140's oracle 0.79-1.6 s/round and its stacked engine 1.0-1.2 s/round, so read the
+LSTM ratios to ±50%.
 """
 from __future__ import annotations
 
@@ -102,7 +106,7 @@ def run(rounds: int = 5, repeats: int = 3, device=None, workloads=None) -> list[
     return results
 
 
-def lstm_run(rounds: int = 2, repeats: int = 2, device=None) -> list[dict]:
+def lstm_run(rounds: int = 2, repeats: int = 4, device=None) -> list[dict]:
     """One row per LSTM workload: seconds per round stacked, client by client and in the oracle,
     and which of the two engine executions ``execution="auto"`` picks on this device."""
     device = torch.device(device) if device else engine.default_device()

@@ -64,8 +64,8 @@ SETTINGS = {
     # The LSTM sets (final code: K = 10, μ = 0.001 / 0.01): runnable, not in the default panels
     # on a CPU (``LSTM_DEVIATION``); name them in a figure's ``datasets`` to run them.
     "shakespeare": Setting("Shakespeare", "shakespeare", 0.8, 10, 40, 0.001, model="char_lstm"),
-    # Sent140: evaluated every 10th round: the dissimilarity over our 2,875 tiny devices costs ≈ 20 s
-    # on this CPU, ten times a round's training at E = 20.
+    # Sent140: evaluated every 10th round: the dissimilarity over our 2,875 tiny devices costs ≈ 14 s
+    # on this CPU, 3-10 times a round's training at E = 20.
     "sent140": Setting("Sent140", "sent140", 0.3, 10, 800, 0.01, model="sent_lstm", eval_every=10),
 }
 LABELS = {key: s.label for key, s in SETTINGS.items()}
@@ -106,9 +106,10 @@ LSTM_DEVIATION = (
     "run them at the paper's scale. Measured on it with the fused LSTM kernel (one device, batch 10, forward + "
     "backward): 24-32 ms per local step for the Shakespeare 2×256 LSTM on 80-character windows, so one round "
     "at E = 20 epochs (10 devices × ≈ 400 steps an epoch) is ≈ 80,000 device-steps ≈ 40 min and a 40-round "
-    "curve ≈ a day; Sent140 (frozen embedding, 10 devices stacked) ≈ 90 ms per step of all 10 and ≈ 22 s per "
-    "evaluation with the dissimilarity over 2,875 devices: 200 rounds took 21 min at E = 20 and 46 min at "
-    "E = 50 (the CPU-scale panel of Figure 2), so an 800-round curve ≈ 1.5-3 h. They run "
+    "curve ≈ a day; Sent140 (frozen embedding, 10 devices stacked) ≈ 57 ms per step of all 10 and ≈ 17 s per "
+    "evaluation, 14 s of it the dissimilarity over 2,875 devices: 200 rounds take ≈ 13 min at E = 20 (they "
+    "took 21 min, and 46 min at E = 50, before the LSTM's weight gradients were formed per layer), so an "
+    "800-round curve ≈ 1-2.5 h. They run "
     "unchanged on a GPU: name 'shakespeare' / 'sent140' in the figure's datasets. Settings: the final code's "
     "(η 0.8 / 0.3, K = 10, μ 0.001 / 0.01, 40 / 800 rounds, hidden sizes 256 / 100 — the papers print them "
     "swapped); Shakespeare is LEAF's seeded --sf 0.2 draw (210 devices, Table 1: 143); Sent140 is the local "

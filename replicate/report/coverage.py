@@ -90,8 +90,8 @@ ITEMS: tuple[Item, ...] = (
     Item("fedprox2020", "final paper, Figure 1", "0 / 50 / 90 % stragglers, FedAvg vs FedProx", "partial",
          "Synthetic (1,1), MNIST and FEMNIST at paper settings; Shakespeare and Sent140 (LSTM) columns runnable, not "
          "run (18 runs of E = 20 each: days for Shakespeare on this CPU; Sent140 at the CPU scale of Figures 2-4 is "
-         "≈ 3 h of runs, 7 of its 16 distinct runs are in the run cache, unpublished; for Sent140 only the LEAF "
-         "test split and no GloVe exist here: a frozen random embedding)",
+         "≈ 3 h of runs, started, not yet published; for Sent140 only the LEAF test split and no GloVe exist here: "
+         "a frozen random embedding)",
          ("fedprox2020/stragglers",)),
     # STEM (seed 002)
     Item("khanduri2021", "Table 1", "sample and communication complexities", "not yet",

@@ -207,6 +207,19 @@ def test_batch_progress_shows_runs_and_eta(tmp_path):
     assert "runs 5/46 (2 from cache)" in shown.bar.text and "last run took 10 min" in shown.bar.text
 
 
+def test_eta_with_overrides_reads_only_the_target_record(project):
+    """A ``--set`` run (another scale) takes no run count or wall time from the committed figure."""
+    record = {"profile": "paper", "wall_time_s": 60.0, "runs": 16}
+    (project / "figures" / "notes" / "figA.claims.json").write_text(json.dumps(record))
+    nb = runner.FigureNotebook("notes", "figA", project / "notebooks" / "notes_figA.ipynb")
+    target = project / "elsewhere"
+    assert runner._previous(nb, "paper", target) == record  # no overrides: the committed record
+    assert runner._previous(nb, "paper", target, {"rounds": 200}) == {}
+    (target / "notes").mkdir(parents=True)
+    (target / "notes" / "figA.claims.json").write_text(json.dumps({**record, "runs": 8}))
+    assert runner._previous(nb, "paper", target, {"rounds": 200})["runs"] == 8
+
+
 def test_report_says_where_a_figures_compute_goes():
     record = {"wall_time_s": 60.0, "runs": 3, "runs_from_cache": 3, "runs_compute_s": 120.0,
               "runs_compute_by_dataset_s": {"small": 30.0, "big": 90.0}}

@@ -145,9 +145,11 @@ def _route_asyncio_log(kernel_log: Path | None):
     logger.propagate = kernel_log is None
 
 
-def _previous(nb: FigureNotebook, profile: str, target: Path) -> dict:
-    """The last recorded run of this figure at this profile (wall time, runs), for the ETA."""
-    for root in (target, paths.figures_dir(), paths.build_dir() / "figures"):
+def _previous(nb: FigureNotebook, profile: str, target: Path, overrides: dict | None = None) -> dict:
+    """The last recorded run of this figure at this profile (wall time, runs), for the ETA; with
+    ``--set`` overrides only the target's own record (another scale's run count would mislead)."""
+    roots = (target,) if overrides else (target, paths.figures_dir(), paths.build_dir() / "figures")
+    for root in roots:
         claims = root / nb.paper / f"{nb.figure}.claims.json"
         if claims.exists():
             record = json.loads(claims.read_text())
@@ -235,7 +237,7 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
         kernel_log = executed_dir / f"{nb.path.stem}.kernel.log"
         _route_asyncio_log(kernel_log)  # left in place if interrupted: the process is about to exit
         try:
-            with _Progress(bar, nb, _previous(nb, profile, target), progress_file):
+            with _Progress(bar, nb, _previous(nb, profile, target, overrides), progress_file):
                 papermill.execute_notebook(str(nb.path), str(executed_dir / nb.path.name),
                                            parameters=parameters(nb, profile, staging, overrides),
                                            kernel_name="python3", progress_bar=False, log_output=log_output,

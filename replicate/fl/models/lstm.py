@@ -159,9 +159,10 @@ class CharLSTM(Model):
             out, dense = self._dense(p, seq)
             per_sample = self.loss(out.flatten(0, 1), y.flatten(0, 1)).view(k, b)
             losses = (per_sample * m).sum(1) / m.sum(1)
-            wrt = [first] + [g for _, _, pre in layers for g in pre] + [z for _, _, z in dense]
+            learned = [] if self.frozen_embedding else [first]  # a frozen table needs no input gradient
+            wrt = learned + [g for _, _, pre in layers for g in pre] + [z for _, _, z in dense]
             deltas = list(torch.autograd.grad(losses.sum(), wrt))
-        grads, d_first = {}, deltas.pop(0)
+        grads, d_first = {}, (None if self.frozen_embedding else deltas.pop(0))
         for i, (inputs, outputs, pre) in enumerate(layers):
             d = torch.stack(deltas[:len(pre)], dim=2)  # (K, b, T, 4H)
             del deltas[:len(pre)]

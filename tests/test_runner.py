@@ -120,6 +120,10 @@ def test_publish_writes_data_claims_and_report(tmp_path):
     coverage_table = text.split("## Coverage of every figure and table")[1].split("## Data")[0]
     assert all(f"| {paper} |" in coverage_table for paper in ("li2020", "charles2021", "fedprox2020",
                                                               "khanduri2021", "notes"))
+    publish(None, pd.DataFrame({"x": [1]}), [consistency("d is an identity", True, "0 error")],
+            paper="khanduri2021", figure="fig1", profile="paper", out_dir=out)
+    analytic = report.render(out).split("## Khanduri et al. 2021")[1]
+    assert "no replication claims (nothing measured); 1 of 1 consistency checks hold" in analytic
     smoke = publish(None, pd.DataFrame({"x": [1]}), claims, paper="li2020", figure="fig9", profile="smoke", out_dir=out)
     assert all(v.startswith("smoke scale: not a replication verdict") for v in smoke.frame.verdict)
     assert "PASS" not in repr(smoke) and "FAIL" not in repr(smoke)

@@ -34,6 +34,8 @@ FIGURES = {
     "fedprox2020/fig3": "replicate.experiments.fedprox2020.mu:Fig3Config",
     "fedprox2020/fig4": "replicate.experiments.fedprox2020.mu:Fig4Config",
     "fedprox2020/stragglers": "replicate.experiments.fedprox2020.stragglers:StragglersConfig",
+    "khanduri2021/table1": "replicate.experiments.khanduri2021.table1:Table1Config",
+    "khanduri2021/fig1": "replicate.experiments.khanduri2021.tradeoff:Fig1Config",
     "notes/convex": "replicate.experiments.notes.convex:ConvexConfig",
     "notes/optimal_e": "replicate.experiments.notes.optimal_e:OptimalEConfig",
     "notes/nonconvex": "replicate.experiments.notes.nonconvex:NonconvexConfig",

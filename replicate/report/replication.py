@@ -51,6 +51,9 @@ def _unique_compute(records: list[dict]) -> float:
 def _counts(claims: list[dict]) -> str:
     replication = [c for c in claims if c.get("kind", "replication") == "replication"]
     consistency = [c for c in claims if c.get("kind") == "consistency"]
+    if not replication and consistency:  # an analytic item: nothing measured, nothing to count
+        return (f"no replication claims (nothing measured); {sum(c['passed'] for c in consistency)} of "
+                f"{len(consistency)} consistency checks hold")
     text = f"{sum(c['passed'] for c in replication)} of {len(replication)} replication claims hold"
     if consistency:
         text += f"; {sum(c['passed'] for c in consistency)} of {len(consistency)} consistency checks hold"

@@ -1,0 +1,13 @@
+"""Khanduri et al. 2021 (NeurIPS, arXiv 2106.10435), "STEM: A Stochastic Two-Sided Momentum
+Algorithm Achieving Near-Optimal Sample and Communication Complexities for Federated Learning".
+
+The seed text lost every formula; the spec (``/work/shared/specs/khanduri2021-stem.md``)
+RECONSTRUCTS the bounds, the trade-off curves and Table 1's cells, and PROPOSES the settings the
+text does not give. The maths lives in :mod:`replicate.theory.stem`.
+
+- ``tradeoff``: Figure 1, the analytic (b, I) trade-off surface and curve (``khanduri2021_fig1``)
+- ``table1``: Table 1, sample and communication complexities, with this work's rows re-derived
+  from the reconstructed bounds (``khanduri2021_table1``)
+
+Figures 2-5 (STEM vs FedAvg vs SCAFFOLD on CIFAR-10 and MNIST) are not built yet.
+"""

@@ -1,0 +1,82 @@
+"""STEM's reconstructed complexities (replicate.theory.stem) and the Table 1 / Figure 1 experiments."""
+import numpy as np
+import pytest
+
+from replicate.core.errors import ReplicateError
+from replicate.experiments.khanduri2021 import table1, tradeoff
+from replicate.theory import stem
+
+
+def test_bounds_by_hand():
+    # STEM: I/T + (bKT)^(-2/3) = 2/8 + 8^(-2/3) = 1/4 + 1/4
+    assert stem.stationarity_bound("stem", 8, 1, 2, 1) == pytest.approx(0.5)
+    # FedAvg: 1/√(bKT) + (bKI²/T)(1/b + ζ²) = 1/4 + (2·1·1/8)(1/2 + 1)
+    assert stem.stationarity_bound("fedavg", 8, 2, 1, 1, zeta2=1.0) == pytest.approx(0.25 + 0.375)
+    # ε = 0.01, b = I = K = 1: T = max(I/ε, ε^-3/2/(bK)) = 1000; samples b·T + B = 1000 + 1
+    c = stem.costs("stem", 0.01, 1, 1, 1)
+    assert (c["iterations"], c["rounds"], c["samples_per_worker"]) == pytest.approx((1000, 1000, 1001))
+    c = stem.costs("fedavg", 0.01, 1, 1, 4)  # T = max(1/(bKε²), bKI²(1/b+ζ²)/ε) = max(2500, 800)
+    assert (c["iterations"], c["samples"]) == pytest.approx((2500, 4 * 2500))
+
+
+@pytest.mark.parametrize("method", stem.METHODS)
+def test_iterations_are_the_fewest_that_reach_eps(method):
+    rng = np.random.default_rng(0)
+    b, I, K = rng.integers(1, 50, 20), rng.integers(1, 50, 20), rng.integers(1, 20, 20)
+    eps = 10.0 ** rng.uniform(-6, -2, 20)
+    T = stem.iterations_to(method, eps, b, I, K)
+    # every term ≤ ε at T (so the bound ≤ 2ε); 1% fewer iterations leave a term above ε
+    assert np.all(stem.stationarity_bound(method, T, b, I, K) <= 2 * eps * (1 + 1e-12))
+    assert np.all(stem.stationarity_bound(method, 0.99 * T, b, I, K) > eps)
+
+
+@pytest.mark.parametrize("method", stem.METHODS)
+def test_tradeoff_curve(method):
+    nu = np.linspace(0, 1, 11)
+    b, I = stem.tradeoff(method, nu, 1e-6, 10)
+    assert np.allclose(b * I, 1e3 / 10)  # b·I = ε^(-1/2)/K on the whole curve
+    assert (b[-1], I[0]) == pytest.approx((1.0, 1.0))  # ν = 1: b = 1 (Fed STEM); ν = 0: I = 1 (Minibatch)
+    assert np.all(np.diff(b) < 0) and np.all(np.diff(I) > 0)
+    with pytest.raises(ReplicateError, match="ν"):
+        stem.tradeoff(method, 1.5, 1e-6, 10)
+    with pytest.raises(ReplicateError, match="method"):
+        stem.tradeoff("scaffold", 0.5, 1e-6, 10)
+
+
+def test_fixed_budget_tradeoff_balances_the_bound():
+    # eq. (3): both terms of STEM's bound are of the same order, I/T, for every T and ν
+    T = np.geomspace(1e4, 1e12, 9)
+    for nu in (0.0, 0.5, 1.0):
+        b, I = stem.tradeoff_at_iterations("stem", nu, T, 10)
+        ratio = (I / T) / (b * 10 * T) ** (-2 / 3)
+        assert np.allclose(ratio, ratio[0])
+    assert stem.exponent([1e-2, 1e-4, 1e-6], [1e3, 1e6, 1e9]) == pytest.approx(1.5)
+
+
+def test_figure1_checks_hold_and_can_fail():
+    config = tradeoff.Fig1Config.for_profile("smoke")
+    data = tradeoff.tradeoff(config)
+    claims = tradeoff.tradeoff_claims(data, config)
+    assert len(claims) == 4 and all(c.passed for c in claims) and all(c.kind == "consistency" for c in claims)
+    broken = data.copy()  # a surface that loses the optimal sample complexity somewhere
+    broken.loc[(broken.kind == "surface") & broken.on_surface.astype(bool), "samples_ratio"] *= 1.5
+    assert not tradeoff.tradeoff_claims(broken, config)[0].passed
+
+
+def test_table1_checks_hold_and_can_fail():
+    config = table1.Table1Config.for_profile("smoke")
+    data = table1.table1(config)
+    assert set(data[data.kind == "rate"].view) == {"ε-form", "fixed-T"}
+    claims = table1.table1_claims(data, config)
+    assert len(claims) == 6 and all(c.passed for c in claims) and all(c.kind == "consistency" for c in claims)
+    assert len(data[data.kind == "cell"]) == len(table1.CELLS)
+    broken = data.copy()  # FedAvg at STEM's sample complexity would contradict the table
+    broken.loc[broken.method == "fedavg", "samples_exp"] = 1.5
+    assert [c.passed for c in table1.table1_claims(broken, config)].count(False) == 1
+
+
+def test_table1_config_rejects_bad_input():
+    with pytest.raises(ReplicateError, match="eps_range"):
+        table1.Table1Config.for_profile("smoke", eps_range=[1e-6, 2.0])
+    with pytest.raises(ReplicateError, match="nus"):
+        table1.Table1Config.for_profile("smoke", nus=[0.0, 1.5])

@@ -13,6 +13,7 @@ from replicate.data.federated import FederatedDataset, Split
 from replicate.data.leaf import emnist_star, femnist, femnist_fedprox, load_leaf
 from replicate.data.mnist import load_mnist, mnist_balanced, mnist_fedprox, mnist_unbalanced
 from replicate.data.quadratic import QuadraticClients, li2020_counterexample
+from replicate.data.shards import mnist_stem, mnist_stem_high, mnist_stem_moderate
 # Modules, not functions: the builders share their modules' names, which must stay importable.
 from replicate.data import sent140 as _sent140, shakespeare as _shakespeare
 from replicate.data.stats import table1_statistics
@@ -35,6 +36,9 @@ _BUILDERS: dict[str, Callable[..., FederatedDataset]] = {
     "femnist_fedprox": femnist_fedprox,
     "shakespeare": _shakespeare.shakespeare,
     "sent140": _sent140.sent140,
+    "mnist_stem": mnist_stem,
+    "mnist_stem_high": mnist_stem_high,
+    "mnist_stem_moderate": mnist_stem_moderate,
 }
 
 
@@ -73,6 +77,6 @@ def _builder(name: str) -> Callable[..., FederatedDataset]:
 __all__ = [
     "FederatedDataset", "QuadraticClients", "Split", "available", "emnist_star", "femnist",
     "femnist_fedprox", "fetch", "li2020_counterexample", "load", "load_leaf", "load_mnist",
-    "mnist_balanced", "mnist_fedprox", "mnist_unbalanced", "parameters",
+    "mnist_balanced", "mnist_fedprox", "mnist_stem", "mnist_unbalanced", "parameters",
     "synthetic", "synthetic_iid", "table1_statistics",
 ]

@@ -1,11 +1,12 @@
 """Client learning-rate schedules, indexed by communication round."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from replicate.core.errors import ReplicateError
 
-KINDS = ("constant", "li2020", "li2020_quadratic", "inverse")
+KINDS = ("constant", "li2020", "li2020_quadratic", "inverse", "stem")
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,9 @@ class LRSchedule:
     - ``inverse``: η0 / (1 + decay·r). With η0 = 2/(μγ) and decay = E/γ this is Li et al.
       Theorem 1's η_t = 2/(μ(γ + t)) at the round's first step t = rE (the engine applies one
       η per round, so the round's later steps use up to (1 + E/γ)× the theorem's η_t).
+    - ``stem``: η0 / (w + σ²·e)^{1/3} with w = σ² = 1 and e = 1 + ⌊r·decay⌋ the epoch of round r
+      (decay = epochs per round, b·I/n_k): STEM's eq. (2), "diminished in each epoch" (§4), with
+      η0 = κ̄; w and σ² are PROPOSED (spec STEM §6.5).
     """
 
     kind: str = "constant"
@@ -31,8 +35,8 @@ class LRSchedule:
             raise ReplicateError(f"unknown lr schedule {self.kind!r}; choose one of {', '.join(KINDS)}")
         if not self.lr0 > 0:
             raise ReplicateError(f"learning rate must be positive, got {self.lr0}")
-        if self.kind == "inverse" and not self.decay >= 0:
-            raise ReplicateError(f"the inverse schedule needs decay >= 0, got {self.decay}")
+        if self.kind in ("inverse", "stem") and not self.decay >= 0:
+            raise ReplicateError(f"the {self.kind} schedule needs decay >= 0, got {self.decay}")
 
     def __call__(self, round_: int) -> float:
         if self.kind == "constant":
@@ -41,4 +45,6 @@ class LRSchedule:
             return self.lr0 / max(round_, 1)
         if self.kind == "inverse":
             return self.lr0 / (1.0 + self.decay * round_)
+        if self.kind == "stem":
+            return self.lr0 / (2.0 + math.floor(self.decay * round_)) ** (1.0 / 3.0)
         return self.lr0 / (5.0 + self.decay * round_)

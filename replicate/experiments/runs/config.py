@@ -25,7 +25,7 @@ class RunConfig:
     dataset: str  # "synthetic(1,1)", "synthetic_iid", "mnist_balanced", "mnist_unbalanced", "quadratic", "given"
     data_seed: int | None = None  # partition seed; None = the builder's documented default
     num_clients: int | None = None  # N for synthetic sets; None = builder default (100)
-    model: str = "logistic"  # "logistic", "mlp", "cnn", "char_lstm" (Shakespeare), "sent_lstm" (Sent140)
+    model: str = "logistic"  # "logistic", "mlp", "cnn", "lenet", "char_lstm" (Shakespeare), "sent_lstm" (Sent140)
     hidden: int | None = None  # width of the model's hidden layer / LSTM; None = the model's (authors' code)
     algorithm: str = "fedavg"  # a name of replicate.fl.algorithms.ALGORITHMS
     scheme: str = "scheme1"  # FedAvg's sampling and averaging scheme (Li et al. §3.3)
@@ -44,6 +44,7 @@ class RunConfig:
     server_lr: float = 1.0  # η_s (η_g of SCAFFOLD, η of LocalUpdate)
     server_momentum: float = 0.0  # β (LocalUpdate's ServerOpt)
     nesterov: bool = False
+    momentum_c: float = 1.0  # c of STEM's momentum weight a = min{1, c·η²}
     message_coefficients: tuple[float, ...] | None = None  # a of LocalUpdate; None = 1_K
     rounds: int = 200  # T/E
     seed: int = 0  # init, sampling, mini-batch, straggler and dropout streams derive from it by role
@@ -73,12 +74,15 @@ class RunConfig:
             "fedprox": dict(prox_mu=self.prox_mu, clients_per_round=self.clients_per_round, sampling=self.sampling,
                             straggler_fraction=self.straggler_fraction, server_lr=self.server_lr),
             "scaffold": dict(clients_per_round=self.clients_per_round, server_lr=self.server_lr),
+            "stem": dict(momentum_c=self.momentum_c),
             "local_update": dict(server_lr=self.server_lr, a=self.message_coefficients, momentum=self.server_momentum,
                                  nesterov=self.nesterov, clients_per_round=self.clients_per_round,
                                  prox_mu=self.prox_mu),
         }[self.algorithm]
         if self.algorithm == "fedavg" and self.prox_mu:
             raise ReplicateError("prox_mu (μ) needs algorithm='fedprox' (FedAvg has no proximal term)")
+        if self.algorithm == "stem" and self.clients_per_round is not None:
+            raise ReplicateError("stem runs every client every round (full participation): set clients_per_round=None")
         if self.algorithm in ("fedavg", "fedprox") and self.clients_per_round is None:
             raise ReplicateError(f"{self.algorithm} needs clients_per_round (K)")
         return ALGORITHMS[self.algorithm](**settings)

@@ -9,8 +9,9 @@ from replicate.fl.algorithms.local_update import LocalUpdate
 from replicate.fl.algorithms.protocol import (Algorithm, LocalWork, PlainSGD, Population, RoundContext,
                                                RoundPlan)
 from replicate.fl.algorithms.scaffold import Scaffold
+from replicate.fl.algorithms.stem import Stem
 
-ALGORITHMS = {"fedavg": FedAvg, "fedprox": FedProx, "scaffold": Scaffold, "local_update": LocalUpdate}
+ALGORITHMS = {"fedavg": FedAvg, "fedprox": FedProx, "scaffold": Scaffold, "local_update": LocalUpdate, "stem": Stem}
 
 __all__ = ["ALGORITHMS", "Algorithm", "FedAvg", "FedProx", "LocalUpdate", "LocalWork", "PlainSGD",
-           "Population", "RoundContext", "RoundPlan", "SCHEMES", "Scaffold"]
+           "Population", "RoundContext", "RoundPlan", "SCHEMES", "Scaffold", "Stem"]

@@ -26,6 +26,10 @@ _LSTM_PRESETS = {"char_lstm": dict(embed=8, hidden=256, layers=2),  # Shakespear
                                    frozen_embedding=True)}
 
 
+# Image CNNs by name (``for_dataset``): the FEMNIST-style CNN, and STEM's MNIST LeNet (spec STEM §6.4, PROPOSED)
+_CNN_PRESETS = {"cnn": {}, "lenet": dict(channels=(10, 20), hidden=50, padding=0)}
+
+
 def for_dataset(name: str, dataset, hidden: int | None = None) -> Model:
     """The model ``name`` sized for a federated dataset: features and classes for the dense
     models, the image shape for the CNN, the vocabulary for the LSTMs (``hidden`` overrides
@@ -41,11 +45,11 @@ def for_dataset(name: str, dataset, hidden: int | None = None) -> Model:
         raise ReplicateError(f"model {name!r} has no hidden width to set (hidden={hidden})")
     if dataset.train.x.dtype == torch.int64:
         raise ReplicateError(f"dataset {dataset.name!r} holds token sequences: use char_lstm or sent_lstm, not {name!r}")
-    if name == "cnn":
+    if name in _CNN_PRESETS:
         shape = tuple(dataset.meta.get("image_shape") or dataset.train.x.shape[1:])
         if len(shape) != 3:
-            raise ReplicateError(f"model 'cnn' needs (C, H, W) images; dataset {dataset.name!r} has inputs {shape}")
-        return CNN(shape, dataset.num_classes)
+            raise ReplicateError(f"model {name!r} needs (C, H, W) images; dataset {dataset.name!r} has inputs {shape}")
+        return CNN(shape, dataset.num_classes, **_CNN_PRESETS[name])
     return build(name, dataset.num_features, dataset.num_classes, **({} if hidden is None else {"hidden": hidden}))
 
 

@@ -1,8 +1,9 @@
 """Neural models as pure functions of a flat parameter vector (vmapped over clients).
 
 - ``CNN``: two 5×5 conv layers (each ReLU + 2×2 max-pool), a dense hidden layer with
-  dropout, a dense output layer — the shape of the LEAF/FedAvg FEMNIST CNN and of STEM's
-  "2 conv + 2 linear" network (spec STEM §6.4, PROPOSED), with widths as arguments.
+  dropout, a dense output layer — the shape of the LEAF/FedAvg FEMNIST CNN ("same" padding) and,
+  with ``padding=0``, channels (10, 20) and 50 hidden units, of STEM's MNIST "2 conv + 2 linear"
+  LeNet (spec STEM §6.4, PROPOSED; ReLU and max-pool commute, so the order is immaterial).
 - ``CharLSTM`` lives in ``lstm.py`` (its own batched and fused paths).
 - ``MLP``: one hidden layer, dense(hidden) → tanh → dense(classes): a small smooth non-convex
   model (the lecture notes' Theorem 2 experiment), through the generic ``torch.func`` path.
@@ -28,18 +29,25 @@ def _uniform_init(shapes: dict, fan_in: dict, generator, dtype) -> torch.Tensor:
     return torch.cat(parts)
 
 
+def _side(n: int, padding: int) -> int:
+    """Side after two (5×5 conv, 2×2 pool) stages: a conv adds 2·padding − 4 ("same": 0), a pool halves."""
+    for _ in range(2):
+        n = (n + 2 * padding - 4) // 2
+    return n
+
+
 class CNN(Model):
     """conv(c1, 5×5) → pool → conv(c2, 5×5) → pool → dense(hidden) → dropout → dense(classes)."""
 
     eval_batch_size = 512
 
     def __init__(self, in_shape: tuple[int, int, int], num_classes: int, channels=(32, 64), hidden: int = 2048,
-                 dropout: float = 0.0):
+                 dropout: float = 0.0, padding: int = 2):
         c, h, w = in_shape
         c1, c2 = channels
-        self.in_shape, self.num_classes = tuple(in_shape), num_classes
+        self.in_shape, self.num_classes, self.padding = tuple(in_shape), num_classes, int(padding)
         self.dropout, self.dropout_shape = float(dropout), (hidden,)
-        flat = c2 * (h // 4) * (w // 4)  # "same" padding keeps H×W, each pool halves it
+        flat = c2 * _side(h, padding) * _side(w, padding)
         self.shapes = {"conv1.w": (c1, c, 5, 5), "conv1.b": (c1,), "conv2.w": (c2, c1, 5, 5), "conv2.b": (c2,),
                        "fc1.w": (hidden, flat), "fc1.b": (hidden,), "fc2.w": (num_classes, hidden),
                        "fc2.b": (num_classes,)}
@@ -51,8 +59,8 @@ class CNN(Model):
 
     def forward(self, params, x, noise=None):
         x = x.reshape(x.shape[0], *self.in_shape)
-        h = F.max_pool2d(F.relu(F.conv2d(x, params["conv1.w"], params["conv1.b"], padding=2)), 2)
-        h = F.max_pool2d(F.relu(F.conv2d(h, params["conv2.w"], params["conv2.b"], padding=2)), 2)
+        h = F.max_pool2d(F.relu(F.conv2d(x, params["conv1.w"], params["conv1.b"], padding=self.padding)), 2)
+        h = F.max_pool2d(F.relu(F.conv2d(h, params["conv2.w"], params["conv2.b"], padding=self.padding)), 2)
         h = F.relu(F.linear(h.flatten(1), params["fc1.w"], params["fc1.b"]))
         return F.linear(self.drop(h, noise), params["fc2.w"], params["fc2.b"])
 

@@ -1,4 +1,6 @@
 """STEM's reconstructed complexities (replicate.theory.stem) and the Table 1 / Figure 1 experiments."""
+import math
+
 import numpy as np
 import pytest
 
@@ -80,3 +82,50 @@ def test_table1_config_rejects_bad_input():
         table1.Table1Config.for_profile("smoke", eps_range=[1e-6, 2.0])
     with pytest.raises(ReplicateError, match="nus"):
         table1.Table1Config.for_profile("smoke", nus=[0.0, 1.5])
+
+
+def _fake_fig5(samples_to_90: dict, losses: dict) -> "pd.DataFrame":
+    """Curves whose test accuracy crosses 0.9 at the given samples and whose loss ends at the given value."""
+    import pandas as pd
+
+    rows = []
+    for (algorithm, i, seed), hit in samples_to_90.items():
+        for r in range(11):
+            samples = 100.0 * r
+            rows.append({"kind": "curve", "algorithm": algorithm, "local_updates": i, "seed": seed, "round": r,
+                         "samples": samples, "test_acc": 0.95 if samples >= hit else 0.5,
+                         "train_loss": losses[(algorithm, i, seed)] if r == 10 else 1.0})
+    return pd.DataFrame(rows)
+
+
+def test_figure5_claims_hold_and_fail_on_known_curves():
+    from replicate.experiments.khanduri2021 import samples
+
+    config = samples.Fig5Config.for_profile("paper", local_updates=[10, 100], seeds=[0, 1], evals=10, tail=0.1)
+    keys = [(a, i, s) for a in ("STEM", "FedAvg", "SCAFFOLD") for i in (10, 100) for s in (0, 1)]
+    hits = {k: (300.0 if k[1] == 10 else 800.0) for k in keys}
+    losses = {k: (0.1 if k[0] == "STEM" else 0.2) for k in keys}
+    claims = samples.samples_claims(_fake_fig5(hits, losses), config)
+    assert [c.passed for c in claims] == [True, True, True] and all(c.kind == "replication" for c in claims)
+    hits[("FedAvg", 100, 1)] = math.inf  # never reaches the target with the large I: still "more samples"
+    losses[("STEM", 100, 1)] = 0.3  # STEM loses on one seed at I = 100
+    claims = samples.samples_claims(_fake_fig5(hits, losses), config)
+    assert [c.passed for c in claims] == [True, True, False] and "never" in claims[0].result
+    hits[("STEM", 10, 0)] = 900.0  # the small I needs more on one seed
+    assert not samples.samples_claims(_fake_fig5(hits, losses), config)[0].passed
+
+
+def test_figure5_config_checks_and_run_configs():
+    from replicate.experiments.khanduri2021 import samples
+
+    config = samples.Fig5Config.for_profile("paper")
+    assert config.rounds(10) == 375 and config.rounds(100) == 38  # ⌈30,000 / (8·I)⌉
+    assert (0.1, 200.0) not in config.stem_grid() and (0.1, 100.0) in config.stem_grid()  # a = c·η_1² < 1
+    stem = config.run_config("stem", 10, 2, lr=0.1, c=10.0)
+    assert (stem.algorithm, stem.clients_per_round, stem.lr_schedule, stem.momentum_c) == ("stem", None, "stem", 10.0)
+    assert stem.lr_decay == pytest.approx(80 / 540) and stem.data_seed == stem.seed == 2
+    assert config.run_config("fedavg", 10, 0, lr=0.05).clients_per_round == 100
+    with pytest.raises(ReplicateError, match="c·η²"):
+        samples.Fig5Config.for_profile("paper", stem_lr=[1.0], stem_c=[200.0])
+    with pytest.raises(ReplicateError, match="tune_seeds"):
+        samples.Fig5Config.for_profile("paper", seeds=[0], tune_seeds=2)

@@ -36,6 +36,7 @@ FIGURES = {
     "fedprox2020/stragglers": "replicate.experiments.fedprox2020.stragglers:StragglersConfig",
     "khanduri2021/table1": "replicate.experiments.khanduri2021.table1:Table1Config",
     "khanduri2021/fig1": "replicate.experiments.khanduri2021.tradeoff:Fig1Config",
+    "khanduri2021/fig5": "replicate.experiments.khanduri2021.samples:Fig5Config",
     "notes/convex": "replicate.experiments.notes.convex:ConvexConfig",
     "notes/optimal_e": "replicate.experiments.notes.optimal_e:OptimalEConfig",
     "notes/nonconvex": "replicate.experiments.notes.nonconvex:NonconvexConfig",

@@ -8,6 +8,8 @@ text does not give. The maths lives in :mod:`replicate.theory.stem`.
 - ``tradeoff``: Figure 1, the analytic (b, I) trade-off surface and curve (``khanduri2021_fig1``)
 - ``table1``: Table 1, sample and communication complexities, with this work's rows re-derived
   from the reconstructed bounds (``khanduri2021_table1``)
+- ``samples``: Figure 5, STEM vs FedAvg vs SCAFFOLD on MNIST against the samples accessed per
+  worker, a small and a large I (``khanduri2021_fig5``)
 
-Figures 2-5 (STEM vs FedAvg vs SCAFFOLD on CIFAR-10 and MNIST) are not built yet.
+Figures 2-4 (the same comparison on CIFAR-10) are not built yet.
 """

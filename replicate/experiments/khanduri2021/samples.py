@@ -1,0 +1,232 @@
+"""Khanduri et al. 2021, Figure 5 (§4): STEM, FedAvg and SCAFFOLD on MNIST at high heterogeneity
+(every worker holds 5 of the 10 classes), training loss and test accuracy against the number of
+samples accessed at each worker, for a fixed mini-batch b and a small and a large number I of
+local updates. The paper: a large I needs far more samples per worker to reach a target test
+accuracy; STEM is the best of the three (§4, "STEM ≥ SCAFFOLD, FedAvg", spec §6.6).
+
+Setting (spec §6.2-§6.6; the numbers are PROPOSED where the text lost them): K = 100 workers, full
+participation, 540 training / 80 test images each (``data.shards``); the LeNet "2 conv + 2 linear"
+(``models`` preset ``lenet``); b = 8, I ∈ {10, 100}; up to 30,000 samples per worker. STEM's step
+size is eq. (2) per epoch, η_e = κ̄/(1 + e)^{1/3}, with a = min{1, c·η²}; FedAvg and SCAFFOLD
+(option II, η_g = 1) use a constant client rate. Each algorithm's rates are tuned per I on the
+first ``tune_seeds`` seeds by the final training loss (spec §6.5), then run on every seed.
+
+Samples per worker after round r: b·I·r for all three (STEM's round 0 reads its initial batch
+B = b·I; it evaluates two gradients per sample afterwards — ``gradients`` counts them).
+
+Symbols → names: b → ``batch_size``, I → ``local_updates``, κ̄ → ``stem_lr``, c → ``stem_c``,
+η_l → ``client_lr``, K → 100 (the data's workers).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import pandas as pd
+
+from replicate.core.errors import ReplicateError
+from replicate.data.shards import HETEROGENEITY, WORKERS
+from replicate.experiments import knobs
+from replicate.experiments.runs import cache, pool
+from replicate.experiments.runs.config import RunConfig
+from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
+from replicate.report.claims import check
+
+ALGORITHMS = ("stem", "fedavg", "scaffold")
+LABELS = {"stem": "STEM", "fedavg": "FedAvg", "scaffold": "SCAFFOLD"}
+TRAIN_PER_WORKER = 540  # n_k (spec §6.1)
+
+DEVIATIONS = (
+    "K = 100 workers is INFERRED from the per-worker counts; the class-shard partition, the LeNet, b = 8, "
+    "I ∈ {10, 100}, the sample budget and the tuning grids are PROPOSED (spec §6.2-§6.5): the paper's values "
+    "are lost.",
+    "STEM's eq. (2) with w = σ² = 1 per epoch and a = min{1, c·η²}; round 0 forms d_1 from B = b·I samples "
+    "(spec §2.1-§2.2, RECONSTRUCTED). FedAvg and SCAFFOLD: plain SGD, constant rate, no weight decay.",
+    "Three seeds (partition, initial model, mini-batches) where the paper shows one run; curves are seed means "
+    "with their range.",
+)
+
+
+@dataclass(frozen=True)
+class Fig5Config(knobs.FigureConfig):
+    """Figure 5: samples per worker to accuracy for I small vs large, STEM vs FedAvg vs SCAFFOLD."""
+
+    heterogeneity: str = "high"  # 5 classes per worker (Figure 5); "moderate": all 10
+    batch_size: int = 8  # b
+    local_updates: tuple[int, ...] = (10, 100)  # I: a small and a large value
+    samples_per_worker: int = 30_000  # the x-axis budget (≈ 55 local epochs)
+    stem_lr: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)  # κ̄ grid
+    stem_c: tuple[float, ...] = (1.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0)  # c grid
+    client_lr: tuple[float, ...] = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2)  # η_l grid of FedAvg and SCAFFOLD
+    seeds: tuple[int, ...] = (0, 1, 2)
+    tune_seeds: int = 1  # the first seeds choose the rates by final training loss
+    target_accuracy: float = 0.9  # samples per worker to reach it are reported (the paper's target is lost)
+    evals: int = 60  # evaluations per run
+    tail: float = 0.1  # "final" = mean over the last 10% of evaluations
+    workers: int = 2  # processes computing runs side by side
+    deviations: tuple[str, ...] = DEVIATIONS
+
+    CHOICES: ClassVar[dict] = {"heterogeneity": HETEROGENEITY}
+
+    @classmethod
+    def smoke(cls):
+        return cls(local_updates=(1, 4), samples_per_worker=16, stem_lr=(0.1,), stem_c=(10.0,), client_lr=(0.05,),
+                   seeds=(0,), evals=2, workers=1)
+
+    def validate(self) -> None:
+        knobs.check_tune_seeds(self)
+        if not 0 < self.target_accuracy < 1 or not 0 < self.tail <= 1:
+            raise ReplicateError("Fig5Config.target_accuracy and tail must lie in (0, 1]")
+        if not self.stem_grid():
+            raise ReplicateError("Fig5Config: every (stem_lr, stem_c) pair has c·η² ≥ 1 in the first epoch "
+                                 "(no momentum left); lower stem_c or stem_lr")
+
+    def rounds(self, local_updates: int) -> int:
+        return math.ceil(self.samples_per_worker / (self.batch_size * local_updates))
+
+    def stem_grid(self) -> list[tuple[float, float]]:
+        """(κ̄, c) pairs whose first-epoch momentum weight a = c·η_1² stays below 1 (spec §6.5)."""
+        return [(k, c) for k in self.stem_lr for c in self.stem_c if c * (k / 2 ** (1 / 3)) ** 2 < 1]
+
+    def run_config(self, algorithm: str, local_updates: int, seed: int, lr: float, c: float = 1.0) -> RunConfig:
+        rounds = self.rounds(local_updates)
+        common = dict(dataset=f"mnist_stem_{self.heterogeneity}", data_seed=seed, model="lenet", algorithm=algorithm,
+                      local_steps=local_updates, batch_size=self.batch_size, client_lr=lr, weight_decay=0.0,
+                      clip_norm=None, rounds=rounds, seed=seed, eval_every=max(1, rounds // self.evals))
+        if algorithm == "stem":
+            return RunConfig(**common, clients_per_round=None, lr_schedule="stem", momentum_c=c,
+                             lr_decay=self.batch_size * local_updates / TRAIN_PER_WORKER)
+        if algorithm == "fedavg":
+            return RunConfig(**common, scheme="full", clients_per_round=WORKERS, lr_schedule="constant")
+        return RunConfig(**common, clients_per_round=None, lr_schedule="constant")
+
+    def candidates(self, algorithm: str) -> list[dict]:
+        if algorithm == "stem":
+            return [{"lr": k, "c": c} for k, c in self.stem_grid()]
+        return [{"lr": lr} for lr in self.client_lr]
+
+
+def _final(history: pd.DataFrame, metric: str, tail: float) -> float:
+    values = history[metric].to_numpy(dtype=float)
+    last = values[-max(1, int(round(tail * len(values)))):]
+    if not np.all(np.isfinite(last)):
+        return math.inf if metric.endswith("loss") else math.nan
+    return float(last.mean())
+
+
+def samples(config: Fig5Config, log=None) -> pd.DataFrame:
+    """Tidy rows: ``kind`` = tuning (one per candidate, mean final loss on the tuning seeds) and
+    curve (per evaluation of every final run)."""
+    tuning_seeds = config.seeds[:config.tune_seeds]
+    jobs = [(config.run_config(a, i, s, **h), None) for i in config.local_updates for a in ALGORITHMS
+            for h in config.candidates(a) for s in tuning_seeds]
+    pool.compute(jobs, workers=config.workers, log=log)
+    rows, chosen = [], {}
+    for i in config.local_updates:
+        for a in ALGORITHMS:
+            scores = []
+            for h in config.candidates(a):
+                finals = [_final(cache.run(config.run_config(a, i, s, **h), progress=False, log=log), "train_loss",
+                                 config.tail) for s in tuning_seeds]
+                scores.append((float(np.mean(finals)), h))
+                rows.append({"kind": "tuning", "algorithm": LABELS[a], "local_updates": i, **h,
+                             "final_train_loss": scores[-1][0]})
+            chosen[(a, i)] = min(scores, key=lambda sh: sh[0])[1]
+    finals = [(a, i, s, config.run_config(a, i, s, **chosen[(a, i)])) for i in config.local_updates
+              for a in ALGORITHMS for s in config.seeds]
+    pool.compute([(c, None) for *_, c in finals], workers=config.workers, log=log)
+    frames = []
+    for a, i, s, c in finals:
+        history = cache.run(c, progress=False, log=log)
+        per_round = config.batch_size * i
+        frames.append(history.assign(kind="curve", algorithm=LABELS[a], local_updates=i, seed=s,
+                                     chosen=", ".join(f"{k}={v:g}" for k, v in chosen[(a, i)].items()),
+                                     samples=history["round"] * per_round,
+                                     gradients=_gradients(a, history["round"], per_round)))
+    return pd.concat([pd.DataFrame(rows), *frames], ignore_index=True)
+
+
+def _gradients(algorithm: str, rounds: pd.Series, per_round: int) -> pd.Series:
+    """Per-worker gradient evaluations before each round: STEM's initial batch B = b·I, then two a sample."""
+    if algorithm != "stem":
+        return rounds * per_round
+    return (2 * rounds - 1).clip(lower=0) * per_round
+
+
+def to_target(data: pd.DataFrame, target: float) -> pd.DataFrame:
+    """Samples per worker at the first evaluation with test accuracy ≥ target (inf if never)."""
+    curves = data[data.kind == "curve"]
+    out = []
+    for (a, i, s), run in curves.groupby(["algorithm", "local_updates", "seed"]):
+        hit = run[run.test_acc >= target]
+        out.append({"algorithm": a, "local_updates": i, "seed": s,
+                    "samples_to_target": float(hit.samples.min()) if len(hit) else math.inf,
+                    "final_train_loss": _final(run.sort_values("round"), "train_loss", 0.1),
+                    "final_test_acc": _final(run.sort_values("round"), "test_acc", 0.1)})
+    return pd.DataFrame(out)
+
+
+def samples_claims(data: pd.DataFrame, config: Fig5Config) -> list:
+    reached = to_target(data, config.target_accuracy)
+    small, large = min(config.local_updates), max(config.local_updates)
+    claims = []
+    pivot = reached.pivot_table(index=["algorithm", "seed"], columns="local_updates", values="samples_to_target")
+    more = bool((pivot[large] > pivot[small]).all())
+    claims.append(check(
+        f"A large I needs more samples per worker than a small I to reach {config.target_accuracy:.0%} test "
+        "accuracy (every algorithm, every seed)", more,
+        "; ".join(f"{a}: I = {small}: {_fmt(pivot.loc[a][small])}, I = {large}: {_fmt(pivot.loc[a][large])}"
+                  for a in pivot.index.get_level_values(0).unique()),
+        paper_value="the sample counts are lost from the text", margin="strictly more, every seed"))
+    for i in config.local_updates:
+        part = reached[reached.local_updates == i].pivot(index="seed", columns="algorithm", values="final_train_loss")
+        acc = reached[reached.local_updates == i].pivot(index="seed", columns="algorithm", values="final_test_acc")
+        best = bool(((part["STEM"] < part["FedAvg"]) & (part["STEM"] < part["SCAFFOLD"])).all())
+        claims.append(check(
+            f"I = {i}: STEM reaches a lower training loss than FedAvg and SCAFFOLD (every seed)", best,
+            ", ".join(f"{a} {_seeds(part[a], '.3f')}" for a in part.columns)
+            + "; test accuracy " + ", ".join(f"{a} {_seeds(acc[a], '.1%')}" for a in acc.columns),
+            margin="final = mean of the last 10% of evaluations; strict, every seed"))
+    return claims
+
+
+def _fmt(values) -> str:
+    return _seeds(values, ",.0f")
+
+
+def _seeds(values, spec: str) -> str:
+    values = np.atleast_1d(np.asarray(values, dtype=float))
+    text = [("never" if not np.isfinite(v) else format(v, spec)) for v in values]
+    return text[0] if len(text) == 1 else "[" + ", ".join(text) + "]"
+
+
+def plot_samples(data: pd.DataFrame, config: Fig5Config):
+    """Rows: training loss, test accuracy; columns: I; x: samples per worker; seed mean and range."""
+    import matplotlib.pyplot as plt
+
+    curves = data[data.kind == "curve"]
+    fig, axes = plt.subplots(2, len(config.local_updates), figsize=(5.0 * len(config.local_updates), 6.4),
+                             squeeze=False, sharex="col")
+    colours = dict(zip(LABELS.values(), plt.rcParams["axes.prop_cycle"].by_key()["color"]))
+    for col, i in enumerate(config.local_updates):
+        for row, metric in enumerate(("train_loss", "test_acc")):
+            ax = axes[row, col]
+            for a, part in curves[curves.local_updates == i].groupby("algorithm", sort=False):
+                stats = part.groupby("samples")[metric].agg(["mean", "min", "max"])
+                chosen = part.chosen.iloc[0]
+                ax.plot(stats.index, stats["mean"], color=colours[a], label=f"{a} ({chosen})")
+                ax.fill_between(stats.index, stats["min"], stats["max"], color=colours[a], alpha=0.2, lw=0)
+            if metric == "test_acc":
+                ax.axhline(config.target_accuracy, color="0.5", lw=0.8, ls=":")
+                ax.set(xlabel="samples accessed per worker", ylim=(0, 1))
+            else:
+                ax.set(yscale="log")
+            ax.set(ylabel={"train_loss": "training loss", "test_acc": "test accuracy"}[metric] if col == 0 else None,
+                   title=f"b = {config.batch_size}, I = {i}" if row == 0 else None)
+            ax.legend(fontsize=7, frameon=False)
+    fig.suptitle(f"Khanduri et al. 2021, Figure 5: MNIST, {config.heterogeneity} heterogeneity, K = {WORKERS} "
+                 f"(seeds {list(config.seeds)}: mean and range)", fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -14,6 +14,11 @@ Li et al. 2020 (ICLR) and the lecture notes (seed 003):
 * :mod:`.constants` — L, μ, κ, Γ, σ_k², G², F* of Assumptions 1-4, estimated on a federated problem.
 * :mod:`.bounds` — Theorems 1-3 (eqs. 4-6), eq. (8)'s optimal E, the notes' eq. (3) and non-convex eq. (14).
 
+Khanduri et al. 2021 (STEM):
+
+* :mod:`.stem` — the reconstructed bounds of Theorems 3.1 / A.10 and 3.2, iterations, samples and
+  rounds to reach ε, the (b, I) trade-off curves of eqs. (3) and (5) (imported as ``theory.stem``).
+
 Numbers that the paper lost and the spec reconstructs are marked DERIVED in the
 docstrings; see ``/work/shared/specs/charles2021-local-update-tradeoffs.md``.
 """

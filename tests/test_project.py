@@ -45,9 +45,14 @@ def test_ci_runs_the_readme_test_command():
 def test_papermill_sees_the_notebook_parameters(path):
     import papermill
 
+    from replicate.experiments import catalog, knobs
+
     declared = papermill.inspect_notebook(str(path))
     assert {"profile", "out_dir"} <= set(declared)
     assert declared["profile"]["default"] == '"smoke"'
+    paper, _, figure = path.stem.partition("_")
+    # every knob reaches papermill (an "=" in a comment once hid two of them from its parser)
+    assert set(knobs.names(catalog.config_class(f"{paper}/{figure}"))) <= set(declared)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])

@@ -316,3 +316,23 @@ def test_figure_deviations_follow_the_datasets_knob():
     tuned = mu.Fig3Config.for_profile("paper", datasets=["mnist"])
     assert tuned.deviations[-2] == mu.Fig3Config.EXTRA_DEVIATIONS[-1]  # the figure's own, before the LSTM note
     assert heterogeneity.Fig1Config.for_profile("paper").deviations[-1] != common.LSTM_DEVIATION  # no LSTM panels
+
+
+def test_straggler_consistency_check_compares_the_rounds_both_runs_logged():
+    # Sent140 logs every 10th round: the check run must reach round 10 and be compared there, not at round 3
+    config = stragglers.StragglersConfig(datasets=("sent140",), seeds=(0,), check_rounds=3)
+    (_, check_config, _), = config.checks()
+    assert check_config.rounds == 10 and check_config.eval_every == 10
+    rows = []
+    for drop in (0.0, 0.5, 0.9):
+        for algorithm, end in zip(stragglers.ALGORITHMS, (0.3 + drop, 0.5, 0.4)):
+            rows.append(({"dataset": "Sent140", "drop": drop, "algorithm": algorithm, "seed": 0}, 0.7, end, 0, 1))
+    data = _curves(rows, rounds=40)
+    data = data[data["round"] % 10 == 0]
+    check = data[(data.algorithm == "FedProx (μ = 0)") & (data["drop"] == 0) & (data["round"] <= 10)]
+    ok = pd.concat([data, check.assign(algorithm="FedAvg (check)")], ignore_index=True)
+    assert stragglers.stragglers_claims(ok, config)[-1].passed
+    moved = check.assign(algorithm="FedAvg (check)")
+    moved.loc[moved["round"] == 10, "train_loss"] += 0.1
+    claims = stragglers.stragglers_claims(pd.concat([data, moved], ignore_index=True), config)
+    assert not claims[-1].passed and "1.0e-01" in claims[-1].result

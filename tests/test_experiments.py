@@ -38,6 +38,13 @@ def test_cache_roundtrip_and_resume(monkeypatch):
     assert not list((paths.cache_dir() / "runs").glob("*.tmp"))  # atomic writes leave no temp files
 
 
+def test_a_model_numerics_bump_changes_only_that_models_keys(monkeypatch):
+    lstm = RunConfig("sent140", model="sent_lstm")
+    before = (cache.key(QUAD), cache.key(lstm))
+    monkeypatch.setitem(cache.NUMERICS, "sent_lstm", 1)
+    assert cache.key(QUAD) == before[0] and cache.key(lstm) != before[1]
+
+
 def test_run_many_labels_varying_fields():
     frame = cache.run_many([QUAD, QUAD.replace(local_steps=1)], progress=False)
     assert set(frame["local_steps"]) == {1, 5}

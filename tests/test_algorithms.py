@@ -133,10 +133,10 @@ def scaffold_by_hand(eta, eta_g=0.5, steps=2, rounds=2):
 
 
 @pytest.mark.parametrize("execution", ["stacked", "sequential"])
-def test_scaffold_two_rounds_by_hand(execution):
+def test_scaffold_four_rounds_by_hand(execution):
     eta = 0.25  # exact in float32 too: see the next test
-    expected = scaffold_by_hand(eta)
-    for rounds in (1, 2):
+    expected = scaffold_by_hand(eta, rounds=4)
+    for rounds in (1, 2, 3, 4):  # from round 3 on, c_i is the previous round's c_i⁺ (not their sum)
         got = final_params(quadratic(), Scaffold(server_lr=0.5), LocalWork(2), eta, rounds=rounds,
                            execution=execution)
         torch.testing.assert_close(got, expected[rounds - 1], rtol=0, atol=1e-14)
@@ -144,9 +144,9 @@ def test_scaffold_two_rounds_by_hand(execution):
 
 
 def test_scaffold_control_variates_use_the_exact_float64_learning_rate():
-    expected = scaffold_by_hand(ETA)  # η = 0.3 is not a float32 number
-    got = final_params(quadratic(), Scaffold(server_lr=0.5), LocalWork(2), ETA, rounds=2)
-    torch.testing.assert_close(got, expected[1], rtol=0, atol=1e-14)
+    expected = scaffold_by_hand(ETA, rounds=3)  # η = 0.3 is not a float32 number
+    got = final_params(quadratic(), Scaffold(server_lr=0.5), LocalWork(2), ETA, rounds=3)
+    torch.testing.assert_close(got, expected[2], rtol=0, atol=1e-14)
 
 
 @pytest.mark.parametrize("momentum,nesterov", [(0.0, False), (0.6, False), (0.6, True)])

@@ -38,11 +38,15 @@ def test_cache_roundtrip_and_resume(monkeypatch):
     assert not list((paths.cache_dir() / "runs").glob("*.tmp"))  # atomic writes leave no temp files
 
 
-def test_a_model_numerics_bump_changes_only_that_models_keys(monkeypatch):
+def test_a_numerics_bump_changes_only_the_keys_of_that_model_or_algorithm(monkeypatch):
     lstm = RunConfig("sent140", model="sent_lstm")
     before = (cache.key(QUAD), cache.key(lstm))
     monkeypatch.setitem(cache.NUMERICS, "sent_lstm", 1)
     assert cache.key(QUAD) == before[0] and cache.key(lstm) != before[1]
+    scaffold = QUAD.replace(algorithm="scaffold", clients_per_round=None)
+    old = cache.key(scaffold)
+    monkeypatch.setitem(cache.NUMERICS, "scaffold", cache.NUMERICS["scaffold"] + 1)
+    assert cache.key(scaffold) != old and cache.key(QUAD) == before[0]
 
 
 def test_run_many_labels_varying_fields():

@@ -26,12 +26,14 @@ from replicate.core.fileio import atomic_write_text
 from replicate.experiments.runs.config import RunConfig, build
 
 VERSION = 3  # 3: engine v2 (algorithm protocol); the numbers of every v2 config are unchanged
-# Per-model numerics versions: bump a model's entry when a change alters its floating-point results
-# (a reordered sum is enough: the LSTM runs are chaotic, one rounding apart grows to another seed's
-# curve within ten rounds), so only that model's cached runs are recomputed. Before this existed, the
-# LSTM backward of commit d499262 changed the numbers without a bump; the runs computed before it
-# were moved aside by hand (build/cache/stale/). Absent = 0.
-NUMERICS: dict[str, int] = {}
+# Numerics versions per model or algorithm name: bump an entry when a change alters that model's or
+# algorithm's results (a reordered sum is enough: the LSTM runs are chaotic, one rounding apart grows
+# to another seed's curve within ten rounds), so only the runs it touches are recomputed. Absent = 0.
+# Before this existed, the LSTM backward of commit d499262 changed Sent140's numbers without a bump
+# (the runs computed before it were moved aside by hand, build/cache/stale/).
+NUMERICS: dict[str, int] = {
+    "scaffold": 1,  # 1: c_i ← c_i⁺ (it was c_i + c_i⁺ from the third round on)
+}
 
 
 @dataclass
@@ -98,11 +100,12 @@ def key(config: RunConfig) -> str:
     """The config's hash over the fields that differ from their defaults, so that adding a
     field (with a default that keeps today's behaviour) leaves every cached run valid.
     A default must therefore never change meaning: bump ``VERSION`` instead (or the model's
-    ``NUMERICS`` entry when only one model's numbers change)."""
+    ``NUMERICS`` entry when only one model's or algorithm's numbers change)."""
     changed = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)
                if getattr(config, f.name) != f.default}
-    if NUMERICS.get(config.model):
-        changed["numerics"] = NUMERICS[config.model]
+    for name in (config.model, config.algorithm):
+        if NUMERICS.get(name):
+            changed[f"numerics_{name}"] = NUMERICS[name]
     payload = json.dumps({"version": VERSION, **changed}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:20]
 

@@ -69,7 +69,8 @@ class Scaffold:
         lr = ctx.lr if torch.is_tensor(ctx.lr) else torch.full((plan.clients.numel(), 1), ctx.lr, dtype=params.dtype)
         rate = ctx.steps.to(params.device, params.dtype).unsqueeze(1) * lr.to(params.device, params.dtype)
         delta_y = state["w"] - params
-        delta_c = -state["correction"] - delta_y / rate  # c_i⁺ − c_i = −c + (x − y_i)/(K_loc η_l)
+        # c_i⁺ − c_i = −c + (x − y_i)/(K_loc η_l), and −c = −(c − c_i) − c_i
+        delta_c = -state["correction"] - state["ci"] - delta_y / rate
         return {"delta_y": delta_y, "delta_c": delta_c}
 
     def server_step(self, state: ScaffoldState, params, message, plan: RoundPlan, ctx):

@@ -13,7 +13,7 @@ from replicate.core import rng
 from replicate.data.federated import FederatedDataset, Split
 from replicate.fl.algorithms import FedAvg, FedProx, LocalWork
 from replicate.fl.engine import LocalObjective, run
-from replicate.fl.models import CNN, CharLSTM
+from replicate.fl.models import CNN, CharLSTM, ConvDropout
 from replicate.fl.oracle import run_sequential
 from replicate.fl.problems import SampleProblem
 from replicate.fl.schedules import LRSchedule
@@ -57,8 +57,13 @@ def lstm(loss_kind="class", **options):
     return CharLSTM(vocab_size=VOCAB, loss_kind=loss_kind, **(dict(embed=3, hidden=5, layers=2) | options))
 
 
+def conv_dropout():
+    return ConvDropout(in_shape=(1, 8, 8), num_classes=3, channels=(2, 3), hidden=5)
+
+
 PROBLEMS = {
     "cnn": lambda: SampleProblem(image_dataset(), cnn()),
+    "conv_dropout": lambda: SampleProblem(image_dataset(), conv_dropout()),
     "lstm": lambda: SampleProblem(token_dataset(), lstm()),
     "lstm_frozen": lambda: SampleProblem(token_dataset(), lstm(frozen_embedding=True, head=(4,))),
 }
@@ -72,7 +77,7 @@ ALGORITHMS = {
 @pytest.mark.parametrize("model", PROBLEMS)
 def test_stacked_sequential_and_oracle_agree(model, algorithm):
     problem = PROBLEMS[model]()
-    assert problem.x.dtype == (torch.float32 if model == "cnn" else torch.int64)
+    assert problem.x.dtype == (torch.float32 if model in ("cnn", "conv_dropout") else torch.int64)
     algo, work = ALGORITHMS[algorithm]
     schedule, objective = LRSchedule("constant", 0.3), LocalObjective(weight_decay=1e-3, clip_norm=5.0)
     kwargs = dict(objective=objective, rounds=2, seed=1, return_params=True)
@@ -90,6 +95,40 @@ def test_stacked_sequential_and_oracle_agree(model, algorithm):
         assert noise is not None and noise.shape == (*batch.step(0)[0].shape, 8)
         _, w_plain = run(SampleProblem(image_dataset(), cnn(dropout=0.0)), algo, work, schedule, **kwargs)
         assert (w_plain - w_stacked).abs().max() > 1e-4
+
+
+def test_conv_dropout_is_reddis_emnist_cnn():
+    """Reddi et al.'s create_conv_dropout_model (spec Charles §7.2): 1,206,590 parameters for
+    FEMNIST, Glorot-normal weights and zero biases, and two dropouts driven by one noise vector
+    (the pooled features at 0.25, the dense layer at 0.5)."""
+    model = ConvDropout((1, 28, 28), 62)
+    assert model.num_params == 1_206_590
+    assert model.dropout_shape == (64 * 12 * 12 + 128,) and model.rates == (0.25, 0.5)
+    params = model.unflatten(model.init(torch.Generator().manual_seed(0)))
+    for name, shape in model.shapes.items():
+        if name.endswith(".b"):
+            assert not params[name].any()
+            continue
+        receptive = int(np.prod(shape[2:]))
+        std = np.sqrt(2.0 / (shape[1] * receptive + shape[0] * receptive))
+        if params[name].numel() > 10_000:  # enough samples for the standard deviation to be sharp
+            assert float(params[name].std()) == pytest.approx(std, rel=0.02)
+        assert float(params[name].abs().max()) <= 2 * std / 0.87962566103423978 + 1e-7
+    # the noise's first part masks the pooled features at 0.25, its second the dense layer at 0.5
+    # (inverted dropout: kept units are scaled by 1/(1 − p)); written out layer by layer here
+    import torch.nn.functional as F
+    small = conv_dropout()
+    g = torch.Generator().manual_seed(1)
+    flat = torch.randn(small.num_params, generator=g) * 0.5  # non-zero biases: every layer shows
+    x, noise = torch.randn(4, 1, 8, 8, generator=g), torch.rand(4, small.dropout_shape[0], generator=g)
+    w = small.unflatten(flat)
+    pooled = F.max_pool2d(F.relu(F.conv2d(F.relu(F.conv2d(x, w["conv1.w"], w["conv1.b"])), w["conv2.w"],
+                                          w["conv2.b"])), 2).flatten(1)
+    assert pooled.shape[1] == small.flat == 3 * 2 * 2
+    dense = F.relu(F.linear(pooled * (noise[:, :small.flat] >= 0.25) / 0.75, w["fc1.w"], w["fc1.b"]))
+    expected = F.linear(dense * (noise[:, small.flat:] >= 0.5) / 0.5, w["fc2.w"], w["fc2.b"])
+    torch.testing.assert_close(small.forward(w, x, noise), expected)
+    assert not torch.allclose(small.forward(w, x, noise), small.forward(w, x))  # masks were drawn
 
 
 @pytest.mark.parametrize("model", ["cnn", "lstm", "lstm_token"])

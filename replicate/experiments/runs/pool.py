@@ -39,7 +39,7 @@ def _cost(job: tuple[RunConfig, float | None]) -> float:
     config = job[0]
     steps = config.local_steps or config.local_epochs * 10  # an epoch: ~10 batches of a typical client
     clients = config.clients_per_round or config.num_clients or 100
-    model = 50 if config.model in ("cnn", "lenet") else 1
+    model = 50 if config.model in ("cnn", "lenet", "conv_dropout") else 1
     return config.rounds * steps * clients * model * (10 if config.dataset.startswith("mnist") else 1)
 
 

@@ -6,7 +6,7 @@ from replicate.core.errors import ReplicateError
 from replicate.fl.models.base import Model
 from replicate.fl.models.linear import LogisticRegression, clip_may_act
 from replicate.fl.models.lstm import CharLSTM
-from replicate.fl.models.nets import CNN, MLP
+from replicate.fl.models.nets import CNN, MLP, ConvDropout
 
 MODELS = {"logistic": LogisticRegression, "cnn": CNN, "char_lstm": CharLSTM, "mlp": MLP}
 
@@ -28,6 +28,8 @@ _LSTM_PRESETS = {"char_lstm": dict(embed=8, hidden=256, layers=2),  # Shakespear
 
 # Image CNNs by name (``for_dataset``): the FEMNIST-style CNN, and STEM's MNIST LeNet (spec STEM §6.4, PROPOSED)
 _CNN_PRESETS = {"cnn": {}, "lenet": dict(channels=(10, 20), hidden=50, padding=0)}
+# Reddi et al.'s EMNIST CNN with two dropouts (Charles & Konečný's FEMNIST model, spec Charles §7.2)
+_IMAGE_MODELS = {"cnn": CNN, "lenet": CNN, "conv_dropout": ConvDropout}
 
 
 def for_dataset(name: str, dataset, hidden: int | None = None) -> Model:
@@ -45,13 +47,13 @@ def for_dataset(name: str, dataset, hidden: int | None = None) -> Model:
         raise ReplicateError(f"model {name!r} has no hidden width to set (hidden={hidden})")
     if dataset.train.x.dtype == torch.int64:
         raise ReplicateError(f"dataset {dataset.name!r} holds token sequences: use char_lstm or sent_lstm, not {name!r}")
-    if name in _CNN_PRESETS:
+    if name in _IMAGE_MODELS:
         shape = tuple(dataset.meta.get("image_shape") or dataset.train.x.shape[1:])
         if len(shape) != 3:
             raise ReplicateError(f"model {name!r} needs (C, H, W) images; dataset {dataset.name!r} has inputs {shape}")
-        return CNN(shape, dataset.num_classes, **_CNN_PRESETS[name])
+        return _IMAGE_MODELS[name](shape, dataset.num_classes, **_CNN_PRESETS.get(name, {}))
     return build(name, dataset.num_features, dataset.num_classes, **({} if hidden is None else {"hidden": hidden}))
 
 
-__all__ = ["CNN", "CharLSTM", "MLP", "LogisticRegression", "MODELS", "Model", "build", "clip_may_act",
+__all__ = ["CNN", "CharLSTM", "ConvDropout", "MLP", "LogisticRegression", "MODELS", "Model", "build", "clip_may_act",
            "for_dataset"]

@@ -56,11 +56,13 @@ class Model:
     def forward(self, params: dict, x: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
         raise NotImplementedError
 
-    def drop(self, h: torch.Tensor, noise: torch.Tensor | None) -> torch.Tensor:
-        """Inverted dropout of ``h`` with the given uniform noise (identity when noise is None)."""
-        if noise is None or not self.dropout:
+    def drop(self, h: torch.Tensor, noise: torch.Tensor | None, p: float | None = None) -> torch.Tensor:
+        """Inverted dropout of ``h`` at rate ``p`` (default ``self.dropout``) with the given uniform
+        noise (identity when noise is None)."""
+        p = self.dropout if p is None else p
+        if noise is None or not p:
             return h
-        return h * (noise >= self.dropout).to(h.dtype) / (1.0 - self.dropout)
+        return h * (noise >= p).to(h.dtype) / (1.0 - p)
 
     def loss(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Per-sample loss: cross-entropy of the class, or mean cross-entropy of every next token."""

@@ -5,11 +5,13 @@
   with ``padding=0``, channels (10, 20) and 50 hidden units, of STEM's MNIST "2 conv + 2 linear"
   LeNet (spec STEM §6.4, PROPOSED; ReLU and max-pool commute, so the order is immaterial).
 - ``CharLSTM`` lives in ``lstm.py`` (its own batched and fused paths).
+- ``ConvDropout``: Reddi et al.'s EMNIST CNN (two 3×3 convs, one pool, two dropouts), the model of
+  Charles & Konečný's FEMNIST experiments (Keras' Glorot-normal initialisation, as there).
 - ``MLP``: one hidden layer, dense(hidden) → tanh → dense(classes): a small smooth non-convex
   model (the lecture notes' Theorem 2 experiment), through the generic ``torch.func`` path.
 
 Weights are initialised as PyTorch's layer defaults (uniform ±1/√fan_in) from the run's
-``init`` stream.
+``init`` stream, except ``ConvDropout``'s (its source's Keras defaults).
 """
 from __future__ import annotations
 
@@ -63,6 +65,53 @@ class CNN(Model):
         h = F.max_pool2d(F.relu(F.conv2d(h, params["conv2.w"], params["conv2.b"], padding=self.padding)), 2)
         h = F.relu(F.linear(h.flatten(1), params["fc1.w"], params["fc1.b"]))
         return F.linear(self.drop(h, noise), params["fc2.w"], params["fc2.b"])
+
+
+class ConvDropout(Model):
+    """Reddi et al.'s EMNIST-62 CNN (``create_conv_dropout_model``; Charles & Konečný App. E, spec
+    Charles §7.2): conv(32, 3×3) → conv(64, 3×3) → 2×2 max-pool → dropout 0.25 → dense 128 →
+    dropout 0.5 → dense(classes); "valid" convolutions, ReLU, Glorot-normal weights, zero biases
+    (Keras' defaults there). 1,206,590 parameters for 28×28 inputs and 62 classes.
+
+    Both dropout layers read one noise vector per sample (``dropout_shape``): its first
+    ``64·12·12`` values mask the pooled features, the rest the dense layer.
+    """
+
+    eval_batch_size = 512
+    rates = (0.25, 0.5)  # dropout after the pool and after the dense layer
+
+    def __init__(self, in_shape: tuple[int, int, int], num_classes: int, channels=(32, 64), hidden: int = 128):
+        c, h, w = in_shape
+        c1, c2 = channels
+        self.in_shape, self.num_classes = tuple(in_shape), num_classes
+        self.flat = c2 * ((h - 4) // 2) * ((w - 4) // 2)
+        self.dropout, self.dropout_shape = self.rates[0], (self.flat + hidden,)
+        self.shapes = {"conv1.w": (c1, c, 3, 3), "conv1.b": (c1,), "conv2.w": (c2, c1, 3, 3), "conv2.b": (c2,),
+                       "fc1.w": (hidden, self.flat), "fc1.b": (hidden,), "fc2.w": (num_classes, hidden),
+                       "fc2.b": (num_classes,)}
+
+    def init(self, generator, dtype=torch.float32):
+        parts = []
+        for name, shape in self.shapes.items():
+            if name.endswith(".b"):
+                parts.append(torch.zeros(math.prod(shape), dtype=dtype))
+                continue
+            receptive = math.prod(shape[2:])  # 1 for dense layers
+            fan_in, fan_out = shape[1] * receptive, shape[0] * receptive
+            # Keras' GlorotNormal: a normal truncated at ±2σ, σ rescaled so the truncated one has std √(2/(in+out))
+            std = math.sqrt(2.0 / (fan_in + fan_out)) / 0.87962566103423978
+            weight = torch.empty(math.prod(shape), dtype=dtype)
+            parts.append(torch.nn.init.trunc_normal_(weight, std=std, a=-2 * std, b=2 * std, generator=generator))
+        return torch.cat(parts)
+
+    def forward(self, params, x, noise=None):
+        x = x.reshape(x.shape[0], *self.in_shape)
+        h = F.relu(F.conv2d(F.relu(F.conv2d(x, params["conv1.w"], params["conv1.b"])), params["conv2.w"],
+                            params["conv2.b"]))
+        h = F.max_pool2d(h, 2).flatten(1)
+        pooled, dense = (None, None) if noise is None else (noise[..., :self.flat], noise[..., self.flat:])
+        h = F.relu(F.linear(self.drop(h, pooled, self.rates[0]), params["fc1.w"], params["fc1.b"]))
+        return F.linear(self.drop(h, dense, self.rates[1]), params["fc2.w"], params["fc2.b"])
 
 
 class MLP(Model):

@@ -9,11 +9,11 @@ import pytest
 from replicate.data.federated import FederatedDataset, Split
 
 
-def _mnist_available() -> bool:
+def _available(name: str) -> bool:
     from replicate.data import store
 
     try:
-        store.ensure("mnist")
+        store.ensure(name)
         return True
     except Exception:
         return False
@@ -29,7 +29,7 @@ def pytest_collection_modifyitems(config, items):
         meta = json.loads(open(path).read()).get("metadata", {}).get("replicate", {})
         for name in meta.get("needs", []):
             if name not in needs_cache:
-                needs_cache[name] = _mnist_available() if name == "mnist" else False
+                needs_cache[name] = _available(name)
             if not needs_cache[name]:
                 item.add_marker(pytest.mark.skip(
                     reason=f"{name} is not available: run `python -m replicate data fetch {name}` "

@@ -19,6 +19,7 @@ from replicate.data import sent140 as _sent140, shakespeare as _shakespeare
 from replicate.data.stats import table1_statistics
 from replicate.data.store import fetch
 from replicate.data.synthetic import synthetic, synthetic_iid
+from replicate.data.tff import shakespeare_tff
 
 
 def _synthetic(alpha: float, beta: float, num_clients: int = 100, seed: int = 0) -> FederatedDataset:
@@ -39,6 +40,7 @@ _BUILDERS: dict[str, Callable[..., FederatedDataset]] = {
     "mnist_stem": mnist_stem,
     "mnist_stem_high": mnist_stem_high,
     "mnist_stem_moderate": mnist_stem_moderate,
+    "shakespeare_tff": shakespeare_tff,
 }
 
 
@@ -78,5 +80,5 @@ __all__ = [
     "FederatedDataset", "QuadraticClients", "Split", "available", "emnist_star", "femnist",
     "femnist_fedprox", "fetch", "li2020_counterexample", "load", "load_leaf", "load_mnist",
     "mnist_balanced", "mnist_fedprox", "mnist_stem", "mnist_unbalanced", "parameters",
-    "synthetic", "synthetic_iid", "table1_statistics",
+    "shakespeare_tff", "synthetic", "synthetic_iid", "table1_statistics",
 ]

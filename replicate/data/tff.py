@@ -1,0 +1,104 @@
+"""TensorFlow Federated's Shakespeare (``tff.simulation.datasets.shakespeare``): the data of
+Charles & Konečný's Shakespeare experiments and Table 3 (spec Charles §7.1-§7.2; Reddi et al.).
+
+TFF builds it from LEAF: one client per speaking role of a play, 715 clients with 16,068
+training and 2,356 test snippets (a snippet is one line of dialogue, possibly several verse
+lines). The files are HDF5, ``/examples/<client>/snippets`` holding byte strings; reading
+them needs ``h5py``.
+
+The model input follows the convention of Reddi et al.'s code, which the paper reuses (facts
+read there, no code copied): a vocabulary of 86 characters plus pad (0), out-of-vocabulary,
+beginning- and end-of-snippet tokens, 90 in all; each snippet becomes
+``[BOS] + characters + [EOS]``, padded with PAD to a multiple of 81 and cut into 81-token
+chunks; a chunk's first 80 tokens are the input and its last 80 the next-token targets.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from replicate.core.errors import ReplicateError
+from replicate.data import store
+from replicate.data.federated import FederatedDataset, Split
+
+# TFF's federated Shakespeare, published as one archive,
+# https://storage.googleapis.com/tff-datasets-public/shakespeare.tar.bz2 (shakespeare_train.h5,
+# shakespeare_test.h5). The store unpacks only .gz, so the archive is not a mirror: extract it
+# and stage the folder with `--from DIR`. Checksums of the two HDF5 files (the shared copy,
+# which matches the release's 715 clients, 16,068 / 2,356 snippets).
+TFF_SHAKESPEARE = store.register(store.DatasetFiles(
+    name="shakespeare_tff",
+    files=(store.FileSpec("tff/shakespeare_train.h5",
+                          "67100f52adfb6d5ece73c1a942b6863731a477bf09421a3c79c9937612895344", gzipped=False),
+           store.FileSpec("tff/shakespeare_test.h5",
+                          "55d3a635bffe5c4f71610a8d0cf86c1b369bfd7793e0635b5a83cde1f195689e", gzipped=False)),
+    mirrors=(),
+    local_dirs=("shakespeare",),
+    citation="TensorFlow Federated, tff.simulation.datasets.shakespeare (from LEAF, Caldas et al. 2018); "
+             "S. Reddi et al.: Adaptive Federated Optimization (2020).",
+))
+
+# The 86 characters of Reddi et al.'s Shakespeare vocabulary (their order); ids 1..86
+CHARACTERS = "dhlptx@DHLPTX $(,048cgkoswCGKOSW[_#'/37;?bfjnrvzBFJNRVZ\"&*.26:\naeimquyAEIMQUY]!%)-159\r"
+PAD, OOV, BOS, EOS = 0, len(CHARACTERS) + 1, len(CHARACTERS) + 2, len(CHARACTERS) + 3
+VOCAB_SIZE = len(CHARACTERS) + 4  # 90
+SEQUENCE_LENGTH = 80
+_IDS = {c: i + 1 for i, c in enumerate(CHARACTERS)}
+
+
+def read_snippets(path: str | os.PathLike) -> dict[str, list[str]]:
+    """``{client: [snippet, ...]}`` of one TFF HDF5 file, clients in the file's order."""
+    try:
+        import h5py
+    except ImportError:  # pragma: no cover - h5py is in requirements.txt
+        raise ReplicateError("reading TFF's HDF5 files needs h5py: pip install h5py") from None
+    try:
+        with h5py.File(path, "r") as f:
+            return {client: [s.decode("utf-8") for s in group["snippets"][()]]
+                    for client, group in f["examples"].items()}
+    except (OSError, KeyError) as exc:
+        raise ReplicateError(f"{path} is not a TFF Shakespeare file (/examples/<client>/snippets): {exc}") from exc
+
+
+def chunks(snippet: str) -> np.ndarray:
+    """The (m, 81) token chunks of one snippet: BOS, its characters (OOV if unknown), EOS, PAD."""
+    ids = [BOS, *(_IDS.get(c, OOV) for c in snippet), EOS]
+    width = SEQUENCE_LENGTH + 1
+    ids += [PAD] * (-len(ids) % width)
+    return np.asarray(ids, dtype=np.int64).reshape(-1, width)
+
+
+def _split(clients: list[str], snippets: dict[str, list[str]]) -> Split:
+    xs, ys = [], []
+    for client in clients:
+        parts = [chunks(s) for s in snippets[client]]
+        tokens = np.concatenate(parts) if parts else np.zeros((0, SEQUENCE_LENGTH + 1), np.int64)
+        xs.append(tokens[:, :-1])
+        ys.append(tokens[:, 1:])
+    sizes = [len(x) for x in xs]
+    offsets = torch.zeros(len(sizes) + 1, dtype=torch.int64)
+    offsets[1:] = torch.as_tensor(np.cumsum(sizes, dtype=np.int64))
+    return Split(x=torch.as_tensor(np.concatenate(xs)), y=torch.as_tensor(np.concatenate(ys)), offsets=offsets)
+
+
+def shakespeare_tff(root: str | None = None) -> FederatedDataset:
+    """TFF's Shakespeare as 80-token sequences with next-token targets, one client per role.
+
+    ``meta["snippets"]`` keeps the snippet counts Table 3 reports (train and test, per client).
+    """
+    folder = Path(root) if root is not None else store.ensure("shakespeare_tff")
+    train, test = (read_snippets(folder / f"tff/shakespeare_{s}.h5") if (folder / "tff").is_dir()
+                   else read_snippets(folder / f"shakespeare_{s}.h5") for s in ("train", "test"))
+    clients = [c for c in train if c in test]
+    if not clients:
+        raise ReplicateError("shakespeare_tff: no client appears in both the train and the test file")
+    return FederatedDataset(
+        name="shakespeare_tff", train=_split(clients, train), test=_split(clients, test), num_classes=VOCAB_SIZE,
+        meta={"users": tuple(clients), "vocab_size": VOCAB_SIZE, "loss": "token",
+              "snippets": {"train": [len(train[c]) for c in clients], "test": [len(test[c]) for c in clients]},
+              "train_only_clients": len(set(train) - set(test)), "test_only_clients": len(set(test) - set(train)),
+              "paper": "Charles & Konečný 2021, Table 3 (715 clients, 16,068 / 2,356 snippets)",
+              "source": "TFF federated Shakespeare HDF5" + (f" in {root}" if root else " (store: shakespeare_tff)")})

@@ -94,6 +94,19 @@ class FederatedDataset:
             "std": float(sizes.std()),
         }
 
+    def first(self, n: int) -> "FederatedDataset":
+        """The first ``n`` clients only, train and (per-client) test: a smaller federation."""
+        if not 1 <= n <= self.num_clients:
+            raise ReplicateError(f"dataset {self.name!r}: num_clients must be between 1 and {self.num_clients}, got {n}")
+        if self.test is None or self.test.num_clients != self.num_clients:
+            raise ReplicateError(f"dataset {self.name!r} has no per-client test split to cut with its clients")
+
+        def cut(part: Split) -> Split:
+            end = int(part.offsets[n])
+            return Split(part.x[:end], part.y[:end], part.offsets[:n + 1].clone())
+        return FederatedDataset(self.name, cut(self.train), cut(self.test), self.num_classes,
+                                {**self.meta, "users": self.meta.get("users", ())[:n], "first_clients": n})
+
     def to(self, device) -> "FederatedDataset":
         return FederatedDataset(self.name, self.train.to(device),
                                 None if self.test is None else self.test.to(device),

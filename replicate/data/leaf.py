@@ -286,7 +286,7 @@ def _unpack(x: np.ndarray) -> np.ndarray:
     return _PIXELS[x] if x.dtype == np.uint8 else x
 
 
-def femnist(root: str | None = None) -> FederatedDataset:
+def femnist(root: str | None = None, num_clients: int | None = None) -> FederatedDataset:
     """The FedProx draft's "EMNIST" (§5.1, App. C.1): LEAF FEMNIST with one device per
     writer, 62 classes and inputs (1, 28, 28) float32 in [0, 1] (LEAF's pixel / 255).
 
@@ -294,10 +294,11 @@ def femnist(root: str | None = None) -> FederatedDataset:
     arguments were never published (spec §1(c)). The local partial copy gives the 105
     writers that have both splits: 105 devices, 16,393 samples, mean 156.1 and std 37.2
     (train 14,708, test 1,685). ``meta["dropped"]`` counts the 79 test-only writers
-    (2,403 samples).
+    (2,403 samples). ``num_clients`` keeps only the first writers (in train-file order) of
+    those: a smaller federation (smoke runs).
     """
     train, test = femnist_arrays(root)
-    return leaf_dataset("femnist", train, test, FEMNIST_CLASSES, {
+    data = leaf_dataset("femnist", train, test, FEMNIST_CLASSES, {
         "paper": "FedProx draft §5.1, App. C.1, Table 1 (EMNIST)",
         "source": "LEAF FEMNIST JSON" + (f" in {root}" if root else " (store: femnist)"),
         "features": "LEAF pixel/255 in [0, 1], shape (1, 28, 28)",
@@ -305,6 +306,7 @@ def femnist(root: str | None = None) -> FederatedDataset:
             "partial local copy: 20 of 35 train files, 105 writers with train and test "
             "(paper: 900 devices from the full LEAF FEMNIST with unpublished sampling)"],
     }, IMAGE_SHAPE)
+    return data if num_clients is None else data.first(num_clients)
 
 
 # ---- class-skewed letters: EMNIST* (draft) and FEMNIST (final) -----------------------------

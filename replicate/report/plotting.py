@@ -76,6 +76,14 @@ def inset_zoom(ax, data: pd.DataFrame, x: str, y: str, hue: str, x_range, bounds
     return inner
 
 
+def plain_log_ticks(ax) -> None:
+    """Log-scale y ticks as plain numbers (3.9, not 3.9×10⁰): losses span less than a decade."""
+    from matplotlib.ticker import FormatStrFormatter
+
+    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+
+
 def save(fig, path_stem: Path) -> list[Path]:
     """Write ``<stem>.png`` and ``<stem>.pdf`` with fixed metadata; returns the paths."""
     path_stem.parent.mkdir(parents=True, exist_ok=True)

@@ -24,8 +24,8 @@ _SYNTHETIC = re.compile(r"^synthetic\(([0-9.]+),\s*([0-9.]+)\)$")
 class RunConfig:
     dataset: str  # "synthetic(1,1)", "synthetic_iid", "mnist_balanced", "mnist_unbalanced", "quadratic", "given"
     data_seed: int | None = None  # partition seed; None = the builder's documented default
-    num_clients: int | None = None  # N for synthetic sets; None = builder default (100)
-    model: str = "logistic"  # "logistic", "mlp", "cnn", "lenet", "char_lstm" (Shakespeare), "sent_lstm" (Sent140)
+    num_clients: int | None = None  # N for synthetic sets, the first N writers of femnist; None = builder default
+    model: str = "logistic"  # "logistic", "mlp", "cnn", "lenet", "conv_dropout", "char_lstm" (Shakespeare), "sent_lstm" (Sent140)
     hidden: int | None = None  # width of the model's hidden layer / LSTM; None = the model's (authors' code)
     algorithm: str = "fedavg"  # a name of replicate.fl.algorithms.ALGORITHMS
     scheme: str = "scheme1"  # FedAvg's sampling and averaging scheme (Li et al. §3.3)
@@ -123,7 +123,7 @@ def dataset(name: str, data_seed: int | None, num_clients: int | None):
         return data.load("synthetic", alpha=float(match[1]), beta=float(match[2]), **clients, **seed)
     if name == "synthetic_iid":
         return data.load("synthetic_iid", **clients, **seed)
-    return data.load(name, **seed)
+    return data.load(name, **seed, **clients)  # a builder without num_clients refuses it by name
 
 
 def build(config: RunConfig, device=None, problem=None):

@@ -1,0 +1,190 @@
+"""Charles & Konečný's FEMNIST figures: 12-13 (γ sweeps) and 6 (momentum, α; rates tuned). The run
+each setting names, the windows and divergence rule behind the claims, that every claim can pass
+and fail on made-up curves, the tuning rules, and the first-N-writers federation of the smoke
+profiles."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from replicate.core.errors import ReplicateError
+from replicate.data.federated import FederatedDataset, Split
+from replicate.experiments.charles2021 import neural as exp, tuned
+
+
+def curves(losses: dict[float, list[float]], seeds=(0, 1), server_lr=0.01) -> pd.DataFrame:
+    """A tidy frame as ``sweep`` returns it: one curve per (γ, seed), evaluated every 10 rounds."""
+    rows = []
+    for g, loss in losses.items():
+        for s in seeds:
+            for i, value in enumerate(loss):
+                rows.append({"kind": "curve", "client_lr": g, "server_lr": server_lr, "seed": s, "round": 10 * i,
+                             "train_loss": value + 0.01 * s, "test_acc": 0.5})
+    data = pd.DataFrame(rows)
+    flags = {key: exp.diverged(run) for key, run in data.groupby(["client_lr", "seed"])}
+    data["diverged"] = [flags[(g, s)] for g, s in zip(data.client_lr, data.seed)]
+    return data
+
+
+CONFIG = exp.Fig12Config(client_lrs=(0.01, 0.1, 1.0), rounds=50, eval_every=10, early_rounds=20, tail_rounds=20)
+
+
+def test_run_config_is_localupdate_with_reddis_cnn():
+    config = exp.Fig12Config().run_config(0.0316, 0.01, 2)
+    assert (config.algorithm, config.model, config.dataset) == ("local_update", "conv_dropout", "femnist")
+    assert (config.clients_per_round, config.batch_size, config.local_epochs, config.local_steps) == (10, 20, 1, None)
+    assert (config.client_lr, config.server_lr, config.seed, config.lr_schedule) == (0.0316, 0.01, 2, "constant")
+    assert config.message_coefficients is None and config.server_momentum == 0  # a = 1_K, plain GD
+    assert exp.HALF_DECADES == (0.001, 0.003162, 0.01, 0.03162, 0.1, 0.3162, 1.0)
+
+
+def test_windows_and_divergence():
+    run = pd.DataFrame({"round": [0, 10, 20, 30, 40], "train_loss": [4.0, 3.0, 2.0, 1.5, 1.0]})
+    assert exp._window(run, first=20) == pytest.approx(2.5)  # rounds 10 and 20: round 0 is the same for all
+    assert exp._window(run, last=20) == pytest.approx(1.25)  # rounds 30 and 40
+    assert not exp.diverged(run)
+    assert exp.diverged(run.assign(train_loss=[4.0, 3.0, np.nan, np.nan, np.nan]))
+    assert exp.diverged(run.assign(train_loss=[4.0, 5.0, 6.0, 7.0, 8.0]))
+    assert exp._window(run.assign(train_loss=[4.0, 3.0, 2.0, np.inf, 1.0]), last=20) == math.inf
+
+
+def test_claims_pass_on_the_papers_picture():
+    """Larger γ faster early, smaller γ lower at the end; the diverged γ = 1 is left out."""
+    data = curves({0.01: [4.0, 3.5, 3.0, 2.0, 1.0, 0.5], 0.1: [4.0, 2.5, 2.0, 1.5, 1.4, 1.3],
+                   1.0: [4.0, 9.0, np.nan, np.nan, np.nan, np.nan]})
+    table = exp.summary(data, CONFIG)
+    assert table[table.client_lr == 1.0].diverged.all() and not table[table.client_lr < 1].diverged.any()
+    faster, overtakes = exp.sweep_claims(data, CONFIG)
+    assert faster.passed and overtakes.passed, (faster.result, overtakes.result)
+    assert "γ=1" not in faster.result and "lowest at γ = [0.01]" in overtakes.result
+    assert faster.kind == overtakes.kind == "replication"
+
+
+def test_claims_fail_when_the_largest_gamma_wins_throughout():
+    data = curves({0.01: [4.0, 3.8, 3.6, 3.4, 3.2, 3.0], 0.1: [4.0, 2.5, 2.0, 1.5, 1.4, 1.3]})
+    faster, overtakes = exp.sweep_claims(data, CONFIG)
+    assert faster.passed and not overtakes.passed
+    slow_start = curves({0.01: [4.0, 2.0, 1.5, 1.0, 0.9, 0.8], 0.1: [4.0, 3.0, 2.5, 1.5, 1.4, 1.3]})
+    assert not exp.sweep_claims(slow_start, CONFIG)[0].passed
+    # the margin: a smaller γ ending 2 % lower than the largest is not "lower" enough
+    close = curves({0.01: [4.0, 3.5, 3.0, 2.0, 1.0, 0.98], 0.1: [4.0, 2.5, 2.0, 1.5, 1.0, 1.0]})
+    assert not exp.sweep_claims(close, CONFIG)[1].passed
+
+
+def test_every_gamma_diverged_fails_both_claims():
+    data = curves({0.01: [4.0, np.nan, np.nan], 0.1: [4.0, np.nan, np.nan]})
+    assert not any(c.passed for c in exp.sweep_claims(data, CONFIG))
+
+
+def test_eta_is_tuned_per_gamma_on_the_tuning_seed(monkeypatch):
+    """Figure 13: each γ keeps the η with the smallest mean loss over the last tail_rounds of seed 0."""
+    config = exp.Fig13Config(client_lrs=(0.01, 0.1), server_lrs=(0.01, 0.1), rounds=20, eval_every=10,
+                             tail_rounds=10, early_rounds=10, seeds=(0, 1), workers=1)
+    final = {(0.01, 0.01): 2.0, (0.01, 0.1): 1.0, (0.1, 0.01): 1.5, (0.1, 0.1): np.nan}  # (γ, η) → last loss
+    seen = []
+
+    def fake_run(run_config, **_):
+        seen.append((run_config.client_lr, run_config.server_lr, run_config.seed))
+        last = final[(run_config.client_lr, run_config.server_lr)] + 0.1 * run_config.seed
+        return pd.DataFrame({"round": [0, 10, 20], "train_loss": [4.0, 3.0, last], "test_acc": [0.1, 0.2, 0.3]})
+
+    monkeypatch.setattr(exp.cache, "run", fake_run)
+    monkeypatch.setattr(exp.pool, "compute", lambda *a, **k: None)
+    data = exp.sweep(config)
+    tuning = data[data.kind == "tuning"]
+    assert len(tuning) == 4 and tuning.final_train_loss.isna().sum() == 0
+    assert math.isinf(tuning[(tuning.client_lr == 0.1) & (tuning.server_lr == 0.1)].final_train_loss.iloc[0])
+    chosen = exp.summary(data, config).groupby("client_lr").server_lr.first().to_dict()
+    assert chosen == {0.01: 0.1, 0.1: 0.01}
+    assert {(g, e, 1) for g, e in chosen.items()} <= set(seen)  # the chosen η ran on the other seed too
+    assert not {(g, e, 1) for g, e in final if chosen[g] != e} & set(seen)  # the others did not
+
+
+def test_config_checks():
+    with pytest.raises(ReplicateError, match="two γ"):
+        exp.Fig12Config.for_profile("paper", client_lrs=[0.1])
+    with pytest.raises(ReplicateError, match="tail_rounds"):
+        exp.Fig12Config.for_profile("paper", rounds=50)  # the 100-round tail exceeds 50 rounds
+    with pytest.raises(ReplicateError, match="dataset"):
+        exp.Fig12Config.for_profile("paper", dataset="cifar100")
+
+
+def test_first_clients_cut_train_and_test():
+    xs = [np.full((n, 2), k, np.float32) for k, n in enumerate([3, 1, 2])]
+    ys = [np.full(n, k) for k, n in enumerate([3, 1, 2])]
+    data = FederatedDataset("d", Split.from_clients(xs, ys), Split.from_clients(xs, ys), 3, {"users": ("a", "b", "c")})
+    two = data.first(2)
+    assert two.num_clients == 2 and two.train.offsets.tolist() == [0, 3, 4] and two.test.x.shape[0] == 4
+    assert torch.equal(two.train.y, torch.tensor([0, 0, 0, 1])) and two.meta["users"] == ("a", "b")
+    with pytest.raises(ReplicateError, match="between 1 and 3"):
+        data.first(4)
+    pooled = FederatedDataset("p", data.train, Split.from_clients(xs[:1], ys[:1]), 3)
+    with pytest.raises(ReplicateError, match="per-client test"):
+        pooled.first(2)
+
+
+# ---- Figure 6: momentum and α with (γ, η) tuned by the final test accuracy -----------------------
+
+def _fig6_frame(acc: dict[tuple[str, float], list[float]], seeds=(0, 1)) -> pd.DataFrame:
+    """Curves per (server, α) with the given test accuracies per evaluation (+0.01 per seed)."""
+    rows = []
+    for (server, alpha), values in acc.items():
+        for s in seeds:
+            for i, v in enumerate(values):
+                rows.append({"kind": "curve", "panel": "alpha" if alpha else "momentum", "server": server,
+                             "alpha": alpha, "variant": tuned._label(server, alpha), "client_lr": 0.01,
+                             "server_lr": 0.01, "seed": s, "round": 10 * i, "test_acc": v + 0.01 * s,
+                             "train_loss": 4.0 - v, "diverged": False})
+    return pd.DataFrame(rows)
+
+
+FIG6 = tuned.Fig6Config(servers=("gd", "nesterov", "heavyball"), alphas=(0.0, 0.1), rounds=40, eval_every=10,
+                        tail_rounds=20, seeds=(0, 1))
+
+
+def test_fig6_claims_pass_and_fail():
+    paper = _fig6_frame({("gd", 0.0): [0.0, 0.2, 0.4, 0.5, 0.6], ("nesterov", 0.0): [0.0, 0.4, 0.6, 0.7, 0.7],
+                         ("heavyball", 0.0): [0.0, 0.5, 0.6, 0.7, 0.7], ("gd", 0.1): [0.0, 0.2, 0.4, 0.5, 0.61]})
+    faster, alpha = tuned.tuned_claims(paper, FIG6)
+    assert faster.passed and alpha.passed, (faster.result, alpha.result)
+    slow = _fig6_frame({("gd", 0.0): [0.0, 0.2, 0.4, 0.5, 0.6], ("nesterov", 0.0): [0.0, 0.4, 0.6, 0.7, 0.7],
+                        ("heavyball", 0.0): [0.0, 0.1, 0.3, 0.5, 0.6], ("gd", 0.1): [0.0, 0.2, 0.4, 0.45, 0.5]})
+    faster, alpha = tuned.tuned_claims(slow, FIG6)
+    assert not faster.passed and not alpha.passed  # heavy-ball slower; α = 0.1 ends 7.5 points lower
+
+
+def test_fig6_tunes_each_variant_by_final_accuracy(monkeypatch):
+    config = tuned.Fig6Config(client_lrs=(0.01, 0.1), server_lrs=(0.01,), servers=("gd", "heavyball"),
+                              alphas=(0.0,), rounds=20, eval_every=10, tail_rounds=10, seeds=(0, 1), workers=1)
+    best = {("gd", 0.01): 0.5, ("gd", 0.1): 0.7, ("heavyball", 0.01): 0.6, ("heavyball", 0.1): math.nan}
+
+    def fake_run(run_config, **_):
+        server = "heavyball" if run_config.server_momentum else "gd"
+        last = best[(server, run_config.client_lr)]
+        return pd.DataFrame({"round": [0, 10, 20], "train_loss": [4.0, 3.0, 2.0 if last == last else np.nan],
+                             "test_acc": [0.0, 0.3, last]})
+
+    monkeypatch.setattr(tuned.cache, "run", fake_run)
+    monkeypatch.setattr(tuned.pool, "compute", lambda *a, **k: None)
+    table = tuned.summary(tuned.tuned(config), config)
+    assert table.groupby("server").client_lr.first().to_dict() == {"gd": 0.1, "heavyball": 0.01}  # diverged loses
+    assert sorted(table.seed) == [0, 0, 1, 1]
+
+
+def test_fig6_config_checks():
+    with pytest.raises(ReplicateError, match="keep 'gd'"):
+        tuned.Fig6Config.for_profile("paper", servers=["nesterov"])
+    with pytest.raises(ReplicateError, match="beta"):
+        tuned.Fig6Config.for_profile("paper", beta=1.0)
+    config = tuned.Fig6Config()
+    assert config.variants() == [("momentum", "gd", 0.0), ("momentum", "nesterov", 0.0),
+                                 ("momentum", "heavyball", 0.0), ("alpha", "gd", 0.01), ("alpha", "gd", 0.1),
+                                 ("alpha", "gd", 1.0)]
+    hb = config.config("heavyball", 0.0, (0.01, 0.1), 0)
+    nest = config.config("nesterov", 0.5, (0.01, 0.1), 0)
+    assert (hb.server_momentum, hb.nesterov, hb.prox_mu) == (0.9, False, 0.0)
+    assert (nest.server_momentum, nest.nesterov, nest.prox_mu) == (0.9, True, 0.5)

@@ -188,3 +188,10 @@ def test_fig6_config_checks():
     nest = config.config("nesterov", 0.5, (0.01, 0.1), 0)
     assert (hb.server_momentum, hb.nesterov, hb.prox_mu) == (0.9, False, 0.0)
     assert (nest.server_momentum, nest.nesterov, nest.prox_mu) == (0.9, True, 0.5)
+
+
+def test_num_clients_reaches_only_builders_that_take_it():
+    from replicate.experiments.runs.config import dataset
+
+    with pytest.raises(ReplicateError, match="has no parameter 'num_clients'"):
+        dataset("mnist_balanced", None, 5)  # refused by name before any file is read

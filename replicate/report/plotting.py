@@ -77,9 +77,14 @@ def inset_zoom(ax, data: pd.DataFrame, x: str, y: str, hue: str, x_range, bounds
 
 
 def plain_log_ticks(ax) -> None:
-    """Log-scale y ticks as plain numbers (3.9, not 3.9×10⁰): losses span less than a decade."""
+    """Log-scale y ticks as plain numbers (3.9, not 3.9×10⁰); a linear axis when the data span less
+    than a factor 3 (a log axis would show one or two ticks). Call it after plotting."""
     from matplotlib.ticker import FormatStrFormatter
 
+    low, high = ax.get_ylim()
+    if low > 0 and high / low < 3:
+        ax.set_yscale("linear")
+        return
     ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
     ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
 

@@ -22,24 +22,30 @@ def curves(losses: dict[float, list[float]], seeds=(0, 1), server_lr=0.01) -> pd
     for g, loss in losses.items():
         for s in seeds:
             for i, value in enumerate(loss):
-                rows.append({"kind": "curve", "client_lr": g, "server_lr": server_lr, "seed": s, "round": 10 * i,
-                             "train_loss": value + 0.01 * s, "test_acc": 0.5})
+                rows.append({"kind": "curve", "dataset": "femnist", "client_lr": g, "server_lr": server_lr, "seed": s,
+                             "round": 10 * i, "train_loss": value + 0.01 * s, "test_acc": 0.5})
     data = pd.DataFrame(rows)
     flags = {key: exp.diverged(run) for key, run in data.groupby(["client_lr", "seed"])}
     data["diverged"] = [flags[(g, s)] for g, s in zip(data.client_lr, data.seed)]
     return data
 
 
-CONFIG = exp.Fig12Config(client_lrs=(0.01, 0.1, 1.0), rounds=50, eval_every=10, early_rounds=20, tail_rounds=20)
+CONFIG = exp.Fig12Config(datasets=("femnist",), client_lrs=(0.01, 0.1, 1.0), rounds=50, eval_every=10, early_rounds=20,
+                         tail_rounds=20)
 
 
-def test_run_config_is_localupdate_with_reddis_cnn():
-    config = exp.Fig12Config().run_config(0.0316, 0.01, 2)
+def test_run_configs_are_localupdate_with_reddis_models():
+    config = exp.Fig12Config().run_config("femnist", 0.0316, 0.01, 2)
     assert (config.algorithm, config.model, config.dataset) == ("local_update", "conv_dropout", "femnist")
     assert (config.clients_per_round, config.batch_size, config.local_epochs, config.local_steps) == (10, 20, 1, None)
     assert (config.client_lr, config.server_lr, config.seed, config.lr_schedule) == (0.0316, 0.01, 2, "constant")
     assert config.message_coefficients is None and config.server_momentum == 0  # a = 1_K, plain GD
+    assert config.rounds == 1500
+    text = exp.Fig12Config().run_config("shakespeare_tff", 0.1, 0.01, 0)
+    assert (text.model, text.batch_size, text.rounds) == ("char_lstm_tff", 4, 1200)
+    assert exp.Fig12Config(rounds=100, batch_size=8).run_config("shakespeare_tff", 0.1, 0.01, 0).rounds == 100
     assert exp.HALF_DECADES == (0.001, 0.003162, 0.01, 0.03162, 0.1, 0.3162, 1.0)
+    assert exp.SERVER_GRID == (*exp.HALF_DECADES, 3.162, 10.0)
 
 
 def test_windows_and_divergence():
@@ -58,21 +64,22 @@ def test_claims_pass_on_the_papers_picture():
                    1.0: [4.0, 9.0, np.nan, np.nan, np.nan, np.nan]})
     table = exp.summary(data, CONFIG)
     assert table[table.client_lr == 1.0].diverged.all() and not table[table.client_lr < 1].diverged.any()
-    faster, overtakes = exp.sweep_claims(data, CONFIG)
-    assert faster.passed and overtakes.passed, (faster.result, overtakes.result)
+    faster, apart, overtakes = exp.sweep_claims(data, CONFIG)
+    assert faster.passed and apart.passed and overtakes.passed, (faster.result, overtakes.result)
     assert "γ=1" not in faster.result and "lowest at γ = [0.01]" in overtakes.result
-    assert faster.kind == overtakes.kind == "replication"
+    assert faster.kind == apart.kind == overtakes.kind == "replication"
 
 
 def test_claims_fail_when_the_largest_gamma_wins_throughout():
     data = curves({0.01: [4.0, 3.8, 3.6, 3.4, 3.2, 3.0], 0.1: [4.0, 2.5, 2.0, 1.5, 1.4, 1.3]})
-    faster, overtakes = exp.sweep_claims(data, CONFIG)
-    assert faster.passed and not overtakes.passed
+    faster, apart, overtakes = exp.sweep_claims(data, CONFIG)
+    assert faster.passed and apart.passed and not overtakes.passed
     slow_start = curves({0.01: [4.0, 2.0, 1.5, 1.0, 0.9, 0.8], 0.1: [4.0, 3.0, 2.5, 1.5, 1.4, 1.3]})
     assert not exp.sweep_claims(slow_start, CONFIG)[0].passed
     # the margin: a smaller γ ending 2 % lower than the largest is not "lower" enough
     close = curves({0.01: [4.0, 3.5, 3.0, 2.0, 1.0, 0.98], 0.1: [4.0, 2.5, 2.0, 1.5, 1.0, 1.0]})
-    assert not exp.sweep_claims(close, CONFIG)[1].passed
+    assert not exp.sweep_claims(close, CONFIG)[1].passed  # the final losses differ by < 5 %
+    assert not exp.sweep_claims(close, CONFIG)[2].passed
 
 
 def test_every_gamma_diverged_fails_both_claims():
@@ -82,8 +89,8 @@ def test_every_gamma_diverged_fails_both_claims():
 
 def test_eta_is_tuned_per_gamma_on_the_tuning_seed(monkeypatch):
     """Figure 13: each γ keeps the η with the smallest mean loss over the last tail_rounds of seed 0."""
-    config = exp.Fig13Config(client_lrs=(0.01, 0.1), server_lrs=(0.01, 0.1), rounds=20, eval_every=10,
-                             tail_rounds=10, early_rounds=10, seeds=(0, 1), workers=1)
+    config = exp.Fig13Config(datasets=("femnist",), client_lrs=(0.01, 0.1), server_lrs=(0.01, 0.1), rounds=20,
+                             eval_every=10, tail_rounds=10, early_rounds=10, seeds=(0, 1), workers=1)
     final = {(0.01, 0.01): 2.0, (0.01, 0.1): 1.0, (0.1, 0.01): 1.5, (0.1, 0.1): np.nan}  # (γ, η) → last loss
     seen = []
 
@@ -108,9 +115,11 @@ def test_config_checks():
     with pytest.raises(ReplicateError, match="two γ"):
         exp.Fig12Config.for_profile("paper", client_lrs=[0.1])
     with pytest.raises(ReplicateError, match="tail_rounds"):
-        exp.Fig12Config.for_profile("paper", rounds=50)  # the 100-round tail exceeds 50 rounds
-    with pytest.raises(ReplicateError, match="dataset"):
-        exp.Fig12Config.for_profile("paper", dataset="cifar100")
+        exp.Fig12Config.for_profile("paper", rounds=50)  # the 100- and 150-round windows exceed 50 rounds
+    with pytest.raises(ReplicateError, match="datasets"):
+        exp.Fig12Config.for_profile("paper", datasets=["cifar100"])
+    with pytest.raises(ReplicateError, match="datasets"):
+        tuned.Fig6Config.for_profile("paper", datasets=["shakespeare_tff"])
 
 
 def test_first_clients_cut_train_and_test():

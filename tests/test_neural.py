@@ -221,3 +221,26 @@ def test_auto_execution_follows_the_measured_rule():
     runs = [run(problem, FedAvg(scheme="scheme1", clients_per_round=3), work, schedule, rounds=2, seed=0,
                 execution=e, progress=False) for e in ("auto", "sequential")]
     assert runs[0].equals(runs[1])  # "auto" on a CPU is the client loop itself
+
+
+def test_accuracy_leaves_out_uncounted_targets_and_pools_positions():
+    """Reddi et al.'s Shakespeare accuracy: padding and sequence marks are not predictions that count,
+    and the accuracy pools the counted positions of all sequences (a sequence with none counts none)."""
+    model = lstm("token", uncounted=(0, 6))
+    y = torch.tensor([[1, 2, 0, 0], [3, 6, 0, 0], [0, 0, 0, 0]])
+    logits = torch.nn.functional.one_hot(torch.tensor([[1, 5, 0, 0], [3, 6, 0, 0], [0, 0, 0, 0]]), VOCAB).float()
+    hits, counted = model.hits(logits, y)
+    assert hits.tolist() == [1.0, 1.0, 0.0] and counted.tolist() == [2.0, 1.0, 0.0]
+    plain = lstm("token")  # without uncounted tokens every position counts
+    assert plain.hits(logits, y)[1].tolist() == [4.0, 4.0, 4.0] and plain.hits(logits, y)[0].tolist() == [3, 4, 4]
+    classes = cnn()
+    hits, counted = classes.hits(torch.eye(3)[[0, 1, 1]], torch.tensor([0, 2, 1]))
+    assert hits.tolist() == [1.0, 0.0, 1.0] and counted.tolist() == [1.0, 1.0, 1.0]
+    # the problem's accuracy is counted hits over counted positions (2 / 3 here, not the mean of 1/2, 1 and 0)
+    problem = SampleProblem(token_dataset(token_targets=True), model)
+    problem.x, problem.y = problem.x[:3], torch.cat([y, torch.zeros(3, SEQ - 4, dtype=y.dtype)], 1)
+    problem.test = (problem.x, problem.y)
+    model.predict = lambda flat, x: torch.cat([logits, torch.nn.functional.one_hot(  # fixed predictions
+        torch.zeros(3, SEQ - 4, dtype=torch.int64), VOCAB).float()], 1)[:x.shape[0]]
+    metrics = problem.evaluate(problem.init(0))
+    assert metrics["train_acc"] == metrics["test_acc"] == pytest.approx(2 / 3)

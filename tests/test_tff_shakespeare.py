@@ -85,3 +85,15 @@ def test_real_tff_shakespeare_has_table3s_counts():
     config = table3.Table3Config(datasets=("shakespeare",))
     (claim,) = table3.table3_claims(table3.table3(config), config)
     assert claim.passed, claim.result
+
+
+def test_real_tff_shakespeare_first_roles_and_its_model():
+    if not store.is_available("shakespeare_tff"):
+        pytest.skip("shakespeare_tff is neither staged nor in a local source")
+    from replicate.fl import models
+
+    small = data.load("shakespeare_tff", num_clients=3)
+    assert small.num_clients == 3 and len(small.meta["snippets"]["train"]) == 3
+    model = models.for_dataset("char_lstm_tff", small)
+    assert model.num_params == 820_522  # Keras' count for Reddi et al.'s 8-d embedding, 2×256 LSTM, dense 90
+    assert (model.loss_kind, model.uncounted) == ("token", (tff.PAD, tff.OOV, tff.BOS, tff.EOS))

@@ -84,10 +84,12 @@ def _split(clients: list[str], snippets: dict[str, list[str]]) -> Split:
     return Split(x=torch.as_tensor(np.concatenate(xs)), y=torch.as_tensor(np.concatenate(ys)), offsets=offsets)
 
 
-def shakespeare_tff(root: str | None = None) -> FederatedDataset:
+def shakespeare_tff(root: str | None = None, num_clients: int | None = None) -> FederatedDataset:
     """TFF's Shakespeare as 80-token sequences with next-token targets, one client per role.
 
-    ``meta["snippets"]`` keeps the snippet counts Table 3 reports (train and test, per client).
+    ``meta["snippets"]`` keeps the snippet counts Table 3 reports (train and test, per client);
+    ``meta["uncounted"]`` the tokens an accuracy leaves out. ``num_clients`` keeps the first roles only
+    (smoke runs).
     """
     folder = Path(root) if root is not None else store.ensure("shakespeare_tff")
     train, test = (read_snippets(folder / f"tff/shakespeare_{s}.h5") if (folder / "tff").is_dir()
@@ -95,10 +97,16 @@ def shakespeare_tff(root: str | None = None) -> FederatedDataset:
     clients = [c for c in train if c in test]
     if not clients:
         raise ReplicateError("shakespeare_tff: no client appears in both the train and the test file")
-    return FederatedDataset(
+    data = FederatedDataset(
         name="shakespeare_tff", train=_split(clients, train), test=_split(clients, test), num_classes=VOCAB_SIZE,
         meta={"users": tuple(clients), "vocab_size": VOCAB_SIZE, "loss": "token",
               "snippets": {"train": [len(train[c]) for c in clients], "test": [len(test[c]) for c in clients]},
               "train_only_clients": len(set(train) - set(test)), "test_only_clients": len(set(test) - set(train)),
               "paper": "Charles & Konečný 2021, Table 3 (715 clients, 16,068 / 2,356 snippets)",
+              "uncounted": (PAD, OOV, BOS, EOS),
               "source": "TFF federated Shakespeare HDF5" + (f" in {root}" if root else " (store: shakespeare_tff)")})
+    if num_clients is None:
+        return data
+    first = data.first(num_clients)
+    first.meta["snippets"] = {k: v[:num_clients] for k, v in data.meta["snippets"].items()}
+    return first

@@ -2,17 +2,20 @@
 convergence-accuracy trade-off for FedAvg on non-convex models too (spec Charles §7.3, §7.5-§7.6).
 
 LocalUpdate with a = 1_K (each sampled client sends the sum of its local gradients, §1.2) and
-ServerOpt = gradient descent with rate η, on FEMNIST with Reddi et al.'s CNN (``conv_dropout``:
-two 3×3 convs, two dropouts; spec §7.2). Figure 12 fixes η and sweeps γ; Figure 13 tunes η for
-each γ (smallest mean training loss over the last 100 rounds). Both plot the training loss
-against the round and omit runs that diverge. The paper: a larger γ is faster early, a smaller γ
-eventually reaches a lower training loss ("For both FEMNIST and CIFAR-100, smaller client learning
-rates eventually reach lower training losses than higher learning rates"); with η tuned, larger
-γ "may do much better initially".
+ServerOpt = gradient descent with rate η, one panel per dataset: FEMNIST with Reddi et al.'s CNN
+(``conv_dropout``: two 3×3 convs, two dropouts) and TFF's Shakespeare with their 2×256 LSTM
+predicting every next character (``char_lstm_tff``; spec §7.2); CIFAR-100 is not available here.
+Figure 12 fixes η and sweeps γ; Figure 13 tunes η for each γ (smallest mean training loss over the
+last 100 rounds). Both plot the training loss against the round and omit runs that diverge. The
+paper: on all three tasks γ changes "not just the speed of convergence, but what point the
+algorithm converges to"; "for both FEMNIST and CIFAR-100, smaller client learning rates eventually
+reach lower training losses than higher learning rates", a larger γ being better at first; with η
+tuned, larger γ "may do much better initially".
 
 Settings the text masks are Reddi et al.'s defaults (spec §7.3, GUESS): M = 10 clients a round
 drawn without replacement (the same clients for every (γ, η): the sampling stream depends only on
-(seed, round)), batch 20, one local epoch, 1,500 rounds, γ and η on half-decade grids.
+(seed, round)), batch 20 (FEMNIST) or 4 (Shakespeare), one local epoch, 1,500 (FEMNIST) or 1,200
+(Shakespeare) rounds, γ and η on half-decade grids.
 
 Symbols → names: γ → ``client_lrs``, η → ``server_lrs``, M → ``clients_per_round``, B →
 ``batch_size``, K → ``local_epochs`` (epochs of ⌈n_k/B⌉ steps).
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -36,55 +39,84 @@ from replicate.report.claims import check
 HALF_DECADES = tuple(float(f"{10 ** (e / 2):.4g}") for e in range(-6, 1))  # 10^-3, 10^-2.5, …, 10^0: γ
 SERVER_GRID = tuple(float(f"{10 ** (e / 2):.4g}") for e in range(-6, 3))  # 10^-3 … 10^1: η (Reddi's, GUESS)
 
+
+class Task(NamedTuple):
+    """A dataset as Reddi et al.'s defaults train it (spec §7.2-§7.3)."""
+
+    label: str
+    model: str  # ``RunConfig.model``
+    batch_size: int  # B
+    rounds: int
+
+
+TASKS = {"femnist": Task("FEMNIST", "conv_dropout", 20, 1500),
+         "shakespeare_tff": Task("Shakespeare", "char_lstm_tff", 4, 1200)}
+# The paper's "smaller γ eventually reach lower training losses" names FEMNIST and CIFAR-100 only
+OVERTAKES = ("femnist",)
+
+FEMNIST_COPY = ("FEMNIST is the local LEAF copy: 105 writers with train and test (14,708 / 1,685 samples; LEAF's "
+                "per-writer 90/10 sample split), not TFF's 3,400 writers (671,585 / 77,483): see Table 3.")
 DEVIATIONS = (
-    "FEMNIST is the local LEAF copy: 105 writers with train and test (14,708 / 1,685 samples; LEAF's per-writer "
-    "90/10 sample split), not TFF's 3,400 writers (671,585 / 77,483): see Table 3.",
-    "M = 10, B = 20, one local epoch, 1,500 rounds and the γ / η grids are Reddi et al.'s defaults (GUESS, spec "
-    "§7.3): the paper's values are masked in the text.",
+    FEMNIST_COPY + " Shakespeare is TFF's own.",
+    "M = 10, B = 20 / 4, one local epoch, 1,500 / 1,200 rounds and the γ / η grids are Reddi et al.'s defaults "
+    "(GUESS, spec §7.3): the paper's values are masked in the text.",
     "Figure 12's fixed η is masked; η = 0.01 is PROPOSED: the message is the sum of ≈ 7 local gradients, so "
     "η = 1 would take 7 full-gradient steps of size 1 from any small γ.",
     "Three seeds (initial model, client schedule, mini-batches, dropout) where the paper shows one run; curves "
-    "are seed means with their range.",
+    "are seed means with their range. Shakespeare's loss counts every position (padding included) and its "
+    "accuracy only real characters, as Reddi et al.'s code.",
 )
 
 
 @dataclass(frozen=True)
-class FemnistRuns(knobs.FigureConfig):
-    """What the FEMNIST figures (6, 12, 13) share: the data, the CNN runs and their grids."""
+class NeuralRuns(knobs.FigureConfig):
+    """What the neural figures (6, 12, 13) share: the datasets, the LocalUpdate runs and their grids."""
 
-    dataset: str = "femnist"  # the LEAF-format FEMNIST copy (Table 3: partial)
-    num_clients: int | None = None  # the first N writers only; None = all 105 of the copy
+    datasets: tuple[str, ...] = tuple(TASKS)  # one panel each (CIFAR-100 is not available here)
+    num_clients: int | None = None  # the first N clients only; None = all (105 FEMNIST writers, 715 roles)
     client_lrs: tuple[float, ...] = HALF_DECADES  # γ grid (10^-3 … 10^0)
     server_lrs: tuple[float, ...] = (0.01,)  # η: one value fixes it (Figure 12); several are tuned
     clients_per_round: int = 10  # M
-    batch_size: int = 20  # B
+    batch_size: int | None = None  # B; None = the dataset's (20 FEMNIST, 4 Shakespeare)
     local_epochs: int = 1  # K, in epochs
-    rounds: int = 1500  # communication rounds
+    rounds: int | None = None  # communication rounds; None = the dataset's (1,500 FEMNIST, 1,200 Shakespeare)
     seeds: tuple[int, ...] = (0, 1, 2)
     tune_seeds: int = 1  # the first seeds choose the tuned rates
     eval_every: int = 10  # rounds between evaluations of the global model
     tail_rounds: int = 100  # "final" = mean over the last 100 rounds (the paper's tuning window)
     workers: int = 2  # processes computing runs side by side
 
-    CHOICES: ClassVar[dict] = {"dataset": ("femnist",)}
+    CHOICES: ClassVar[dict] = {"datasets": tuple(TASKS)}
 
-    def run_config(self, client_lr: float, server_lr: float, seed: int, server: str = "gd", alpha: float = 0.0,
-                   beta: float = 0.9) -> RunConfig:
-        """The run of one (γ, η, seed); ``server`` = gd / nesterov / heavyball with momentum β, ``alpha`` = α."""
+    def rounds_for(self, dataset: str) -> int:
+        return self.rounds or TASKS[dataset].rounds
+
+    def _check_windows(self, *windows: int) -> None:
+        knobs.check_tune_seeds(self)
+        shortest = min(self.rounds_for(d) for d in self.datasets)
+        if not all(self.eval_every <= w <= shortest for w in windows):
+            raise ReplicateError(f"{type(self).__name__}: need eval_every ≤ tail_rounds, early_rounds ≤ rounds "
+                                 f"(got eval_every {self.eval_every}, windows {list(windows)}, rounds {shortest})")
+
+    def run_config(self, dataset: str, client_lr: float, server_lr: float, seed: int, server: str = "gd",
+                   alpha: float = 0.0, beta: float = 0.9) -> RunConfig:
+        """One (γ, η, seed) on ``dataset``; ``server`` = gd / nesterov / heavyball with momentum β, ``alpha`` = α."""
+        task = TASKS[dataset]
         momentum = {"gd": 0.0, "nesterov": beta, "heavyball": beta}[server]
-        return RunConfig(dataset=self.dataset, num_clients=self.num_clients, model="conv_dropout",
+        return RunConfig(dataset=dataset, num_clients=self.num_clients, model=task.model,
                          algorithm="local_update", clients_per_round=self.clients_per_round, local_steps=None,
-                         local_epochs=self.local_epochs, batch_size=self.batch_size, client_lr=client_lr,
-                         lr_schedule="constant", weight_decay=0.0, clip_norm=None, server_lr=server_lr,
-                         server_momentum=momentum, nesterov=server == "nesterov", prox_mu=alpha, rounds=self.rounds,
-                         seed=seed, eval_every=self.eval_every, execution="auto")
+                         local_epochs=self.local_epochs, batch_size=self.batch_size or task.batch_size,
+                         client_lr=client_lr, lr_schedule="constant", weight_decay=0.0, clip_norm=None,
+                         server_lr=server_lr, server_momentum=momentum, nesterov=server == "nesterov", prox_mu=alpha,
+                         rounds=self.rounds_for(dataset), seed=seed, eval_every=self.eval_every, execution="auto")
 
 
 @dataclass(frozen=True)
-class Fig12Config(FemnistRuns):
-    """Figure 12 (FEMNIST panel): training loss per round for each client rate γ at a fixed server rate η."""
+class Fig12Config(NeuralRuns):
+    """Figure 12: training loss per round for each client rate γ at a fixed server rate η, per dataset."""
 
     early_rounds: int = 150  # "early" = mean over the first 150 rounds (10 %; PROPOSED)
+    spread: float = 0.05  # "γ changes the point reached": final losses of the stable γ differ by ≥ 5 % (PROPOSED)
     deviations: tuple[str, ...] = DEVIATIONS
 
     FIGURE: ClassVar[str] = "Figure 12"
@@ -95,26 +127,24 @@ class Fig12Config(FemnistRuns):
                    early_rounds=1, workers=1)
 
     def validate(self) -> None:
-        knobs.check_tune_seeds(self)
-        if not self.eval_every <= min(self.tail_rounds, self.early_rounds) <= max(self.tail_rounds,
-                                                                                   self.early_rounds) <= self.rounds:
-            raise ReplicateError(f"{type(self).__name__}: need eval_every ≤ tail_rounds, early_rounds ≤ rounds "
-                                 f"(got {self.eval_every}, {self.tail_rounds}, {self.early_rounds}, {self.rounds})")
+        self._check_windows(self.tail_rounds, self.early_rounds)
         if len(self.client_lrs) < 2:
             raise ReplicateError(f"{type(self).__name__}.client_lrs needs at least two γ values to compare")
+        if not 0 < self.spread < 1:
+            raise ReplicateError(f"{type(self).__name__}.spread must lie in (0, 1), got {self.spread}")
 
 
 @dataclass(frozen=True)
 class Fig13Config(Fig12Config):
-    """Figure 13 (FEMNIST panel): as Figure 12, with η tuned for each γ on the first seed(s)."""
+    """Figure 13: as Figure 12, with η tuned for each γ on the first seed(s)."""
 
     server_lrs: tuple[float, ...] = SERVER_GRID  # η grid (10^-3 … 10^1), tuned per γ
     FIGURE: ClassVar[str] = "Figure 13"
 
     @classmethod
     def smoke(cls):
-        return cls(num_clients=10, client_lrs=(0.01, 0.1), server_lrs=(0.01, 0.1), rounds=2, seeds=(0,), eval_every=1,
-                   tail_rounds=1, early_rounds=1, workers=1)
+        return cls(datasets=("femnist",), num_clients=10, client_lrs=(0.01, 0.1), server_lrs=(0.01, 0.1), rounds=2,
+                   seeds=(0,), eval_every=1, tail_rounds=1, early_rounds=1, workers=1)
 
 
 def _window(run: pd.DataFrame, last: int | None = None, first: int | None = None) -> float:
@@ -133,67 +163,84 @@ def diverged(run: pd.DataFrame) -> bool:
 
 
 def sweep(config: Fig12Config, log=None) -> pd.DataFrame:
-    """Tidy rows: ``kind`` = tuning (per (γ, η): mean final loss over the tuning seeds) and curve (per
-    evaluation of the chosen η's run, every seed), with ``diverged`` per curve."""
+    """Tidy rows: ``kind`` = tuning (per dataset and (γ, η): mean final loss over the tuning seeds) and
+    curve (per evaluation of the chosen η's run, every seed), with ``diverged`` per curve."""
     tuning = config.seeds[:config.tune_seeds] if len(config.server_lrs) > 1 else ()
-    pool.compute([(config.run_config(g, e, s), None) for g in config.client_lrs for e in config.server_lrs
-                  for s in tuning], workers=config.workers, log=log)
+    pool.compute([(config.run_config(d, g, e, s), None) for d in config.datasets for g in config.client_lrs
+                  for e in config.server_lrs for s in tuning], workers=config.workers, log=log)
     rows, chosen = [], {}
-    for g in config.client_lrs:
-        scores = []
-        for e in config.server_lrs if tuning else config.server_lrs[:1]:
-            finals = [_window(cache.run(config.run_config(g, e, s), progress=False, log=log), last=config.tail_rounds)
-                      for s in tuning]
-            scores.append((float(np.mean(finals)) if finals else math.nan, e))
-            if tuning:
-                rows.append({"kind": "tuning", "client_lr": g, "server_lr": e, "final_train_loss": scores[-1][0]})
-        chosen[g] = min(scores, key=lambda se: (se[0], se[1]))[1] if tuning else scores[0][1]
-    finals = [(g, s, config.run_config(g, chosen[g], s)) for g in config.client_lrs for s in config.seeds]
+    for d in config.datasets:
+        for g in config.client_lrs:
+            scores = []
+            for e in config.server_lrs if tuning else config.server_lrs[:1]:
+                finals = [_window(cache.run(config.run_config(d, g, e, s), progress=False, log=log),
+                                  last=config.tail_rounds) for s in tuning]
+                scores.append((float(np.mean(finals)) if finals else math.nan, e))
+                if tuning:
+                    rows.append({"kind": "tuning", "dataset": d, "client_lr": g, "server_lr": e,
+                                 "final_train_loss": scores[-1][0]})
+            chosen[(d, g)] = min(scores, key=lambda se: (se[0], se[1]))[1] if tuning else scores[0][1]
+    finals = [(d, g, s, config.run_config(d, g, chosen[(d, g)], s)) for d in config.datasets
+              for g in config.client_lrs for s in config.seeds]
     pool.compute([(c, None) for *_, c in finals], workers=config.workers, log=log)
     frames = []
-    for g, s, c in finals:
+    for d, g, s, c in finals:
         history = cache.run(c, progress=False, log=log)
-        frames.append(history.assign(kind="curve", client_lr=g, server_lr=chosen[g], seed=s,
+        frames.append(history.assign(kind="curve", dataset=d, client_lr=g, server_lr=chosen[(d, g)], seed=s,
                                      diverged=diverged(history)))
     return pd.concat([pd.DataFrame(rows), *frames], ignore_index=True)
 
 
 def summary(data: pd.DataFrame, config: Fig12Config) -> pd.DataFrame:
-    """Per (γ, seed): η, diverged, early and final mean training loss, final test accuracy."""
+    """Per (dataset, γ, seed): η, diverged, early and final mean training loss, final test accuracy."""
     out = []
     curves = data[data.kind == "curve"].astype({"seed": int})
-    for (g, s), run in curves.groupby(["client_lr", "seed"]):
+    for (d, g, s), run in curves.groupby(["dataset", "client_lr", "seed"], sort=False):
         last = run[run["round"] > run["round"].max() - config.tail_rounds]
-        out.append({"client_lr": g, "seed": s, "server_lr": run.server_lr.iloc[0], "diverged": bool(run.diverged.iloc[0]),
-                    "early_train_loss": _window(run, first=config.early_rounds),
+        out.append({"dataset": d, "client_lr": g, "seed": s, "server_lr": run.server_lr.iloc[0],
+                    "diverged": bool(run.diverged.iloc[0]), "early_train_loss": _window(run, first=config.early_rounds),
                     "final_train_loss": _window(run, last=config.tail_rounds),
                     "final_test_acc": float(last.test_acc.mean())})
     return pd.DataFrame(out)
 
 
 def sweep_claims(data: pd.DataFrame, config: Fig12Config) -> list:
+    """Per dataset: a larger γ is faster early; γ changes the loss reached; and (FEMNIST) a smaller γ ends lower."""
     table = summary(data, config)
-    kept = sorted(g for g, part in table.groupby("client_lr") if not part.diverged.any())
     tuned = " (η tuned per γ)" if len(config.server_lrs) > 1 else f" (η = {config.server_lrs[0]:g})"
-    early = table.pivot(index="seed", columns="client_lr", values="early_train_loss")[kept] if kept else None
-    final = table.pivot(index="seed", columns="client_lr", values="final_train_loss")[kept] if kept else None
-    window = (f"early = mean training loss over rounds ≤ {config.early_rounds}, final = over the last "
-              f"{config.tail_rounds} rounds; among the γ that did not diverge on any seed: {_list(kept)}")
     claims = []
-    faster = len(kept) >= 2 and bool((early.diff(axis=1).iloc[:, 1:] < 0).all().all())
-    claims.append(check(
-        f"A larger client rate γ is faster early{tuned}: the early loss falls with γ on every seed",
-        faster, "early loss per γ: " + _by_gamma(early), paper_value="Fig. 12/13: larger γ faster initially",
-        margin=f"strictly decreasing across adjacent γ, every seed; {window}"))
-    best = final.idxmin(axis=1) if kept else None
-    top = max(kept) if kept else None
-    overtakes = len(kept) >= 2 and bool((best < top).all()) and bool(
-        (final.min(axis=1) < 0.95 * final[top]).all())
-    claims.append(check(
-        f"A smaller γ eventually reaches a lower training loss than the largest stable γ{tuned}", overtakes,
-        "final loss per γ: " + _by_gamma(final) + (f"; lowest at γ = {_list(sorted(set(best)))}" if kept else ""),
-        paper_value="FEMNIST and CIFAR-100: smaller γ eventually reach lower training losses",
-        margin=f"on every seed the lowest final loss is at a γ below the largest and ≥ 5 % below it; {window}"))
+    for d in config.datasets:
+        part = table[table.dataset == d]
+        kept = sorted(g for g, runs in part.groupby("client_lr") if not runs.diverged.any())
+        early = part.pivot(index="seed", columns="client_lr", values="early_train_loss")[kept]
+        final = part.pivot(index="seed", columns="client_lr", values="final_train_loss")[kept]
+        name = TASKS[d].label
+        window = (f"early = mean training loss over rounds ≤ {config.early_rounds}, final = over the last "
+                  f"{config.tail_rounds} rounds; among the γ that did not diverge on any seed: {_list(kept)}")
+        faster = len(kept) >= 2 and bool((early.diff(axis=1).iloc[:, 1:] < 0).all().all())
+        claims.append(check(
+            f"{name}: a larger client rate γ is faster early{tuned}: the early loss falls with γ on every seed",
+            faster, "early loss per γ: " + _by_gamma(early), paper_value="Fig. 12/13: larger γ better initially",
+            margin=f"strictly decreasing across adjacent γ, every seed; {window}"))
+        ratio = final.max(axis=1) / final.min(axis=1) if kept else pd.Series(dtype=float)
+        apart = len(kept) >= 2 and bool((ratio >= 1 + config.spread).all())
+        claims.append(check(
+            f"{name}: γ changes the training loss reached{tuned}", apart,
+            "final loss per γ: " + _by_gamma(final) + (f"; highest / lowest: {_list(ratio.round(3))}" if kept else ""),
+            paper_value="all three tasks: γ changes what point the algorithm converges to",
+            margin=f"highest / lowest final loss ≥ {1 + config.spread:g} on every seed; {window}"))
+        if d in OVERTAKES:
+            top = max(kept) if kept else None
+            best = final.idxmin(axis=1) if kept else None
+            overtakes = len(kept) >= 2 and bool((best < top).all()) and bool(
+                (final.min(axis=1) <= (1 - config.spread) * final[top]).all())
+            claims.append(check(
+                f"{name}: a smaller γ eventually reaches a lower training loss than the largest stable γ{tuned}",
+                overtakes, "final loss per γ: " + _by_gamma(final)
+                + (f"; lowest at γ = {_list(sorted(set(best)))}" if kept else ""),
+                paper_value="FEMNIST and CIFAR-100: smaller γ eventually reach lower training losses",
+                margin=f"on every seed the lowest final loss is at a γ below the largest and ≥ "
+                       f"{config.spread:.0%} below it; {window}"))
     return claims
 
 
@@ -212,29 +259,33 @@ def _by_gamma(frame: pd.DataFrame | None) -> str:
 
 
 def plot_sweep(data: pd.DataFrame, config: Fig12Config):
-    """Training loss (log scale) and test accuracy per round, one curve per non-diverged γ (seed mean and range)."""
+    """Per dataset (columns): training loss and test accuracy per round, one curve per non-diverged γ
+    (seed mean and range)."""
     import matplotlib.pyplot as plt
 
     curves = data[(data.kind == "curve") & ~data.diverged.astype(bool)]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, axes = plt.subplots(2, len(config.datasets), figsize=(5.5 * len(config.datasets), 7), squeeze=False)
     colours = plt.get_cmap("viridis")(np.linspace(0, 0.9, len(config.client_lrs)))
-    for colour, g in zip(colours, config.client_lrs):
-        part = curves[curves.client_lr == g]
-        if part.empty:
-            continue
-        label = f"γ = {g:g}" + (f", η = {part.server_lr.iloc[0]:g}" if len(config.server_lrs) > 1 else "")
-        for ax, metric in zip(axes, ("train_loss", "test_acc")):
-            stats = part.groupby("round")[metric].agg(["mean", "min", "max"])
-            ax.plot(stats.index, stats["mean"], color=colour, label=label)
-            ax.fill_between(stats.index, stats["min"], stats["max"], color=colour, alpha=0.2, lw=0)
-    axes[0].set(yscale="log", xlabel="communication round", ylabel="training loss")
-    plotting.plain_log_ticks(axes[0])
-    axes[1].set(xlabel="communication round", ylabel="test accuracy", ylim=(0, 1))
-    axes[0].legend(fontsize=7, frameon=False)
-    gone = sorted(set(data[(data.kind == "curve") & data.diverged.astype(bool)].client_lr))
+    for col, d in enumerate(config.datasets):
+        for colour, g in zip(colours, config.client_lrs):
+            part = curves[(curves.dataset == d) & (curves.client_lr == g)]
+            if part.empty:
+                continue
+            label = f"γ = {g:g}" + (f", η = {part.server_lr.iloc[0]:g}" if len(config.server_lrs) > 1 else "")
+            for row, metric in enumerate(("train_loss", "test_acc")):
+                stats = part.groupby("round")[metric].agg(["mean", "min", "max"])
+                axes[row, col].plot(stats.index, stats["mean"], color=colour, label=label)
+                axes[row, col].fill_between(stats.index, stats["min"], stats["max"], color=colour, alpha=0.2, lw=0)
+        gone = sorted(set(data[(data.kind == "curve") & (data.dataset == d) & data.diverged.astype(bool)].client_lr))
+        task = TASKS[d]
+        axes[0, col].set(yscale="log", ylabel="training loss" if col == 0 else None,
+                         title=f"{task.label}: B = {config.batch_size or task.batch_size}"
+                               + (f"; diverged, omitted: γ = {_list(gone)}" if gone else ""))
+        plotting.plain_log_ticks(axes[0, col])
+        axes[1, col].set(xlabel="communication round", ylabel="test accuracy" if col == 0 else None, ylim=(0, 1))
+        axes[0, col].legend(fontsize=7, frameon=False)
     eta = "η tuned per γ" if len(config.server_lrs) > 1 else f"η = {config.server_lrs[0]:g}"
-    fig.suptitle(f"Charles & Konečný 2021, {config.FIGURE}: FEMNIST (LEAF copy), {eta}, M = {config.clients_per_round}"
-                 f", B = {config.batch_size}, {config.local_epochs} local epoch; seeds {list(config.seeds)}"
-                 + (f"; diverged, omitted: γ = {_list(gone)}" if gone else ""), fontsize=9)
+    fig.suptitle(f"Charles & Konečný 2021, {config.FIGURE}: {eta}, M = {config.clients_per_round}, "
+                 f"{config.local_epochs} local epoch; seeds {list(config.seeds)}", fontsize=9)
     fig.tight_layout()
     return fig

@@ -22,6 +22,9 @@ def build(name: str, num_features: int, num_classes: int, **options) -> Model:
 # The authors' LSTMs (FedProx code, spec §3): the papers print the hidden sizes swapped; Sent140
 # embeds with frozen GloVe, here a frozen random table (no GloVe: ``lstm`` module docstring).
 _LSTM_PRESETS = {"char_lstm": dict(embed=8, hidden=256, layers=2),  # Shakespeare: next character
+                 # TFF's Shakespeare (Reddi et al.; Charles & Konečný): the next character at every position,
+                 # accuracy over real characters only (the dataset's meta["uncounted"]: pad, OOV, begin, end)
+                 "char_lstm_tff": dict(embed=8, hidden=256, layers=2, loss_kind="token"),
                  "sent_lstm": dict(embed=300, hidden=100, layers=2, head=(30,),  # Sent140: 2 classes
                                    frozen_embedding=True)}
 
@@ -41,7 +44,9 @@ def for_dataset(name: str, dataset, hidden: int | None = None) -> Model:
         if not vocabulary or dataset.train.x.dtype != torch.int64:
             raise ReplicateError(f"model {name!r} reads token sequences; dataset {dataset.name!r} has none")
         options = dict(_LSTM_PRESETS[name], **({} if hidden is None else {"hidden": hidden}))
-        classes = None if name == "char_lstm" else dataset.num_classes
+        if options.get("loss_kind") == "token":
+            options["uncounted"] = tuple(dataset.meta.get("uncounted", ()))
+        classes = None if name.startswith("char_lstm") else dataset.num_classes
         return CharLSTM(vocabulary, num_classes=classes, **options)
     if hidden is not None and name != "mlp":
         raise ReplicateError(f"model {name!r} has no hidden width to set (hidden={hidden})")

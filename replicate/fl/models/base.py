@@ -30,6 +30,7 @@ class Model:
     dropout: float = 0.0  # p; units of ``dropout_shape`` are zeroed with probability p while training
     dropout_shape: tuple[int, ...] | None = None
     eval_batch_size: int = 1024  # samples per evaluation chunk (bounds memory)
+    uncounted: tuple[int, ...] = ()  # target tokens left out of the accuracy (padding, sequence marks)
 
     @property
     def num_params(self) -> int:
@@ -71,10 +72,14 @@ class Model:
             return per_token.view(y.shape).mean(-1)
         return F.cross_entropy(logits, y, reduction="none")
 
-    def correct(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Per-sample accuracy (a fraction of positions for token targets)."""
-        hits = (logits.argmax(-1) == y).to(torch.float64)
-        return hits.view(y.shape[0], -1).mean(-1)
+    def hits(self, logits: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-sample correct predictions and predictions counted (float64): 1 of 1 for a class, the
+        positions for token targets, less those whose target is in ``uncounted`` (e.g. padding)."""
+        hit = (logits.argmax(-1) == y).view(y.shape[0], -1)
+        counted = torch.ones_like(hit)
+        if self.uncounted:
+            counted = ~torch.isin(y, torch.tensor(self.uncounted, device=y.device)).view(y.shape[0], -1)
+        return (hit & counted).sum(-1).to(torch.float64), counted.sum(-1).to(torch.float64)
 
     def per_sample_loss(self, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
                         noise: torch.Tensor | None = None) -> torch.Tensor:

@@ -43,8 +43,9 @@ class CharLSTM(Model):
 
     def __init__(self, vocab_size: int, embed: int = 8, hidden: int = 256, layers: int = 2,
                  loss_kind: str = "class", num_classes: int | None = None, head: tuple[int, ...] = (),
-                 frozen_embedding: bool = False):
+                 frozen_embedding: bool = False, uncounted: tuple[int, ...] = ()):
         self.vocab_size, self.embed, self.hidden, self.layers = vocab_size, embed, hidden, layers
+        self.uncounted = tuple(uncounted)
         self.loss_kind, self.head, self.frozen_embedding = loss_kind, tuple(head), bool(frozen_embedding)
         self.num_classes = vocab_size if num_classes is None else num_classes
         self.shapes, self._fan_in, self._tables = {}, {}, {}

@@ -33,13 +33,16 @@ def _compute(job: tuple[RunConfig, float | None]) -> None:
         run_to_target(config, target)
 
 
+_NEURAL = ("cnn", "lenet", "conv_dropout", "char_lstm", "char_lstm_tff", "sent_lstm")
+
+
 def _cost(job: tuple[RunConfig, float | None]) -> float:
-    """Rough work of a run in synthetic client-steps (an MNIST client-step costs about 10, a CNN's 50 times
-    a logistic one's); full participation (K = None) counts the builders' default 100 clients."""
+    """Rough work of a run in synthetic client-steps (an MNIST client-step costs about 10, a CNN's or an
+    LSTM's 50 times a logistic one's); full participation (K = None) counts the builders' default 100 clients."""
     config = job[0]
     steps = config.local_steps or config.local_epochs * 10  # an epoch: ~10 batches of a typical client
     clients = config.clients_per_round or config.num_clients or 100
-    model = 50 if config.model in ("cnn", "lenet", "conv_dropout") else 1
+    model = 50 if config.model in _NEURAL else 1
     return config.rounds * steps * clients * model * (10 if config.dataset.startswith("mnist") else 1)
 
 

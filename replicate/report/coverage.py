@@ -240,7 +240,7 @@ REDUCED: tuple[Reduced, ...] = (
             "With η tuned (0.0316 for every γ) the runs leave the plateau that held Figure 12's curves at "
             "η = 0.01, and the trade-off appears: the middle γ = 0.0316 ends lowest (training loss 1.53 / 1.47 on "
             "seeds 0 / 1) and the largest γ = 0.1 highest (1.94 / 1.74), so a smaller γ ends lower (holds) and "
-            "γ changes the loss reached (holds, 19-27 % apart). Early on the three are within 3 % (3.32-3.43 over "
+            "γ changes the loss reached (holds, 19-27 % apart). Early on the three are within 4 % (3.32-3.43 over "
             "rounds ≤ 20), with no consistent order, so 'larger γ faster early' fails. Test accuracy at round "
             "100: 0.66, 0.67, 0.63."),
     Reduced("cpu_scale/khanduri2021/fig5", "STEM Figure 5 (MNIST, high heterogeneity: STEM vs FedAvg vs SCAFFOLD "

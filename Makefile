@@ -3,7 +3,11 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup figures smoke check test bench report clean clean-cache
+.PHONY: setup figures smoke check test guard bench report clean clean-cache
+
+# The cheapest paper figures, regenerated from an empty run cache by `make test` (≈ 1.5 min on 2 cores):
+# FedAvg on Li et al.'s quadratic and LocalUpdate on Charles & Konečný's, through the engine.
+GUARD_FIGURES ?= li2020/fig2 charles2021/fig_measured
 
 $(VENV)/.installed: pyproject.toml requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,9 +25,17 @@ figures: setup
 smoke: setup
 	$(BIN)/python -m replicate figures --profile smoke
 
-## Unit, equivalence and data tests, then every notebook at smoke scale through nbval.
+## Unit, equivalence and data tests, every notebook at smoke scale through nbval, then the number guard.
 test: setup
 	$(BIN)/python -m pytest -q -rs tests notebooks --nbval-lax -p no:cacheprovider
+	$(MAKE) --no-print-directory guard
+
+## Regenerate GUARD_FIGURES at paper scale from an empty cache and compare with the committed CSVs and
+## verdicts (replicate/cli/check.py's tolerance): a change that moves a committed number fails here.
+guard: setup
+	rm -rf build/guard
+	REPLICATE_BUILD=build/guard $(BIN)/python -m replicate figures --check --profile paper $(GUARD_FIGURES)
+	rm -rf build/guard
 
 bench: setup
 	$(BIN)/python -m replicate bench --record

@@ -18,7 +18,7 @@ from replicate.fl.algorithms import sampling
 from replicate.fl.algorithms.protocol import descend_
 from replicate.fl.engine import LocalObjective, run
 from replicate.fl.models import LogisticRegression
-from replicate.fl.oracle import run_sequential
+from replicate.fl.oracle import run_sequential, sequential_train
 from replicate.data.quadratic import QuadraticClients
 from replicate.fl.problems import QuadraticFederatedProblem, SampleProblem
 from replicate.fl.schedules import LRSchedule
@@ -111,8 +111,8 @@ def test_fedprox_round_by_hand(execution):
     assert (got - without_prox).abs().max() > 1e-3  # μ matters at the second step
 
 
-def scaffold_by_hand(eta, eta_g=0.5, steps=2, rounds=2):
-    """SCAFFOLD's x after each round, Algorithm 1 with option II, from c = c_i = 0."""
+def scaffold_by_hand(eta, eta_g=0.5, steps=2, rounds=2, option="II"):
+    """SCAFFOLD's x after each round, Algorithm 1 with option I or II, from c = c_i = 0."""
     x, c, c_i = X0.clone(), torch.zeros(2, dtype=torch.float64), torch.zeros(3, 2, dtype=torch.float64)
     expected = []
     for _ in range(rounds):
@@ -123,13 +123,28 @@ def scaffold_by_hand(eta, eta_g=0.5, steps=2, rounds=2):
                 y = y - eta * (grad_k(k, y) - c_i[k] + c)
             ys.append(y)
         ys = torch.stack(ys)
-        c_plus = c_i - c + (x - ys) / (steps * eta)  # option II
+        if option == "I":  # c_i⁺ = ∇f_i(x), the full local gradient at the server model
+            c_plus = torch.stack([grad_k(k, x) for k in range(3)])
+        else:
+            c_plus = c_i - c + (x - ys) / (steps * eta)
         delta_c = c_plus - c_i
         x = x + eta_g * (ys - x).mean(0)  # η_g · (1/|S|) Σ Δy_i
         c = c + (3 / 3) * delta_c.mean(0)  # c + (|S|/N)(1/|S|) Σ Δc_i
         c_i = c_plus
         expected.append(x.clone())
     return expected
+
+
+@pytest.mark.parametrize("execution", ["stacked", "sequential", "oracle"])
+def test_scaffold_option_one_three_rounds_by_hand(execution):
+    expected = scaffold_by_hand(0.25, rounds=3, option="I")
+    for rounds in (1, 2, 3):
+        kwargs = {"trainer": sequential_train} if execution == "oracle" else {"execution": execution}
+        got = final_params(quadratic(), Scaffold(server_lr=0.5, option="I"), LocalWork(2), 0.25, rounds=rounds,
+                           **kwargs)
+        torch.testing.assert_close(got, expected[rounds - 1], rtol=0, atol=1e-14)
+    option_two = final_params(quadratic(), Scaffold(server_lr=0.5), LocalWork(2), 0.25, rounds=3)
+    assert (option_two - expected[2]).abs().max() > 1e-4  # the two options really differ
 
 
 @pytest.mark.parametrize("execution", ["stacked", "sequential"])
@@ -260,7 +275,8 @@ def test_fedprox_engine_matches_oracle(how, mu, straggler_fraction, unit):
     assert_engine_matches_oracle(problem, algorithm, work)
 
 
-@pytest.mark.parametrize("algorithm", [Scaffold(), Scaffold(4, server_lr=0.7)], ids=["full", "partial"])
+@pytest.mark.parametrize("algorithm", [Scaffold(), Scaffold(4, server_lr=0.7), Scaffold(4, option="I")],
+                         ids=["full", "partial", "option-I"])
 @pytest.mark.parametrize("unit", ["steps", "epochs"])
 def test_scaffold_engine_matches_oracle(algorithm, unit):
     work = LocalWork(3, "steps", 8) if unit == "steps" else LocalWork(2, "epochs", 16)
@@ -302,8 +318,8 @@ class UnequalWork:
         return {"w": params.unsqueeze(0).repeat(m, 1), "count": params.new_zeros(m, 1),
                 "last": params.new_full((m, 1), -1.0)}
 
-    def client_step(self, state, grad, lr, ctx):
-        descend_(state["w"], grad(state["w"]), lr)
+    def client_step(self, state, grad, ctx):
+        descend_(state["w"], grad(state["w"]), ctx.lr)
         state["count"].add_(1)
         state["last"].fill_(ctx.step)
         return state
@@ -314,6 +330,28 @@ class UnequalWork:
 
     def server_step(self, server_state, params, message, plan, ctx):
         return plan.aggregate(params, message["w"]), server_state
+
+
+class FunctionalFedAvg(FedAvg):
+    """FedAvg written purely: every client function builds new tensors and never writes into its inputs."""
+
+    def client_step(self, state, grad, ctx):
+        return {"w": state["w"] - ctx.lr * grad(state["w"])}
+
+
+@pytest.mark.parametrize("execution", ["stacked", "sequential", "oracle", "stacked-unfused"])
+@pytest.mark.parametrize("unit", ["steps", "epochs"])
+def test_a_purely_functional_algorithm_moves_on_every_execution_path(execution, unit):
+    """The engine continues from what client_step returns (the protocol's promise), on every path."""
+    work = LocalWork(3, "steps", 8) if unit == "steps" else LocalWork(2, "epochs", 16)  # epochs: unequal work
+    kwargs = {"trainer": sequential_train} if execution == "oracle" else {
+        "execution": execution.split("-")[0], "fused": execution == "stacked"}
+    algorithm = FunctionalFedAvg("weighted", 5, straggler_fraction=0.4)
+    got = final_params(logistic64(small_clients=2), algorithm, work, rounds=2, seed=3, **kwargs)
+    reference = final_params(logistic64(small_clients=2), FedAvg("weighted", 5, straggler_fraction=0.4), work,
+                             rounds=2, seed=3, trainer=sequential_train)
+    torch.testing.assert_close(got, reference, rtol=RTOL64, atol=ATOL64)
+    assert (reference - logistic64(small_clients=2).init(3)).abs().max() > 1e-3
 
 
 @pytest.mark.parametrize("execution", ["stacked", "sequential", "oracle"])

@@ -37,9 +37,9 @@ class ProxFedAvg(FedAvg):
     def plain_sgd(self) -> PlainSGD:
         return PlainSGD(prox_mu=self.prox_mu)
 
-    def client_step(self, state, grad, lr, ctx):
+    def client_step(self, state, grad, ctx):
         g = grad(state["w"]).add_(state["w"] - ctx.params, alpha=self.prox_mu)
-        descend_(state["w"], g, lr)
+        descend_(state["w"], g, ctx.lr)
         return state
 
 
@@ -264,11 +264,11 @@ def test_generic_model_runs_in_the_same_loop_and_matches_oracle():
     seen = []
     fast, w_fast = run(problem, FedAvg("scheme2", 4), work, LRSchedule("constant", 0.2), objective=objective,
                        rounds=3, return_params=True,
-                       extra_metrics=lambda prob, w: seen.append(1) or {"norm": float(w.norm())})
+                       extra_metrics=lambda prob, w, r: seen.append(r) or {"norm": float(w.norm())})
     _, w_slow = run_sequential(problem, FedAvg("scheme2", 4), work, LRSchedule("constant", 0.2),
                                objective=objective, rounds=3, return_params=True)
     torch.testing.assert_close(w_fast, w_slow, rtol=1e-5, atol=1e-6)
-    assert len(seen) == 4 and fast["norm"].iloc[-1] == pytest.approx(float(w_fast.norm()), rel=1e-6)
+    assert seen == [0, 1, 2, 3] and fast["norm"].iloc[-1] == pytest.approx(float(w_fast.norm()), rel=1e-6)
 
 
 def test_subsets_stay_uniform_when_rows_need_the_keyed_fallback():

@@ -94,17 +94,28 @@ def test_stopped_runs_end_at_the_target_and_are_cached_apart():
     assert len(cache.load(synthetic)) == synthetic.rounds + 1  # the full run is untouched
 
 
-def test_cache_key_ignores_fields_left_at_their_defaults():
-    """Adding a config field with a neutral default must not invalidate cached runs: the key
-    covers only fields that differ from their defaults."""
+def test_cache_key_covers_the_whole_config_the_device_and_the_extra_metrics():
+    """Engine v3's key: every field (defaults included), the device type and the extra metrics'
+    key, so CPU and CUDA runs, or runs with and without extra columns, never share an entry."""
     import dataclasses
     import hashlib
 
-    changed = {f.name: getattr(QUAD, f.name) for f in dataclasses.fields(QUAD) if getattr(QUAD, f.name) != f.default}
-    assert "straggler_fraction" not in changed and "server_lr" not in changed
-    payload = json.dumps({"version": cache.VERSION, **changed}, sort_keys=True)
-    assert cache.key(QUAD) == hashlib.sha256(payload.encode()).hexdigest()[:20]
-    assert cache.key(QUAD) != cache.key(QUAD.replace(server_lr=0.5))
+    payload = json.dumps({"version": cache.VERSION, "config": dataclasses.asdict(QUAD), "device": "cpu",
+                          "metrics": None, "numerics": {}}, sort_keys=True)
+    assert cache.key(QUAD, device="cpu") == hashlib.sha256(payload.encode()).hexdigest()[:20]
+    assert cache.key(QUAD, device="cpu") != cache.key(QUAD, device="cuda")
+    assert cache.key(QUAD) == cache.key(QUAD, device="cpu")  # this machine has no GPU: the default device
+
+    def probe(problem, params, round_):
+        return {"norm": float(params.norm())}
+
+    probe.key = "norm"
+    assert cache.key(QUAD, probe) != cache.key(QUAD)
+    with pytest.raises(ReplicateError, match="has no 'key' string"):
+        cache.key(QUAD, lambda problem, params, round_: {})
+    with_norm = cache.run(QUAD, progress=False, extra_metrics=probe)
+    assert "norm" in with_norm.columns and "norm" not in cache.run(QUAD, progress=False).columns
+    assert cache.load(QUAD, extra_metrics=probe) is not None
 
 
 @pytest.mark.parametrize("bad, match", [

@@ -80,7 +80,7 @@ def test_run_probe_columns_and_schedule(toy_mlp_problem):
     assert common.probe_rounds(5, 2, 4) == (0, 2, 5)
     probe = common.RunProbe(rounds=5, eval_every=2, batch_size=8, weight_decay=0.0, probes=4, full_gradient=True,
                             hessian_iters=5)
-    rows = [probe(problem, problem.init(0) * (1 + r)) for r in range(4)]
+    rows = [probe(problem, problem.init(0) * (1 + i), r) for i, r in enumerate((0, 2, 4, 5))]  # the engine's rounds
     assert [math.isnan(r["G2_at"]) for r in rows] == [False, False, True, False]
     assert [math.isnan(r["L_run"]) for r in rows] == [False, False, True, False]
     assert all(r["grad_sq"] > 0 and math.isnan(r["dist_sq"]) for r in rows)

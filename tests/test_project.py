@@ -75,3 +75,11 @@ def test_readme_lists_every_figure_notebook():
     readme = (paths.REPO / "README.md").read_text()
     missing = [p.name for p in NOTEBOOKS if f"notebooks/{p.name}" not in readme]
     assert not missing, f"add these notebooks to the README's figures table: {missing}"
+
+
+def test_relative_locations_from_the_environment_are_made_absolute(monkeypatch, tmp_path):
+    """`REPLICATE_BUILD=build/guard make …`: the runner's kernels start elsewhere, so the folder must be absolute."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("REPLICATE_BUILD", "build/x")
+    monkeypatch.delenv("REPLICATE_CACHE", raising=False)
+    assert paths.build_dir() == tmp_path / "build" / "x" and paths.cache_dir() == tmp_path / "build" / "x" / "cache"

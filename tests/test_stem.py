@@ -74,7 +74,8 @@ def test_stem_settings_are_checked():
         Stem(0.0)
     with pytest.raises(ReplicateError, match="full participation"):
         RunConfig("mnist_stem", algorithm="stem", clients_per_round=10)
-    assert Stem(4.0).momentum_weight(0.25) == 0.25 and Stem(100.0).momentum_weight(0.25) == 1.0
+    rate = torch.tensor([[0.25]], dtype=torch.float64)
+    assert float(Stem(4.0).momentum_weight(rate)) == 0.25 and float(Stem(100.0).momentum_weight(rate)) == 1.0
 
 
 def test_stem_schedule_diminishes_per_epoch():

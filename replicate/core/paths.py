@@ -8,28 +8,34 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _env(name: str, default: Path) -> Path:
+    """An overridable location, made absolute here: the runner's kernels run in other folders, so a
+    relative ``REPLICATE_BUILD=build/x`` must mean the same folder for them as for the caller."""
+    value = os.environ.get(name)
+    return Path(value).resolve() if value else default
+
+
 def data_dir() -> Path:
     """Download/cache root for datasets (`REPLICATE_DATA`, default `<repo>/data`)."""
-    return Path(os.environ.get("REPLICATE_DATA", REPO / "data"))
+    return _env("REPLICATE_DATA", REPO / "data")
 
 
 def local_data_source() -> Path | None:
     """Directory to stage datasets from instead of downloading (`REPLICATE_DATA_FROM`;
     default `../shared/data` beside the checkout when it exists)."""
-    env = os.environ.get("REPLICATE_DATA_FROM")
-    if env:
-        return Path(env)
+    if os.environ.get("REPLICATE_DATA_FROM"):
+        return _env("REPLICATE_DATA_FROM", REPO)
     shared = REPO.parent / "shared" / "data"
     return shared if shared.is_dir() else None
 
 
 def build_dir() -> Path:
     """Scratch space outside git: executed notebooks, staged figures, result cache."""
-    return Path(os.environ.get("REPLICATE_BUILD", REPO / "build"))
+    return _env("REPLICATE_BUILD", REPO / "build")
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("REPLICATE_CACHE", build_dir() / "cache"))
+    return _env("REPLICATE_CACHE", build_dir() / "cache")
 
 
 def figures_dir() -> Path:

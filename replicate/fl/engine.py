@@ -81,55 +81,60 @@ def clip_(g: torch.Tensor, max_norm: float) -> torch.Tensor:
     return g.mul_(torch.clamp(max_norm / (norms + 1e-6), max=1.0))
 
 
-def _rows(t, idx):
-    return t.index_select(0, idx) if torch.is_tensor(t) and t.dim() else t
-
-
 def train_clients(problem, algorithm, state, ctx: RoundContext, clients, batches, objective: LocalObjective,
                   seed: int, execution: str = "stacked"):
-    """Run every client's local steps (``ctx.steps``) on ``state``; a finished client is left as it is."""
-    device = clients.device
-    order = [None] if execution == "stacked" else [torch.tensor([j], device=device) for j in range(clients.numel())]
-    for group in order:  # stacked: one group of all m clients; sequential: m groups of one
-        sub_state = state if group is None else {k: v.index_select(0, group) for k, v in state.items()}
-        sub_steps = ctx.steps if group is None else ctx.steps.index_select(0, group)
-        for s in range(int(sub_steps.max())):
+    """Run every client's local steps (``ctx.steps``) from ``state``; a finished client is left as it is.
+
+    ``stacked``: one group of all m clients; ``sequential``: m groups of one, through the same
+    algorithm code. Within a group, the clients still working at step s are the active rows.
+    """
+    m = clients.numel()
+    groups = [None] if execution == "stacked" else [torch.tensor([j], device=clients.device) for j in range(m)]
+    for group in groups:
+        rows = torch.arange(m, device=clients.device) if group is None else group
+        sub = state if group is None else _select(state, group)
+        sub_ctx = ctx if group is None else ctx.rows(group)
+        for s in range(int(sub_ctx.steps.max())):
             batch = None if batches is None else batches.step(s)
             noise = None if batch is None else problem.dropout_noise(
-                batch, rng.generator(seed, "dropout", ctx.round, s, device=device))
-            active = None if group is None else group
-            if not bool((sub_steps > s).all()):
-                live = (sub_steps > s).nonzero().squeeze(1)
-                active = live if group is None else group.index_select(0, live)
-            _step(problem, algorithm, sub_state, ctx, clients, batch, noise, objective, s, active,
-                  full=group is None and active is None, group=group)
-        if group is not None:
-            for k, v in sub_state.items():
-                state[k].index_copy_(0, group, v)
+                batch, rng.generator(seed, "dropout", ctx.round, s, device=clients.device))
+            live = sub_ctx.steps > s
+            if bool(live.all()):
+                sub = _step(problem, algorithm, sub, replace(sub_ctx, step=s), clients, batch, noise, objective, rows)
+                continue
+            local = live.nonzero().squeeze(1)  # rows of ``sub`` still working
+            moved = _step(problem, algorithm, _select(sub, local), replace(sub_ctx.rows(local), step=s), clients,
+                          batch, noise, objective, rows.index_select(0, local))
+            sub = {k: v.index_copy(0, local, moved[k]) for k, v in sub.items()}
+        state = sub if group is None else {k: v.index_copy(0, group, sub[k]) for k, v in state.items()}
     return state
 
 
-def _step(problem, algorithm, state, ctx, clients, batch, noise, objective, s, active, full, group):
-    """One local step for the clients ``active`` (None = all) of ``state`` (rows = ``group`` or all)."""
-    if full:
-        def grad(w):
-            return objective.gradient(problem.grad(w, clients, batch, noise), w)
+def _select(state, index):
+    return {k: v.index_select(0, index) for k, v in state.items()}
 
-        algorithm.client_step(state, grad, ctx.lr, replace(ctx, step=s))
-        return
-    local = active if group is None else torch.searchsorted(group, active)  # rows of ``state`` to update
-    sub_batch = (batch[0].index_select(0, active), None if batch[1] is None else batch[1].index_select(0, active)) \
-        if batch is not None else None
-    sub_clients, sub_noise = clients.index_select(0, active), _rows(noise, active) if noise is not None else None
+
+def _step(problem, algorithm, state, ctx, clients, batch, noise, objective, rows):
+    """One local step of the clients at ``rows`` (rows of the round's stacked tensors); returns their state."""
+    every = rows.numel() == clients.numel()  # all of the round's clients: no gather needed
+    if not every:
+        clients = clients.index_select(0, rows)
+        batch = None if batch is None else (batch[0].index_select(0, rows),
+                                            None if batch[1] is None else batch[1].index_select(0, rows))
+        noise = None if noise is None else noise.index_select(0, rows)
 
     def grad(w):
-        return objective.gradient(problem.grad(w, sub_clients, sub_batch, sub_noise), w)
+        return objective.gradient(problem.grad(w, clients, batch, noise), w)
 
-    lr = _rows(ctx.lr, active)
-    sub = {k: v.index_select(0, local) for k, v in state.items()}
-    sub = algorithm.client_step(sub, grad, lr, replace(ctx, step=s, steps=ctx.steps.index_select(0, active), lr=lr))
-    for k, v in sub.items():
-        state[k].index_copy_(0, local, v)
+    return algorithm.client_step(state, grad, ctx)
+
+
+def full_gradients(problem, clients, objective: LocalObjective):
+    """``RoundContext.full_grad``: each client's local-objective gradient on its whole training set."""
+    def full_grad(w):
+        return objective.gradient(problem.grad(w, clients, problem.full_batch(clients)), w)
+
+    return full_grad
 
 
 def run(problem, algorithm, work: LocalWork, schedule: LRSchedule, *, objective: LocalObjective = LocalObjective(),
@@ -141,7 +146,7 @@ def run(problem, algorithm, work: LocalWork, schedule: LRSchedule, *, objective:
     Row r holds the global model's metrics before round r (row ``rounds`` = final model),
     as the authors' code logs them. ``trainer`` replaces ``train_clients`` (the oracle uses it).
     With ``return_params`` the final global parameters come back too: ``(history, params)``.
-    ``extra_metrics(problem, params) -> dict`` adds columns to every evaluated row.
+    ``extra_metrics(problem, params, round) -> dict`` adds columns to every evaluated row.
     ``stop(row) -> bool`` ends training at the first evaluated row it accepts (e.g. a target
     loss reached), which is then the last row: rounds-to-target sweeps need no more.
     ``eval_every=None`` evaluates nothing (an empty history: benchmarks time training alone).
@@ -181,7 +186,7 @@ def _run(problem, algorithm, work, schedule, objective, rounds, seed, eval_every
     rows = []
 
     def evaluate(r):
-        extra = extra_metrics(problem, flat) if extra_metrics is not None else {}
+        extra = extra_metrics(problem, flat, r) if extra_metrics is not None else {}
         rows.append({"round": r, "lr": schedule(r), **problem.evaluate(flat), **extra})
 
     for r in tqdm(range(rounds), desc=desc, disable=not progress, leave=False, mininterval=1.0):
@@ -193,17 +198,19 @@ def _run(problem, algorithm, work, schedule, objective, rounds, seed, eval_every
         clients = plan.clients.to(device)
         if not clients.numel():  # nobody trains (every client straggled and was dropped)
             continue
-        lr = schedule(r)
+        lr = torch.full((clients.numel(),), schedule(r), dtype=torch.float64)
         if plan.lr_scale is not None:
-            lr = (lr * plan.lr_scale).to(flat.dtype).to(device).unsqueeze(1)
+            lr = lr * plan.lr_scale
         steps = work.steps(sizes[clients], plan.work)
-        ctx = RoundContext(round=r, params=flat, steps=steps, lr=lr)
+        full_grad = getattr(trainer, "full_gradients", full_gradients)(problem, clients, objective)
+        ctx = RoundContext(round=r, params=flat, steps=steps, lr=lr.to(flat.dtype).to(device).unsqueeze(1),
+                           warmup=plan.warmup, full_grad=full_grad)
         batches = problem.draw_batches(clients, steps, work, rng.generator(seed, "batches", r, device=device))
         state = algorithm.client_init(server, flat, plan, ctx)
         solved = None
         if fused and trainer is None and algorithm.plain_sgd is not None:
-            solved = problem.local_sgd(flat, clients, steps, lr if not torch.is_tensor(lr) else lr.squeeze(1),
-                                       batches, objective, algorithm.plain_sgd.prox_mu)
+            solved = problem.local_sgd(flat, clients, steps, ctx.lr.squeeze(1), batches, objective,
+                                       algorithm.plain_sgd.prox_mu)
         if solved is not None:
             state["w"] = solved
         else:

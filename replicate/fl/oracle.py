@@ -27,7 +27,7 @@ def sequential_train(problem, algorithm, state, ctx, clients, batches, objective
     steps = ctx.steps.tolist()
     for j, k in enumerate(clients.tolist()):
         row = {name: value[j:j + 1].clone() for name, value in state.items()}
-        lr = ctx.lr[j:j + 1] if torch.is_tensor(ctx.lr) else ctx.lr
+        client_ctx = ctx.rows(torch.tensor([j]))
         for s in range(steps[j]):
             rows, noise = None, None
             if batches is not None:
@@ -38,22 +38,45 @@ def sequential_train(problem, algorithm, state, ctx, clients, batches, objective
                 if full is not None:
                     noise = full[j] if mask is None else full[j][mask[j]]
 
-            def grad(w, k=k, rows=rows, noise=noise):
-                out = []
-                for w_row in w:  # one parameter vector at a time, like a client would
-                    w_row = w_row.detach().requires_grad_(True)
-                    (g,) = torch.autograd.grad(problem.client_loss(w_row, k, rows, noise), w_row)
-                    if objective.clip_norm is not None:
-                        g = _clip(g, objective.clip_norm)
-                    if objective.weight_decay:
-                        g = g + objective.weight_decay * w_row.detach()
-                    out.append(g)
-                return torch.stack(out)
-
-            row = algorithm.client_step(row, grad, lr, replace(ctx, step=s, steps=ctx.steps[j:j + 1], lr=lr))
+            row = algorithm.client_step(row, _autograd(problem, objective, k, rows, noise),
+                                        replace(client_ctx, step=s))
         for name, value in row.items():
             state[name][j:j + 1] = value
     return state
+
+
+def _autograd(problem, objective, k, rows, noise=None):
+    """Client k's local-objective gradient on ``rows`` (None = all its data) by autograd, row by row."""
+    def grad(w):
+        out = []
+        for w_row in w:  # one parameter vector at a time, like a client would
+            w_row = w_row.detach().requires_grad_(True)
+            (g,) = torch.autograd.grad(problem.client_loss(w_row, k, rows, noise), w_row)
+            if objective.clip_norm is not None:
+                g = _clip(g, objective.clip_norm)
+            if objective.weight_decay:
+                g = g + objective.weight_decay * w_row.detach()
+            out.append(g)
+        return torch.stack(out)
+
+    return grad
+
+
+def full_gradients(problem, clients, objective):
+    """``RoundContext.full_grad`` client by client: autograd on each client's whole training set."""
+    batch = problem.full_batch(clients)
+
+    def full_grad(w):
+        out = []
+        for j, k in enumerate(clients.tolist()):
+            rows = None if batch is None else (batch[0][j] if batch[1] is None else batch[0][j][batch[1][j]])
+            out.append(_autograd(problem, objective, k, rows)(w[j:j + 1]))
+        return torch.cat(out)
+
+    return full_grad
+
+
+sequential_train.full_gradients = full_gradients  # the engine builds RoundContext.full_grad with it
 
 
 def run_sequential(problem, algorithm, work, schedule, **kwargs):

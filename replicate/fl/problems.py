@@ -58,6 +58,14 @@ class SampleProblem:
     def draw_batches(self, clients: torch.Tensor, steps: torch.Tensor, work, generator) -> Batches:
         return batches.draw(self.sizes[clients], self.train.offsets[clients], steps, work, generator)
 
+    def full_batch(self, clients: torch.Tensor):
+        """Every training row of each client as one masked batch ``(index (m, max n_k), mask)``."""
+        sizes, offsets = self.sizes[clients], self.train.offsets[clients]
+        positions = torch.arange(int(sizes.max()), device=sizes.device)
+        mask = positions.unsqueeze(0) < sizes.unsqueeze(1)
+        index = torch.where(mask, offsets.unsqueeze(1) + positions, offsets.unsqueeze(1))
+        return index, None if bool(mask.all()) else mask
+
     def dropout_noise(self, batch, generator: torch.Generator) -> torch.Tensor | None:
         """Uniform noise (m, b, *dropout_shape) for one step's dropout, or None without dropout."""
         if not self.model.dropout:
@@ -258,6 +266,9 @@ class QuadraticFederatedProblem:
         if work.batch_size is not None or work.unit != "steps":
             raise ReplicateError("quadratic clients take full gradients: use local steps and batch_size=None")
         return None
+
+    def full_batch(self, clients):
+        return None  # every gradient of a quadratic client is already its full gradient
 
     def dropout_noise(self, batch, generator):
         return None

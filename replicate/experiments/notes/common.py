@@ -23,6 +23,7 @@ Symbols → names: p_k → ``weights``, σ_k² → ``variances``, G² → ``grad
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import re
@@ -130,16 +131,17 @@ class RunProbe:
     def __init__(self, *, rounds: int, eval_every: int, batch_size: int | None, weight_decay: float,
                  minimiser=None, probes: int = 10, full_gradient: bool = False, hessian_iters: int = 0,
                  seed: int = 0):
-        self.schedule = sorted(set(range(0, rounds, eval_every)) | {rounds})
         self.probed = set(probe_rounds(rounds, eval_every, probes))
         self.batch, self.lam = batch_size, weight_decay
         self.w_star = None if minimiser is None else torch.as_tensor(minimiser, dtype=torch.float64)
         self.full_gradient, self.hessian_iters, self.seed = full_gradient, hessian_iters, seed
-        self.calls, self.view, self.sigma2_max, self.G2_max, self.L_max = 0, None, None, 0.0, 0.0
+        self.view, self.sigma2_max, self.G2_max, self.L_max = None, None, 0.0, 0.0
+        star = None if self.w_star is None else hashlib.sha256(self.w_star.numpy().tobytes()).hexdigest()[:12]
+        self.key = json.dumps({"probe": 1, "rounds": rounds, "eval_every": eval_every, "batch": batch_size,
+                               "lam": weight_decay, "w_star": star, "probes": probes, "full_gradient": full_gradient,
+                               "hessian_iters": hessian_iters, "seed": seed}, sort_keys=True)  # the run cache's
 
-    def __call__(self, problem, flat: torch.Tensor) -> dict:
-        r = self.schedule[min(self.calls, len(self.schedule) - 1)]
-        self.calls += 1
+    def __call__(self, problem, flat: torch.Tensor, r: int) -> dict:
         w = flat.detach().to("cpu", torch.float64)
         row = {"sq_norm": float(w @ w),
                "dist_sq": math.nan if self.w_star is None else float(((w - self.w_star) ** 2).sum())}

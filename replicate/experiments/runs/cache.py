@@ -25,7 +25,7 @@ from replicate.fl import engine
 from replicate.core.fileio import atomic_write_text
 from replicate.experiments.runs.config import RunConfig, build
 
-VERSION = 3  # 3: engine v2 (algorithm protocol); the numbers of every v2 config are unchanged
+VERSION = 4  # 4: the key holds the full config, the device type and the extra metrics (engine v3)
 # Numerics versions per model or algorithm name: bump an entry when a change alters that model's or
 # algorithm's results (a reordered sum is enough: the LSTM runs are chaotic, one rounding apart grows
 # to another seed's curve within ten rounds), so only the runs it touches are recomputed. Absent = 0.
@@ -84,10 +84,10 @@ class RunLog:
                 {"runs": self.runs, "from_cache": self.from_cache, "pool_total": self.pool_total,
                  "pool_done": self.pool_done}))
 
-    def mark_computed(self, config: RunConfig, stop_loss: float | None = None) -> None:
+    def mark_computed(self, config: RunConfig, stop_loss: float | None = None, extra_metrics=None) -> None:
         """Note that a worker process just computed this entry for us, so that reading it back
         counts as computed in this run, not as taken from an earlier run's cache."""
-        self.fresh.add(_file(config, stop_loss, ".csv"))
+        self.fresh.add(_file(config, stop_loss, ".csv", extra_metrics))
 
     def provenance(self) -> dict:
         return {"runs": self.runs, "runs_from_cache": self.from_cache,
@@ -96,29 +96,44 @@ class RunLog:
                 "run_seconds": dict(sorted(self.seconds.items()))}
 
 
-def key(config: RunConfig) -> str:
-    """The config's hash over the fields that differ from their defaults, so that adding a
-    field (with a default that keeps today's behaviour) leaves every cached run valid.
-    A default must therefore never change meaning: bump ``VERSION`` instead (or the model's
-    ``NUMERICS`` entry when only one model's or algorithm's numbers change)."""
-    changed = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)
-               if getattr(config, f.name) != f.default}
-    for name in (config.model, config.algorithm):
-        if NUMERICS.get(name):
-            changed[f"numerics_{name}"] = NUMERICS[name]
-    payload = json.dumps({"version": VERSION, **changed}, sort_keys=True)
+def metrics_key(extra_metrics) -> str | None:
+    """The name an ``extra_metrics`` hook is cached under: its ``key`` attribute (a string that changes
+    whenever what it records changes), so a run with other extra columns is another entry."""
+    if extra_metrics is None:
+        return None
+    name = getattr(extra_metrics, "key", None)
+    if not isinstance(name, str) or not name:
+        raise ReplicateError(f"extra_metrics {extra_metrics!r} has no 'key' string: a cached run must name what "
+                             "its extra columns are")
+    return name
+
+
+def key(config: RunConfig, extra_metrics=None, device: str | None = None) -> str:
+    """The hash of everything a run's numbers depend on: the whole config (every field, defaults
+    included, so a default that changes meaning cannot alias old entries), the device type (CPU and
+    CUDA draw different random streams), the extra metrics recorded, ``VERSION`` and the model's and
+    algorithm's ``NUMERICS`` versions."""
+    numerics = {name: NUMERICS[name] for name in (config.model, config.algorithm) if NUMERICS.get(name)}
+    payload = json.dumps({"version": VERSION, "config": dataclasses.asdict(config),
+                          "device": device or engine.default_device().type,
+                          "metrics": metrics_key(extra_metrics), "numerics": numerics}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
 
-def _file(config: RunConfig, stop_loss: float | None, suffix: str):
+def _file(config: RunConfig, stop_loss: float | None, suffix: str, extra_metrics=None):
     """``runs/<key>.csv|json``, or ``to_target/<key>_to_<loss>.csv|json`` for stopped runs."""
+    name = key(config, extra_metrics)
     if stop_loss is None:
-        return paths.cache_dir() / "runs" / f"{key(config)}{suffix}"
-    return paths.cache_dir() / "to_target" / f"{key(config)}_to_{stop_loss:g}{suffix}"
+        return paths.cache_dir() / "runs" / f"{name}{suffix}"
+    return paths.cache_dir() / "to_target" / f"{name}_to_{stop_loss:g}{suffix}"
 
 
-def load(config: RunConfig, stop_loss: float | None = None) -> pd.DataFrame | None:
-    path = _file(config, stop_loss, ".csv")
+def _with(entry: Path, suffix: str) -> Path:
+    return entry.parent / f"{entry.name}{suffix}"  # not with_suffix: "<key>_to_0.29" has a dot of its own
+
+
+def load(config: RunConfig, stop_loss: float | None = None, extra_metrics=None) -> pd.DataFrame | None:
+    path = _file(config, stop_loss, ".csv", extra_metrics)
     return pd.read_csv(path) if path.exists() else None
 
 
@@ -133,10 +148,10 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
     log = log if log is not None else RunLog()
     if problem is not None and use_cache:
         raise ReplicateError("a run on a given problem cannot be cached: pass use_cache=False")
-    if use_cache and (cached := load(config, stop_loss)) is not None:
-        log.record(json.loads(_file(config, stop_loss, ".json").read_text()).get("elapsed_s"),
-                   cached=_file(config, stop_loss, ".csv") not in log.fresh, dataset=config.dataset,
-                   key=_file(config, stop_loss, "").name)
+    entry = _file(config, stop_loss, "", extra_metrics) if use_cache else None
+    if use_cache and (cached := load(config, stop_loss, extra_metrics)) is not None:
+        log.record(json.loads(_with(entry, ".json").read_text()).get("elapsed_s"),
+                   cached=_with(entry, ".csv") not in log.fresh, dataset=config.dataset, key=entry.name)
         return cached
     start = time.perf_counter()
     problem, algorithm, work, schedule, objective = build(config, problem=problem)
@@ -146,15 +161,16 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
                          stop=None if stop_loss is None else (lambda row: row["train_loss"] <= stop_loss),
                          desc=f"{config.dataset} {config.algorithm} E={work.amount} K={config.clients_per_round}")
     elapsed = time.perf_counter() - start
-    log.record(elapsed, cached=False, dataset=config.dataset, key=_file(config, stop_loss, "").name if use_cache else None)
+    log.record(elapsed, cached=False, dataset=config.dataset, key=entry.name if use_cache else None)
     if use_cache:
         buffer = io.StringIO()
         history.to_csv(buffer, index=False)
-        meta = dataclasses.asdict(config) | {"elapsed_s": round(elapsed, 3), "device": str(problem.device)}
+        meta = dataclasses.asdict(config) | {"elapsed_s": round(elapsed, 3), "device": str(problem.device),
+                                             "extra_metrics": metrics_key(extra_metrics), "version": VERSION}
         if stop_loss is not None:
             meta["target"] = stop_loss
-        atomic_write_text(_file(config, stop_loss, ".json"), json.dumps(meta, indent=1))
-        atomic_write_text(_file(config, stop_loss, ".csv"), buffer.getvalue())
+        atomic_write_text(_with(entry, ".json"), json.dumps(meta, indent=1))
+        atomic_write_text(_with(entry, ".csv"), buffer.getvalue())
     return history
 
 

@@ -85,8 +85,8 @@ class FedAvg:
     def client_init(self, server_state, params, plan, ctx):
         return {"w": params.unsqueeze(0).repeat(plan.clients.numel(), 1)}
 
-    def client_step(self, state, grad, lr, ctx):
-        descend_(state["w"], grad(state["w"]), lr)
+    def client_step(self, state, grad, ctx):
+        descend_(state["w"], grad(state["w"]), ctx.lr)
         return state
 
     def client_message(self, state, params, plan, ctx):

@@ -76,12 +76,12 @@ class FedProx:
     def client_init(self, server_state, params, plan, ctx):
         return {"w": params.unsqueeze(0).repeat(plan.clients.numel(), 1)}
 
-    def client_step(self, state, grad, lr, ctx):
+    def client_step(self, state, grad, ctx):
         w = state["w"]
         g = grad(w)
         if self.prox_mu:
             g.add_(w - ctx.params, alpha=self.prox_mu)  # the anchor w_t is the round's global model
-        descend_(w, g, lr)
+        descend_(w, g, ctx.lr)
         return state
 
     def client_message(self, state, params, plan, ctx):

@@ -82,13 +82,13 @@ class LocalUpdate:
         m = plan.clients.numel()
         return {"w": params.unsqueeze(0).repeat(m, 1), "message": params.new_zeros((m, params.numel()))}
 
-    def client_step(self, state, grad, lr, ctx):
+    def client_step(self, state, grad, ctx):
         w = state["w"]
         g = grad(w)
         if self.prox_mu:
             g.add_(w - ctx.params, alpha=self.prox_mu)
         state["message"].add_(g, alpha=1.0 if self.a is None else float(self.a[ctx.step]))
-        descend_(w, g, lr)
+        descend_(w, g, ctx.lr)
         return state
 
     def client_message(self, state, params, plan, ctx):

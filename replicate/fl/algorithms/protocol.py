@@ -8,24 +8,36 @@ spirit of fedjax's ``init``/``apply`` pairs (one client = one row of every tenso
    ``(N, ...)`` tensors indexed by client id.
 2. ``plan(population, work, seed, round) -> RoundPlan`` — which clients train this round,
    their aggregation weights, their learning-rate scales and how much local work each
-   does (stragglers do less). A pure function of (seed, round): reruns see the same plan.
+   does (stragglers do less), and whether the round is a warm-up. A pure function of
+   (seed, round): reruns see the same plan.
 3. ``client_init(server_state, params, plan, ctx) -> ClientState`` — the stacked client
    state (``"w"``, the local models, always; anchors, control variates, momentum, ...).
-4. ``client_step(state, grad, lr, ctx) -> ClientState`` — one local step. ``grad(w)`` is
-   the gradient of each client's local objective on *this step's* mini-batch at the rows
-   of ``w``; it may be called more than once (STEM evaluates it at two iterates with the
-   same mini-batch). ``lr`` is a float or an ``(m, 1)`` tensor of per-client rates.
+   ``ctx.full_grad(w)`` gives each client's full-batch local gradient (MIME-style
+   algorithms and SCAFFOLD's option I use it here, at the server model).
+4. ``client_step(state, grad, ctx) -> ClientState`` — one local step. ``grad(w)`` is the
+   gradient of each client's local objective on *this step's* mini-batch at the rows of
+   ``w``; it may be called more than once (STEM evaluates it at two iterates with the same
+   mini-batch). The rate is ``ctx.lr``, always an ``(m, 1)`` tensor of per-client rates.
 5. ``client_message(state, params, plan, ctx) -> Message`` — what each client uploads.
 6. ``server_step(server_state, params, message, plan, ctx) -> (params, server_state)``.
 
-The engine runs step 4 up to the largest local step count of the round and leaves a
-client's state untouched once it has done its own count (``RoundContext.steps``).
+Every function returns its result; the engine always continues from what ``client_step``
+returns (an algorithm may update ``state`` in place and return it, or build a new dict),
+on every execution path. The engine runs step 4 up to the largest local step count of the
+round and leaves a client's state untouched once it has done its own count
+(``RoundContext.steps``).
+
+A *warm-up round* (``RoundPlan.warmup``, copied to ``RoundContext.warmup``) is part of the
+contract, not a sentinel: the clients evaluate gradients at the broadcast model without
+moving it, and the server forms its initial state from their messages (STEM's round 0,
+which builds d_1 from an initial batch of b·I samples per worker).
+
 An algorithm whose client update is plain (proximal) SGD on the model says so through
 ``plain_sgd`` and lets a problem with a fused solver run the whole local solve at once.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Protocol, runtime_checkable
 
 import torch
@@ -94,6 +106,7 @@ class RoundPlan:
     residual: float = 0.0
     lr_scale: torch.Tensor | None = None  # (m,) float64, None = 1
     work: torch.Tensor | None = None  # (m,) int64, None = LocalWork.amount for all
+    warmup: bool = False  # a warm-up round: clients do not move the model (see the module docstring)
 
     def aggregate(self, global_flat: torch.Tensor, local_flat: torch.Tensor) -> torch.Tensor:
         w = self.weights.to(local_flat.dtype).to(local_flat.device)
@@ -110,8 +123,15 @@ class RoundContext:
     round: int  # t
     params: torch.Tensor  # (P,) the round's global model w_t, as broadcast to the clients
     steps: torch.Tensor  # (m,) int64, each client's local step count this round
-    lr: float | torch.Tensor  # the round's client rate: a float, or (m, 1) per client
+    lr: torch.Tensor  # (m, 1) each client's rate this round, in the parameters' dtype and device
     step: int = 0  # the local step being taken (client_step only)
+    warmup: bool = False  # RoundPlan.warmup
+    full_grad: GradFn | None = None  # (m, P) -> each client's full-batch local gradient (client_init)
+
+    def rows(self, index: torch.Tensor) -> "RoundContext":
+        """The context seen by the clients at ``index`` (rows of the round's stacked tensors)."""
+        return replace(self, steps=self.steps.index_select(0, index.to(self.steps.device)),
+                       lr=self.lr.index_select(0, index.to(self.lr.device)))
 
 
 @dataclass(frozen=True)
@@ -134,7 +154,7 @@ class Algorithm(Protocol):
     def client_init(self, server_state: Any, params: torch.Tensor, plan: RoundPlan,
                     ctx: RoundContext) -> ClientState: ...
 
-    def client_step(self, state: ClientState, grad: GradFn, lr, ctx: RoundContext) -> ClientState: ...
+    def client_step(self, state: ClientState, grad: GradFn, ctx: RoundContext) -> ClientState: ...
 
     def client_message(self, state: ClientState, params: torch.Tensor, plan: RoundPlan,
                        ctx: RoundContext) -> Message: ...
@@ -143,11 +163,9 @@ class Algorithm(Protocol):
                     ctx: RoundContext) -> tuple[torch.Tensor, Any]: ...
 
 
-def descend_(w: torch.Tensor, g: torch.Tensor, lr) -> torch.Tensor:
-    """w ← w − lr·g in place, for a float rate or an (m, 1) tensor of per-client rates."""
-    if torch.is_tensor(lr):
-        return w.addcmul_(lr, g, value=-1.0)
-    return w.sub_(g, alpha=lr)
+def descend_(w: torch.Tensor, g: torch.Tensor, lr: torch.Tensor) -> torch.Tensor:
+    """w ← w − lr·g in place, with lr the (m, 1) per-client rates."""
+    return w.addcmul_(lr, g, value=-1.0)
 
 
 def server_move(params: torch.Tensor, target: torch.Tensor, server_lr: float) -> torch.Tensor:

@@ -6,12 +6,18 @@ STEM's full-participation experiments). Each i ∈ S sets y_i ← x and takes K_
 
     y_i ← y_i − η_l (g_i(y_i) − c_i + c),
 
-then (option II, eq. 4 of the paper) c_i⁺ ← c_i − c + (x − y_i)/(K_loc η_l), uploads
-(Δy_i, Δc_i) = (y_i − x, c_i⁺ − c_i) and keeps c_i ← c_i⁺. The server takes
+then sets its new control variate c_i⁺ by one of the paper's two options (eq. 4):
+
+- option I: c_i⁺ ← ∇f_i(x), the full-batch local gradient at the server model (an extra pass
+  over the local data; the engine's ``RoundContext.full_grad``, taken in ``client_init``);
+- option II (the default, as in STEM's experiments): c_i⁺ ← c_i − c + (x − y_i)/(K_loc η_l);
+
+uploads (Δy_i, Δc_i) = (y_i − x, c_i⁺ − c_i) and keeps c_i ← c_i⁺. The server takes
 
     x ← x + η_g · (1/|S|) Σ Δy_i,    c ← c + (|S|/N) · (1/|S|) Σ Δc_i.
 
 Symbols → names: η_l = the client learning rate (engine schedule), η_g = ``server_lr``,
+the option = ``option`` ("I" or "II"),
 K_loc = each client's local step count (``RoundContext.steps``; with unequal local work
 each client uses its own). c = c_i = 0 at the start [PROPOSED, spec STEM §4]: then the first
 round is FedAvg with equal weights (a test checks it).
@@ -37,6 +43,7 @@ class ScaffoldState:
 class Scaffold:
     clients_per_round: int | None = None  # |S|; None = every client
     server_lr: float = 1.0  # η_g
+    option: str = "II"  # how c_i⁺ is formed (eq. 4): "I" full local gradient at x, "II" from the iterates
 
     plain_sgd = None  # the control-variate correction is not plain SGD
 
@@ -45,6 +52,8 @@ class Scaffold:
             raise ReplicateError(f"clients_per_round must be >= 1, got {self.clients_per_round}")
         if not self.server_lr > 0:
             raise ReplicateError(f"server_lr (η_g) must be positive, got {self.server_lr}")
+        if self.option not in ("I", "II"):
+            raise ReplicateError(f"SCAFFOLD's control-variate option is 'I' or 'II', got {self.option!r}")
 
     def server_init(self, params: torch.Tensor, population: Population) -> ScaffoldState:
         return ScaffoldState(torch.zeros_like(params), params.new_zeros((population.num_clients, params.numel())))
@@ -58,17 +67,22 @@ class Scaffold:
     def client_init(self, state: ScaffoldState, params, plan, ctx):
         m = plan.clients.numel()
         ci = state.client_controls[plan.clients.to(params.device)]
-        return {"w": params.unsqueeze(0).repeat(m, 1), "ci": ci, "correction": state.control - ci}
+        w = params.unsqueeze(0).repeat(m, 1)
+        out = {"w": w, "ci": ci, "correction": state.control - ci}
+        if self.option == "I":
+            out["c_plus"] = ctx.full_grad(w.clone())  # ∇f_i(x) before any local step
+        return out
 
-    def client_step(self, state, grad, lr, ctx):
+    def client_step(self, state, grad, ctx):
         g = grad(state["w"]).add_(state["correction"])  # g_i(y_i) − c_i + c
-        descend_(state["w"], g, lr)
+        descend_(state["w"], g, ctx.lr)
         return state
 
     def client_message(self, state, params, plan, ctx):
-        lr = ctx.lr if torch.is_tensor(ctx.lr) else torch.full((plan.clients.numel(), 1), ctx.lr, dtype=params.dtype)
-        rate = ctx.steps.to(params.device, params.dtype).unsqueeze(1) * lr.to(params.device, params.dtype)
         delta_y = state["w"] - params
+        if self.option == "I":
+            return {"delta_y": delta_y, "delta_c": state["c_plus"] - state["ci"]}
+        rate = ctx.steps.to(params.device, params.dtype).unsqueeze(1) * ctx.lr
         # c_i⁺ − c_i = −c + (x − y_i)/(K_loc η_l), and −c = −(c − c_i) − c_i
         delta_c = -state["correction"] - state["ci"] - delta_y / rate
         return {"delta_y": delta_y, "delta_c": delta_c}

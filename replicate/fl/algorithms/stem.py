@@ -11,7 +11,7 @@ The first local step after a communication uses the worker's OWN last pre-averag
 the old point x_t and the broadcast x̄ as the new one (spec §2.1 notes), so the server keeps each
 worker's last iterate, an (N, P) tensor, as SCAFFOLD keeps its c_i.
 
-Round 0 is the initialisation: d_1 = the average of each worker's gradients at x_1 over that
+Round 0 is the initialisation, the protocol's warm-up round (``RoundPlan.warmup``): d_1 = the average of each worker's gradients at x_1 over that
 round's I mini-batches of b (B = b·I samples, Theorem 3.1's initial batch), averaged at the server,
 then x_2 = x_1 − η_1 d̄_1 ("Perform" step); the model does not move on the workers in round 0.
 
@@ -37,7 +37,7 @@ from replicate.fl.algorithms.protocol import Population, RoundPlan, descend_
 
 @dataclass(frozen=True)
 class StemState:
-    direction: torch.Tensor | None  # d̄, (P,); None before the initialisation round
+    direction: torch.Tensor  # d̄, (P,); zero until the warm-up round forms d̄_1
     last_iterates: torch.Tensor  # each worker's last pre-averaging iterate x_t^(k), (N, P)
 
 
@@ -51,37 +51,36 @@ class Stem:
         if not self.momentum_c > 0:
             raise ReplicateError(f"STEM's momentum constant c must be positive, got {self.momentum_c}")
 
-    def momentum_weight(self, lr):
-        """a = min{1, c·η²}: the weight of the fresh gradient (1 − a multiplies the old correction)."""
-        if torch.is_tensor(lr):
-            return (self.momentum_c * lr * lr).clamp(max=1.0)
-        return min(1.0, self.momentum_c * lr * lr)
+    def momentum_weight(self, lr: torch.Tensor) -> torch.Tensor:
+        """a = min{1, c·η²} per worker, for the (m, 1) rates: the weight of the fresh gradient
+        (1 − a multiplies the old correction)."""
+        return (self.momentum_c * lr * lr).clamp(max=1.0)
 
     def server_init(self, params: torch.Tensor, population: Population) -> StemState:
-        return StemState(None, params.unsqueeze(0).repeat(population.num_clients, 1))
+        return StemState(torch.zeros_like(params), params.unsqueeze(0).repeat(population.num_clients, 1))
 
     def plan(self, population: Population, work, seed: int, round_: int) -> RoundPlan:
         n = population.num_clients
-        return RoundPlan(torch.arange(n), torch.full((n,), 1.0 / n, dtype=torch.float64))
+        return RoundPlan(torch.arange(n), torch.full((n,), 1.0 / n, dtype=torch.float64), warmup=round_ == 0)
 
     def client_init(self, state: StemState, params, plan, ctx):
         m = plan.clients.numel()
         w = params.unsqueeze(0).repeat(m, 1)
-        if state.direction is None:  # round 0: accumulate d_1 at x_1
+        if ctx.warmup:  # round 0: accumulate d_1 at x_1
             return {"w": w, "d": torch.zeros_like(w), "prev": w.clone()}
         prev = state.last_iterates[plan.clients.to(params.device)]
         return {"w": w, "d": state.direction.unsqueeze(0).repeat(m, 1), "prev": prev}
 
-    def client_step(self, state, grad, lr, ctx):
-        if ctx.round == 0:  # d_1 = (1/I) Σ_s ∇f_k(x_1; B_s): the B = b·I initial batch, model fixed
+    def client_step(self, state, grad, ctx):
+        if ctx.warmup:  # d_1 = (1/I) Σ_s ∇f_k(x_1; B_s): the B = b·I initial batch, model fixed
             steps = ctx.steps.to(state["w"].device, state["w"].dtype).unsqueeze(1)
             state["d"].add_(grad(state["w"]) / steps)
             return state
-        a = self.momentum_weight(lr)
+        a = self.momentum_weight(ctx.lr)
         fresh, old = grad(state["w"]), grad(state["prev"])  # the same mini-batch at x_{t+1} and x_t
         state["d"] = fresh + (1.0 - a) * (state["d"] - old)
         state["prev"] = state["w"].clone()
-        descend_(state["w"], state["d"], lr)
+        descend_(state["w"], state["d"], ctx.lr)
         return state
 
     def client_message(self, state, params, plan, ctx):
@@ -90,8 +89,8 @@ class Stem:
     def server_step(self, state: StemState, params, message, plan: RoundPlan, ctx):
         weights = plan.weights.to(params.dtype).to(params.device)
         direction = weights @ message["d"]
-        if state.direction is None:  # x_2 = x_1 − η_1 d̄_1; every worker's old point is x_1
-            lr = ctx.lr if not torch.is_tensor(ctx.lr) else float(weights @ ctx.lr.squeeze(1).to(params.dtype))
+        if plan.warmup:  # x_2 = x_1 − η_1 d̄_1; every worker's old point is x_1
+            lr = float(ctx.lr[0])  # every worker runs at the round's one rate (STEM scales no client's)
             return params - lr * direction, StemState(direction, state.last_iterates)
         last = state.last_iterates.index_copy(0, plan.clients.to(params.device), message["prev"])
         return weights @ message["w"], StemState(direction, last)

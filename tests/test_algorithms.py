@@ -18,7 +18,7 @@ from replicate.fl.algorithms import sampling
 from replicate.fl.algorithms.protocol import descend_
 from replicate.fl.engine import LocalObjective, run
 from replicate.fl.models import LogisticRegression
-from replicate.fl.oracle import run_sequential, sequential_train
+from replicate.fl.oracle import SEQUENTIAL, run_sequential
 from replicate.data.quadratic import QuadraticClients
 from replicate.fl.problems import QuadraticFederatedProblem, SampleProblem
 from replicate.fl.schedules import LRSchedule
@@ -139,7 +139,7 @@ def scaffold_by_hand(eta, eta_g=0.5, steps=2, rounds=2, option="II"):
 def test_scaffold_option_one_three_rounds_by_hand(execution):
     expected = scaffold_by_hand(0.25, rounds=3, option="I")
     for rounds in (1, 2, 3):
-        kwargs = {"trainer": sequential_train} if execution == "oracle" else {"execution": execution}
+        kwargs = {"trainer": SEQUENTIAL} if execution == "oracle" else {"execution": execution}
         got = final_params(quadratic(), Scaffold(server_lr=0.5, option="I"), LocalWork(2), 0.25, rounds=rounds,
                            **kwargs)
         torch.testing.assert_close(got, expected[rounds - 1], rtol=0, atol=1e-14)
@@ -344,12 +344,12 @@ class FunctionalFedAvg(FedAvg):
 def test_a_purely_functional_algorithm_moves_on_every_execution_path(execution, unit):
     """The engine continues from what client_step returns (the protocol's promise), on every path."""
     work = LocalWork(3, "steps", 8) if unit == "steps" else LocalWork(2, "epochs", 16)  # epochs: unequal work
-    kwargs = {"trainer": sequential_train} if execution == "oracle" else {
+    kwargs = {"trainer": SEQUENTIAL} if execution == "oracle" else {
         "execution": execution.split("-")[0], "fused": execution == "stacked"}
     algorithm = FunctionalFedAvg("weighted", 5, straggler_fraction=0.4)
     got = final_params(logistic64(small_clients=2), algorithm, work, rounds=2, seed=3, **kwargs)
     reference = final_params(logistic64(small_clients=2), FedAvg("weighted", 5, straggler_fraction=0.4), work,
-                             rounds=2, seed=3, trainer=sequential_train)
+                             rounds=2, seed=3, trainer=SEQUENTIAL)
     torch.testing.assert_close(got, reference, rtol=RTOL64, atol=ATOL64)
     assert (reference - logistic64(small_clients=2).init(3)).abs().max() > 1e-3
 

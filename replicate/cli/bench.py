@@ -59,11 +59,11 @@ LSTM_WORKLOADS = {
         weight_decay=0.0, clip_norm=None),
 }
 LSTM_SOLVERS = {"stacked": {"execution": "stacked"}, "client loop": {"execution": "sequential"},
-                "oracle": {"trainer": oracle.sequential_train}}
+                "oracle": {"trainer": oracle.SEQUENTIAL}}
 SOLVERS = {
     "fused": {},
     "generic": {"fused": False},
-    "oracle": {"trainer": oracle.sequential_train},
+    "oracle": {"trainer": oracle.SEQUENTIAL},
 }
 
 

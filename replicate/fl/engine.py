@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 
 from dataclasses import dataclass, replace
+from typing import Callable
 
 import pandas as pd
 import torch
@@ -27,7 +28,8 @@ from tqdm.auto import tqdm
 
 from replicate.core import rng
 from replicate.core.errors import ReplicateError
-from replicate.fl.algorithms.protocol import LocalWork, RoundContext
+from replicate.fl.algorithms.protocol import Algorithm, LocalWork, RoundContext
+from replicate.fl.problems import Problem
 from replicate.fl.schedules import LRSchedule
 
 EXECUTIONS = ("stacked", "sequential", "auto")
@@ -43,10 +45,9 @@ def preferred_execution(problem) -> str:
     Sent140's small LSTM on 25 words 5.1 vs 7.8 ms (``lstm`` module). On CUDA the stacked path
     is the point of the design.
     """
-    model = getattr(problem, "model", None)
-    if model is None or torch.device(problem.device).type == "cuda":
+    if torch.device(problem.device).type == "cuda":
         return "stacked"
-    return model.cpu_execution()
+    return problem.cpu_execution()
 
 
 @dataclass(frozen=True)
@@ -137,29 +138,59 @@ def full_gradients(problem, clients, objective: LocalObjective):
     return full_grad
 
 
-def run(problem, algorithm, work: LocalWork, schedule: LRSchedule, *, objective: LocalObjective = LocalObjective(),
-        rounds: int, seed: int = 0, eval_every: int | None = 1, progress: bool = False, desc: str | None = None,
-        execution: str = "stacked", fused: bool = True, trainer=None, return_params: bool = False,
-        extra_metrics=None, stop=None):
-    """Train for ``rounds`` rounds; metrics before every ``eval_every``-th round and at the end.
+@dataclass(frozen=True)
+class RunOptions:
+    """How ``run`` trains, besides the problem, the algorithm, the local work and the rate schedule.
 
-    Row r holds the global model's metrics before round r (row ``rounds`` = final model),
-    as the authors' code logs them. ``trainer`` replaces ``train_clients`` (the oracle uses it).
-    With ``return_params`` the final global parameters come back too: ``(history, params)``.
-    ``extra_metrics(problem, params, round) -> dict`` adds columns to every evaluated row.
-    ``stop(row) -> bool`` ends training at the first evaluated row it accepts (e.g. a target
-    loss reached), which is then the last row: rounds-to-target sweeps need no more.
-    ``eval_every=None`` evaluates nothing (an empty history: benchmarks time training alone).
+    Row r of the history holds the global model's metrics before round r (row ``rounds`` = the
+    final model), as the authors' code logs them, for every ``eval_every``-th round; ``None``
+    evaluates nothing (an empty history: benchmarks time training alone). ``execution`` and
+    ``fused`` choose how clients run (module docstring), never what they compute.
     """
-    if rounds < 1:
-        raise ReplicateError(f"rounds must be >= 1, got {rounds}")
-    if execution not in EXECUTIONS:
-        raise ReplicateError(f"execution must be one of {', '.join(EXECUTIONS)}, got {execution!r}")
-    if execution == "auto":
-        execution = preferred_execution(problem)
-    with _threads(1 if getattr(problem, "single_threaded", False) else None):
-        return _run(problem, algorithm, work, schedule, objective, rounds, seed, eval_every, progress, desc,
-                    execution, fused, trainer, return_params, extra_metrics, stop)
+
+    rounds: int
+    seed: int = 0
+    objective: LocalObjective = LocalObjective()
+    eval_every: int | None = 1
+    execution: str = "stacked"  # "stacked", "sequential" or "auto" (preferred_execution)
+    fused: bool = True  # let a problem's fused solver run plain-SGD rounds
+    progress: bool = False
+    desc: str | None = None
+
+    def __post_init__(self):
+        if self.rounds < 1:
+            raise ReplicateError(f"rounds must be >= 1, got {self.rounds}")
+        if self.execution not in EXECUTIONS:
+            raise ReplicateError(f"execution must be one of {', '.join(EXECUTIONS)}, got {self.execution!r}")
+
+
+@dataclass(frozen=True)
+class Trainer:
+    """How a round's local steps are computed: ``train(problem, algorithm, state, ctx, clients, batches,
+    objective, seed, execution)`` and ``full_gradients(problem, clients, objective)`` for
+    ``RoundContext.full_grad``. The oracle supplies its own (``replicate.fl.oracle.SEQUENTIAL``)."""
+
+    train: Callable
+    full_gradients: Callable
+    fuses: bool = True  # may hand plain-SGD rounds to a problem's fused solver
+
+
+def run(problem: Problem, algorithm: Algorithm, work: LocalWork, schedule: LRSchedule,
+        options: RunOptions | None = None, *, trainer: Trainer | None = None, extra_metrics=None, stop=None,
+        return_params: bool = False, **settings):
+    """Train and return the per-round history (and, with ``return_params``, the final parameters).
+
+    ``options`` or its fields as keywords (``rounds=…, seed=…``). Hooks, both given the round:
+    ``extra_metrics(problem, params, round) -> dict`` adds columns to every evaluated row;
+    ``stop(row) -> bool`` ends training at the first evaluated row it accepts (e.g. a target loss
+    reached), which is then the last row: rounds-to-target sweeps need no more.
+    """
+    options = replace(options, **settings) if options is not None else RunOptions(**settings)
+    trainer = trainer or STACKED
+    execution = preferred_execution(problem) if options.execution == "auto" else options.execution
+    with _threads(1 if problem.single_threaded else None):
+        return _run(problem, algorithm, work, schedule, options, execution, trainer, extra_metrics, stop,
+                    return_params)
 
 
 @contextlib.contextmanager
@@ -176,8 +207,9 @@ def _threads(count: int | None):
         torch.set_num_threads(before)
 
 
-def _run(problem, algorithm, work, schedule, objective, rounds, seed, eval_every, progress, desc, execution,
-         fused, trainer, return_params, extra_metrics, stop):
+def _run(problem, algorithm, work, schedule, options, execution, trainer, extra_metrics, stop, return_params):
+    seed, objective, eval_every = options.seed, options.objective, options.eval_every
+    solver = problem.fused_sgd if options.fused and trainer.fuses and algorithm.plain_sgd is not None else None
     population = problem.population()
     flat = problem.init(seed)
     device = flat.device
@@ -189,7 +221,8 @@ def _run(problem, algorithm, work, schedule, objective, rounds, seed, eval_every
         extra = extra_metrics(problem, flat, r) if extra_metrics is not None else {}
         rows.append({"round": r, "lr": schedule(r), **problem.evaluate(flat), **extra})
 
-    for r in tqdm(range(rounds), desc=desc, disable=not progress, leave=False, mininterval=1.0):
+    for r in tqdm(range(options.rounds), desc=options.desc, disable=not options.progress, leave=False,
+                  mininterval=1.0):
         if eval_every is not None and r % eval_every == 0:
             evaluate(r)
             if stop is not None and stop(rows[-1]):
@@ -202,24 +235,23 @@ def _run(problem, algorithm, work, schedule, objective, rounds, seed, eval_every
         if plan.lr_scale is not None:
             lr = lr * plan.lr_scale
         steps = work.steps(sizes[clients], plan.work)
-        full_grad = getattr(trainer, "full_gradients", full_gradients)(problem, clients, objective)
+        full_grad = trainer.full_gradients(problem, clients, objective)
         ctx = RoundContext(round=r, params=flat, steps=steps, lr=lr.to(flat.dtype).to(device).unsqueeze(1),
                            warmup=plan.warmup, full_grad=full_grad)
         batches = problem.draw_batches(clients, steps, work, rng.generator(seed, "batches", r, device=device))
         state = algorithm.client_init(server, flat, plan, ctx)
-        solved = None
-        if fused and trainer is None and algorithm.plain_sgd is not None:
-            solved = problem.local_sgd(flat, clients, steps, ctx.lr.squeeze(1), batches, objective,
-                                       algorithm.plain_sgd.prox_mu)
-        if solved is not None:
-            state["w"] = solved
+        if solver is not None and batches is not None:  # the same update, one fused solve (PlainSGD)
+            state["w"] = solver(flat, clients, steps, ctx.lr.squeeze(1), batches, objective,
+                                algorithm.plain_sgd.prox_mu)
         else:
-            state = (trainer or train_clients)(problem, algorithm, state, ctx, clients, batches, objective, seed,
-                                               execution)
+            state = trainer.train(problem, algorithm, state, ctx, clients, batches, objective, seed, execution)
         message = algorithm.client_message(state, flat, plan, ctx)
         flat, server = algorithm.server_step(server, flat, message, plan, ctx)
     else:
         if eval_every is not None:
-            evaluate(rounds)
+            evaluate(options.rounds)
     history = pd.DataFrame(rows)
     return (history, flat.detach().cpu()) if return_params else history
+
+
+STACKED = Trainer(train_clients, full_gradients)

@@ -15,7 +15,7 @@ from dataclasses import replace
 import torch
 
 from replicate.core import rng
-from replicate.fl.engine import run
+from replicate.fl.engine import Trainer, run
 
 
 def _clip(g: torch.Tensor, max_norm: float) -> torch.Tensor:
@@ -76,9 +76,9 @@ def full_gradients(problem, clients, objective):
     return full_grad
 
 
-sequential_train.full_gradients = full_gradients  # the engine builds RoundContext.full_grad with it
+SEQUENTIAL = Trainer(sequential_train, full_gradients, fuses=False)
 
 
 def run_sequential(problem, algorithm, work, schedule, **kwargs):
     """``engine.run`` with the client-by-client, autograd solver."""
-    return run(problem, algorithm, work, schedule, trainer=sequential_train, **kwargs)
+    return run(problem, algorithm, work, schedule, trainer=SEQUENTIAL, **kwargs)

@@ -1,10 +1,13 @@
 """Federated problems: what a client differentiates and how the global model is scored.
 
-A problem couples data with a model and exposes exactly what the engine needs:
-per-round mini-batch draws for a set of clients, the stacked gradient for one
-local step, a single-client loss (for the sequential oracle), and global metrics.
+A problem couples data with a model and exposes exactly what the engine needs (``Problem``):
+per-round mini-batch draws for a set of clients, the stacked gradient for one local step, a
+client's full batch, a single-client loss (for the sequential oracle), and global metrics.
+A fused local solver is an optional capability: ``fused_sgd`` is the solver or None.
 """
 from __future__ import annotations
+
+from typing import Callable, Protocol, runtime_checkable
 
 import torch
 
@@ -18,12 +21,42 @@ from replicate.fl.batches import Batches
 from replicate.fl.models import Model, clip_may_act
 
 
+@runtime_checkable
+class Problem(Protocol):
+    """What the engine and the oracle may ask of a federated problem (SampleProblem, QuadraticFederatedProblem)."""
+
+    device: torch.device
+    dtype: torch.dtype
+    single_threaded: bool  # tiny per-step ops: run with one intra-op thread (engine._threads)
+    fused_sgd: Callable | None  # (params, clients, steps, lr (m,), batches, objective, μ) -> (m, P), or None
+
+    def population(self) -> Population: ...
+
+    def init(self, seed: int) -> torch.Tensor: ...
+
+    def cpu_execution(self) -> str: ...  # "stacked" or "sequential": the faster on a CPU (measured)
+
+    def draw_batches(self, clients: torch.Tensor, steps: torch.Tensor, work, generator) -> Batches | None: ...
+
+    def full_batch(self, clients: torch.Tensor): ...  # every row of each client, or None (full gradients)
+
+    def dropout_noise(self, batch, generator: torch.Generator) -> torch.Tensor | None: ...
+
+    def grad(self, flat: torch.Tensor, clients: torch.Tensor, batch, noise=None) -> torch.Tensor: ...
+
+    def client_loss(self, flat: torch.Tensor, client: int, rows, noise=None) -> torch.Tensor: ...
+
+    def evaluate(self, flat: torch.Tensor) -> dict: ...
+
+
 class SampleProblem:
     """Empirical risk of a model on a federated dataset (the model's loss, no regulariser).
 
     Samples keep their shape (images, token sequences); the model prepares the training
     arrays the way its gradient wants them (``Model.prepare``).
     """
+
+    single_threaded = False
 
     def __init__(self, dataset: FederatedDataset, model: Model, device=None):
         device = torch.device(device or "cpu")
@@ -36,9 +69,10 @@ class SampleProblem:
         self.x, self.y = self.train.x, self.train.y
         self.x_prepared, self.y_prepared = model.prepare(self.x, self.y, dataset.num_classes)
         self.row_norms, self.grad_bound = None, None
-        if getattr(model, "fused", False) and self.x.shape[0]:  # ‖x_i‖ bound the fused solver's clipping
+        if model.fused and self.x.shape[0]:  # ‖x_i‖ bound the fused solver's clipping
             self.row_norms = torch.linalg.vector_norm(self.x_prepared, dim=1)
             self.grad_bound = model.grad_norm_bound(self.row_norms)
+        self.fused_sgd = self.local_sgd if model.fused else None
         test = self.dataset.test
         self.test = None if test is None else (test.x, test.y)
 
@@ -51,6 +85,9 @@ class SampleProblem:
 
     def population(self) -> Population:
         return Population(self.dataset.weights(), self.sizes.cpu())
+
+    def cpu_execution(self) -> str:
+        return self.model.cpu_execution()
 
     def init(self, seed: int) -> torch.Tensor:
         return self.model.init(rng.generator(seed, "init")).to(self.device)
@@ -82,14 +119,12 @@ class SampleProblem:
 
     def local_sgd(self, global_flat: torch.Tensor, clients: torch.Tensor, steps: torch.Tensor, lr,
                   batches: Batches, objective, prox_mu: float = 0.0):
-        """All clients' local (proximal) SGD through the model's fused solver, or None if it has none.
+        """All clients' local (proximal) SGD through the model's fused solver (``fused_sgd``).
 
         Clipping is dropped when the model proves it can never act on this data (every
         mini-batch gradient's norm is below ``objective.clip_norm``): a no-op then either way.
         Otherwise the solver gets each sample's ‖x_i‖ to bound the norm step by step.
         """
-        if not getattr(self.model, "fused", False) or batches is None:
-            return None
         clip = objective.clip_norm
         if clip is not None and self.grad_bound is not None and not clip_may_act(self.grad_bound, clip):
             clip = None
@@ -234,6 +269,7 @@ class QuadraticFederatedProblem:
     """
 
     single_threaded = True  # tiny per-step ops: a second thread costs more than it gives (engine._threads)
+    fused_sgd = None  # no fused solver: the generic step is already one bmm
 
     def __init__(self, clients: QuadraticClients, x0: torch.Tensor | None = None, record_iterates: bool = False,
                  device=None):
@@ -273,8 +309,8 @@ class QuadraticFederatedProblem:
     def dropout_noise(self, batch, generator):
         return None
 
-    def local_sgd(self, *args, **kwargs):
-        return None  # no fused solver: the generic step is already one bmm
+    def cpu_execution(self) -> str:
+        return "stacked"
 
     def grad(self, flat, clients, batch, noise=None):
         if clients is not getattr(self, "_round_clients", None):  # gather once per round, not per step

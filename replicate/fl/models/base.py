@@ -46,6 +46,8 @@ class Model:
             start += size
         return out
 
+    fused = False  # a model with a fused local solver (``sgd``) says True: LogisticRegression
+
     def cpu_execution(self) -> str:
         """How a round's clients run on a CPU (``engine.preferred_execution``): ``vmap`` over clients
         measured slower than a client loop for models past ~100k parameters (FEMNIST CNN 0.61×)."""

@@ -220,7 +220,7 @@ def test_batches_are_distinct_in_range_and_uniform():
 
 
 def test_clipping_matches_torch_and_schedules():
-    from replicate.fl.engine import clip_
+    from replicate.fl.sgd import clip_
 
     g = torch.tensor([[3.0, 4.0], [0.3, 0.4]])
     clip_(g, 1.0)

@@ -172,7 +172,7 @@ def step_profile(config: RunConfig, steps: int = 40, device="cpu") -> dict:
     batches = problem.draw_batches(plan.clients, counts, work, rng.generator(0, "batches", 0))
 
     def solve():
-        return problem.local_sgd(flat, plan.clients, counts, 0.1, batches, objective)
+        return problem.local_sgd(flat, plan.clients, counts, torch.full((counts.numel(),), 0.1), batches, objective)
 
     solve()  # warm-up
     start = time.perf_counter()

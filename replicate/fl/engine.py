@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 
 from replicate.core import rng
 from replicate.core.errors import ReplicateError
+from replicate.fl import sgd
 from replicate.fl.algorithms.protocol import Algorithm, LocalWork, RoundContext
 from replicate.fl.problems import Problem
 from replicate.fl.schedules import LRSchedule
@@ -66,7 +67,7 @@ class LocalObjective:
     def gradient(self, loss_grad: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         """clip(∇f(w)) + λw, in place on ``loss_grad``."""
         if self.clip_norm is not None:
-            clip_(loss_grad, self.clip_norm)
+            sgd.clip_(loss_grad, self.clip_norm)
         if self.weight_decay:
             loss_grad.add_(w, alpha=self.weight_decay)
         return loss_grad
@@ -74,12 +75,6 @@ class LocalObjective:
 
 def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def clip_(g: torch.Tensor, max_norm: float) -> torch.Tensor:
-    """Per-row version of ``torch.nn.utils.clip_grad_norm_`` (same 1e-6 guard)."""
-    norms = torch.linalg.vector_norm(g, dim=-1, keepdim=True)
-    return g.mul_(torch.clamp(max_norm / (norms + 1e-6), max=1.0))
 
 
 def train_clients(problem, algorithm, state, ctx: RoundContext, clients, batches, objective: LocalObjective,
@@ -241,8 +236,7 @@ def _run(problem, algorithm, work, schedule, options, execution, trainer, extra_
         batches = problem.draw_batches(clients, steps, work, rng.generator(seed, "batches", r, device=device))
         state = algorithm.client_init(server, flat, plan, ctx)
         if solver is not None and batches is not None:  # the same update, one fused solve (PlainSGD)
-            state["w"] = solver(flat, clients, steps, ctx.lr.squeeze(1), batches, objective,
-                                algorithm.plain_sgd.prox_mu)
+            state["w"] = solver(flat, clients, steps, ctx.lr.squeeze(1), batches, objective, algorithm.plain_sgd)
         else:
             state = trainer.train(problem, algorithm, state, ctx, clients, batches, objective, seed, execution)
         message = algorithm.client_message(state, flat, plan, ctx)

@@ -15,11 +15,8 @@ from dataclasses import replace
 import torch
 
 from replicate.core import rng
+from replicate.fl import sgd
 from replicate.fl.engine import Trainer, run
-
-
-def _clip(g: torch.Tensor, max_norm: float) -> torch.Tensor:
-    return g * min(1.0, max_norm / (float(torch.linalg.vector_norm(g)) + 1e-6))
 
 
 def sequential_train(problem, algorithm, state, ctx, clients, batches, objective, seed, execution=None):
@@ -53,7 +50,7 @@ def _autograd(problem, objective, k, rows, noise=None):
             w_row = w_row.detach().requires_grad_(True)
             (g,) = torch.autograd.grad(problem.client_loss(w_row, k, rows, noise), w_row)
             if objective.clip_norm is not None:
-                g = _clip(g, objective.clip_norm)
+                g = g * sgd.clip_factor(torch.linalg.vector_norm(g), objective.clip_norm)
             if objective.weight_decay:
                 g = g + objective.weight_decay * w_row.detach()
             out.append(g)

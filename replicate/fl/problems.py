@@ -16,7 +16,7 @@ from replicate.core.errors import ReplicateError
 from replicate.data.federated import FederatedDataset
 from replicate.data.quadratic import QuadraticClients
 from replicate.fl import batches
-from replicate.fl.algorithms.protocol import Population
+from replicate.fl.algorithms.protocol import PlainSGD, Population
 from replicate.fl.batches import Batches
 from replicate.fl.models import Model, clip_may_act
 
@@ -28,7 +28,7 @@ class Problem(Protocol):
     device: torch.device
     dtype: torch.dtype
     single_threaded: bool  # tiny per-step ops: run with one intra-op thread (engine._threads)
-    fused_sgd: Callable | None  # (params, clients, steps, lr (m,), batches, objective, μ) -> (m, P), or None
+    fused_sgd: Callable | None  # (params, clients, steps, lr (m,), batches, objective, PlainSGD) -> (m, P), or None
 
     def population(self) -> Population: ...
 
@@ -117,8 +117,8 @@ class SampleProblem:
         y = self.y_prepared.index_select(0, rows).view(*index.shape, *self.y_prepared.shape[1:])
         return self.model.grad(flat, x, y, mask, noise)
 
-    def local_sgd(self, global_flat: torch.Tensor, clients: torch.Tensor, steps: torch.Tensor, lr,
-                  batches: Batches, objective, prox_mu: float = 0.0):
+    def local_sgd(self, global_flat: torch.Tensor, clients: torch.Tensor, steps: torch.Tensor, lr: torch.Tensor,
+                  batches: Batches, objective, update: PlainSGD = PlainSGD()):
         """All clients' local (proximal) SGD through the model's fused solver (``fused_sgd``).
 
         Clipping is dropped when the model proves it can never act on this data (every
@@ -141,8 +141,11 @@ class SampleProblem:
 
         start = global_flat.unsqueeze(0).expand(clients.numel(), -1)
         equal = bool((steps == steps[0]).all())
-        return self.model.sgd(start, batch, int(steps[0]) if equal else steps, lr, objective.weight_decay,
-                              clip, prox_mu)
+        # one rate for all: a scalar, so each step's decay and update stay one fused baddbmm
+        rate = float(lr[0]) if bool((lr == lr[0]).all()) else lr.view(-1, 1, 1)
+        decay, pull = update.coefficients(rate, objective.weight_decay)
+        return self.model.sgd(start, batch, int(steps[0]) if equal else steps, rate, decay,
+                              pull if update.prox_mu else None, clip)
 
     @torch.no_grad()
     def dissimilarity(self, flat: torch.Tensor, max_samples: int | None = None, piece: int = 64,

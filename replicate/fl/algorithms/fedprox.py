@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from replicate.core.errors import ReplicateError
+from replicate.fl import sgd
 from replicate.fl.algorithms import sampling
 from replicate.fl.algorithms.protocol import PlainSGD, Population, RoundPlan, descend_, server_move
 
@@ -80,7 +81,7 @@ class FedProx:
         w = state["w"]
         g = grad(w)
         if self.prox_mu:
-            g.add_(w - ctx.params, alpha=self.prox_mu)  # the anchor w_t is the round's global model
+            sgd.proximal_(g, w, ctx.params, self.prox_mu)  # the anchor w_t is the round's global model
         descend_(w, g, ctx.lr)
         return state
 

@@ -26,6 +26,7 @@ import torch
 
 from replicate.core import rng
 from replicate.core.errors import ReplicateError
+from replicate.fl import sgd
 from replicate.fl.algorithms.protocol import Population, RoundPlan, descend_
 
 
@@ -86,7 +87,7 @@ class LocalUpdate:
         w = state["w"]
         g = grad(w)
         if self.prox_mu:
-            g.add_(w - ctx.params, alpha=self.prox_mu)
+            sgd.proximal_(g, w, ctx.params, self.prox_mu)
         state["message"].add_(g, alpha=1.0 if self.a is None else float(self.a[ctx.step]))
         descend_(w, g, ctx.lr)
         return state

@@ -42,6 +42,8 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 import torch
 
+from replicate.fl import sgd
+
 ClientState = dict[str, torch.Tensor]  # every entry stacked over the round's clients: (m, ...)
 Message = dict[str, torch.Tensor]
 GradFn = Callable[[torch.Tensor], torch.Tensor]  # (m, P) parameters -> (m, P) local gradients
@@ -136,9 +138,16 @@ class RoundContext:
 
 @dataclass(frozen=True)
 class PlainSGD:
-    """Declares a client update to be w ← w − η(∇f(w) + μ(w − w_t)) from w = w_t, message w."""
+    """Declares a client update to be w ← w − η(∇f(w) + μ(w − w_t)) from w = w_t, message w, so a
+    problem's fused solver may run the whole local solve with this algorithm's step coefficients
+    (``replicate.fl.sgd``: w ← (1 − η(λ + μ))·w + ημ·w_t − η·clip(∇f(w))), λ and clipping being the
+    local objective's."""
 
     prox_mu: float = 0.0  # μ
+
+    def coefficients(self, lr, weight_decay: float):
+        """(decay, pull) of the update for rates ``lr`` and weight decay λ."""
+        return sgd.coefficients(lr, weight_decay, self.prox_mu)
 
 
 @runtime_checkable

@@ -11,6 +11,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from replicate.fl import sgd
 from replicate.fl.models.base import Model
 
 class LogisticRegression(Model):
@@ -73,16 +74,17 @@ class LogisticRegression(Model):
         """
         return math.sqrt(2.0) * float(row_norms.max())
 
-    def sgd(self, flat: torch.Tensor, batches, steps, lr, weight_decay: float = 0.0,
-            clip_norm: float | None = None, prox_mu: float = 0.0) -> torch.Tensor:
+    def sgd(self, flat: torch.Tensor, batches, steps, lr, decay, pull_rate,
+            clip_norm: float | None = None) -> torch.Tensor:
         """Local SGD for all K rows of ``flat`` at once: the linear model's fused solver.
 
         ``steps`` is an int, or a (K,) tensor of per-row step counts: a row that has done its
         count is left as it is while the others go on. ``batches(s, rows=None)`` gives step s's prepared
         ``(x_aug (K, b, d+1), onehot (K, b, C), mask, row_norms)`` with ``row_norms`` (K, b) =
-        ‖x_i‖ (needed only with ``clip_norm``), for the given rows only; ``lr`` is a float or a (K,) tensor of per-row
-        rates. Same maths as the generic step (tests check they agree),
-        w ← w − lr·(clip(∇) + λw + μ(w − w₀)), computed as w ← (1 − lr(λ + μ))·w + lr·μ·w₀ − lr·clip(∇).
+        ‖x_i‖ (needed only with ``clip_norm``), for the given rows only. The update is the algorithm's
+        (``replicate.fl.sgd``): w ← decay·w + pull_rate·w₀ − lr·clip(∇), with ``(decay, pull_rate)`` =
+        ``PlainSGD.coefficients(lr, λ)`` (``pull_rate`` None without a proximal term); ``lr``, ``decay`` and
+        ``pull_rate`` are floats or (K, 1, 1) per-row tensors. Same maths as the generic step (tests check they agree).
 
         Layout: the parameters stay class-major, (K, C, d+1), for the whole call, so both
         products run with the narrow class dimension leading (logits as (K, C, b) = W·xᵀ, the
@@ -94,10 +96,7 @@ class LogisticRegression(Model):
         """
         k = flat.shape[0]
         w = flat.reshape(k, self.d + 1, self.c).transpose(1, 2).contiguous()
-        if torch.is_tensor(lr):
-            lr = lr.to(w.dtype).to(w.device).view(k, 1, 1)
-        decay = 1.0 - lr * (weight_decay + prox_mu)
-        pull = w * (lr * prox_mu) if prox_mu else None  # lr·μ·w₀, the same every step
+        pull = None if pull_rate is None else w * pull_rate  # lr·μ·w₀, the same every step
         counts = steps if torch.is_tensor(steps) else None
         live = k  # rows still working; counts only change at a row's last step, so track them lazily
         idx = None
@@ -150,7 +149,7 @@ def _sgd_step(w, x, onehot, mask, row_norms, lr, decay, pull, clip_norm) -> None
     if clip_norm is not None and _may_clip(g, row_norms, clip_norm):
         grad = torch.bmm(g, x)
         norms = torch.linalg.vector_norm(grad, dim=(1, 2), keepdim=True)
-        factor = torch.clamp(clip_norm / (norms + 1e-6), max=1.0).mul_(lr)
+        factor = sgd.clip_factor(norms, clip_norm).mul_(lr)
         w.mul_(decay).sub_(grad.mul_(factor))
     else:
         g.mul_(lr)

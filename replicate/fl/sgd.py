@@ -1,0 +1,35 @@
+"""The pieces of a local (proximal) SGD step, written once for every execution path.
+
+Li et al.'s local solver (spec §2.1) clips the loss gradient's norm as
+``torch.nn.utils.clip_grad_norm_`` does (with its 1e-6 guard) and adds weight decay λw;
+FedProx (draft eq. 2) and LocalUpdate's α add the proximal pull μ(w − w_t). As one update,
+
+    w ← w − η(clip(∇f(w)) + λw + μ(w − w_t)) = (1 − η(λ + μ))·w + ημ·w_t − η·clip(∇f(w)),
+
+which the generic step applies as a gradient step and a fused solver as the coefficients
+(``coefficients``) of its last form. Symbols → names: η ``lr``, λ ``weight_decay``,
+μ ``prox_mu``, w_t ``anchor``.
+"""
+from __future__ import annotations
+
+import torch
+
+
+def clip_factor(norms: torch.Tensor, max_norm: float) -> torch.Tensor:
+    """min(1, max_norm / (‖g‖ + 1e-6)): what clipping multiplies a gradient of norm ``norms`` by."""
+    return torch.clamp(max_norm / (norms + 1e-6), max=1.0)
+
+
+def clip_(g: torch.Tensor, max_norm: float) -> torch.Tensor:
+    """Clip each row of ``g`` (one client's gradient a row) to norm ``max_norm``, in place."""
+    return g.mul_(clip_factor(torch.linalg.vector_norm(g, dim=-1, keepdim=True), max_norm))
+
+
+def proximal_(g: torch.Tensor, w: torch.Tensor, anchor: torch.Tensor, prox_mu: float) -> torch.Tensor:
+    """g ← g + μ(w − w_t), in place: the gradient of the proximal term (μ/2)‖w − w_t‖²."""
+    return g.add_(w - anchor, alpha=prox_mu)
+
+
+def coefficients(lr, weight_decay: float, prox_mu: float):
+    """(1 − η(λ + μ), ημ): the update as w ← decay·w + pull·w_t − η·clip(∇f(w))."""
+    return 1.0 - lr * (weight_decay + prox_mu), lr * prox_mu

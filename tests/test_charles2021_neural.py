@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
+from replicate.runs.measures import final
 from replicate.core.errors import ReplicateError
 from replicate.data.federated import FederatedDataset, Split
 from replicate.experiments.charles2021 import neural as exp, tuned
@@ -50,12 +51,12 @@ def test_run_configs_are_localupdate_with_reddis_models():
 
 def test_windows_and_divergence():
     run = pd.DataFrame({"round": [0, 10, 20, 30, 40], "train_loss": [4.0, 3.0, 2.0, 1.5, 1.0]})
-    assert exp._window(run, first=20) == pytest.approx(2.5)  # rounds 10 and 20: round 0 is the same for all
-    assert exp._window(run, last=20) == pytest.approx(1.25)  # rounds 30 and 40
+    assert final(run, "train_loss", early=20) == pytest.approx(2.5)  # rounds 10 and 20: round 0 is the same for all
+    assert final(run, "train_loss", rounds=20) == pytest.approx(1.25)  # rounds 30 and 40
     assert not exp.diverged(run)
     assert exp.diverged(run.assign(train_loss=[4.0, 3.0, np.nan, np.nan, np.nan]))
     assert exp.diverged(run.assign(train_loss=[4.0, 5.0, 6.0, 7.0, 8.0]))
-    assert exp._window(run.assign(train_loss=[4.0, 3.0, 2.0, np.inf, 1.0]), last=20) == math.inf
+    assert final(run.assign(train_loss=[4.0, 3.0, 2.0, np.inf, 1.0]), "train_loss", rounds=20) == math.inf
 
 
 def test_claims_pass_on_the_papers_picture():
@@ -200,7 +201,7 @@ def test_fig6_config_checks():
 
 
 def test_num_clients_reaches_only_builders_that_take_it():
-    from replicate.experiments.runs.config import dataset
+    from replicate.runs.config import dataset
 
     with pytest.raises(ReplicateError, match="has no parameter 'num_clients'"):
         dataset("mnist_balanced", None, 5)  # refused by name before any file is read

@@ -308,7 +308,7 @@ def test_subsets_stay_uniform_when_repeats_are_redrawn():
 def test_bench_times_every_solver_on_the_same_workload():
     """The benchmark command's table (no timing asserted: only that every solver ran and the ratios are its own)."""
     from replicate.cli import bench
-    from replicate.experiments.runs.config import RunConfig
+    from replicate.runs.config import RunConfig
 
     tiny = {"tiny": (RunConfig("synthetic(1,1)", num_clients=20, local_steps=2, batch_size=4), (3,)),
             "unavailable": (RunConfig("no_such_dataset"), (3,))}
@@ -330,7 +330,7 @@ def test_bench_times_training_alone_and_the_lstm_executions(monkeypatch):
     table times stacked, client loop and oracle on the same workload (Sent140 when staged)."""
     from replicate.cli import bench
     from replicate.data import store
-    from replicate.experiments.runs.config import RunConfig
+    from replicate.runs.config import RunConfig
 
     def no_evaluation(*args, **kwargs):
         raise AssertionError("a benchmark run evaluated the model inside its timing")

@@ -8,8 +8,8 @@ from replicate.core import paths
 from replicate.data.quadratic import li2020_counterexample
 from replicate.core.errors import ReplicateError
 from replicate.experiments.li2020 import fig2
-from replicate.experiments.runs import cache
-from replicate.experiments.runs.config import RunConfig, make
+from replicate.runs import cache
+from replicate.runs.config import RunConfig, make
 
 QUAD = RunConfig(dataset="quadratic", scheme="full", local_steps=5, batch_size=None, client_lr=0.4,
                  lr_schedule="constant", weight_decay=0.0, clip_norm=None, rounds=30)
@@ -49,9 +49,12 @@ def test_a_numerics_bump_changes_only_the_keys_of_that_model_or_algorithm(monkey
     assert cache.key(scaffold) != old and cache.key(QUAD) == before[0]
 
 
-def test_run_many_labels_varying_fields():
-    frame = cache.run_many([QUAD, QUAD.replace(local_steps=1)], progress=False)
-    assert set(frame["local_steps"]) == {1, 5}
+def test_a_sweep_frame_labels_every_run():
+    from replicate.runs import pool
+
+    frame = pool.frame([({"E": 5}, QUAD), ({"E": 1}, QUAD.replace(local_steps=1))], columns=("round", "objective"),
+                       progress=False)
+    assert list(frame.columns) == ["E", "round", "objective"] and set(frame["E"]) == {1, 5}
     assert len(frame) == 2 * (QUAD.rounds + 1)
 
 
@@ -128,7 +131,7 @@ def test_cache_key_covers_the_whole_config_the_device_and_the_extra_metrics():
 ])
 def test_bad_run_settings_fail_before_any_compute(bad, match, monkeypatch):
     monkeypatch.setattr("replicate.fl.engine.run", lambda *a, **k: pytest.fail("computed despite bad input"))
-    monkeypatch.setattr("replicate.experiments.runs.config.dataset", lambda *a: pytest.fail("loaded data"))
+    monkeypatch.setattr("replicate.runs.config.dataset", lambda *a: pytest.fail("loaded data"))
     with pytest.raises(ReplicateError, match=match):
         cache.run(RunConfig(dataset="synthetic(1,1)", **bad), progress=False)
 

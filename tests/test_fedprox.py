@@ -1,7 +1,6 @@
 """FedProx paper experiments: the dissimilarity metric against hand computations, the figure configs'
 checks, a tiny figure run end to end (tidy columns, cached dissimilarity, consistency), and claims
 that fail when the data say otherwise."""
-import math
 
 import numpy as np
 import pandas as pd
@@ -10,6 +9,7 @@ import torch
 
 from replicate.core.errors import ReplicateError
 from replicate.data.federated import FederatedDataset, Split
+from replicate.runs import measures
 from replicate.experiments.fedprox2020 import common, epochs, heterogeneity, mu, stragglers, table1
 from replicate.fl import models, problems
 
@@ -134,7 +134,7 @@ def _tiny_text(name, vocabulary, classes, seq, seed=0):
 def test_lstm_panels_build_the_authors_models_from_a_run_config(monkeypatch, key, shapes):
     """The Shakespeare / Sent140 panels run through the same config → cached-run path as the
     convex ones (here on a tiny stand-in for the dataset, so that no LSTM epoch of the real data runs)."""
-    from replicate.experiments.runs import config as run_configs
+    from replicate.runs import config as run_configs
 
     vocabulary = "".join(chr(32 + i) for i in range(80)) if key == "shakespeare" else tuple(f"w{i}" for i in range(49))
     text = _tiny_text(key, vocabulary, 80 if key == "shakespeare" else 2, 12 if key == "shakespeare" else 6)
@@ -227,7 +227,7 @@ def test_fig2_instability_claim_fails_on_smooth_curves():
     assert epochs.fig2_claims(_curves(rows), config)[0].passed
     # both wiggle about as much: a near-tie is not "unstable with large E" (the margin, 5%)
     rows[0] = ({"dataset": "MNIST", "E": 1, "seed": 0}, 2.3, 0.5, 0.39, 1.0)
-    wiggles = common.fluctuations(_curves(rows), ("dataset", "E", "seed"))
+    wiggles = measures.fluctuations(_curves(rows), ("dataset", "E", "seed"))
     assert 1 < wiggles["MNIST"][50].iloc[0] / wiggles["MNIST"][1].iloc[0] < 1.05
     assert not epochs.fig2_claims(_curves(rows), config)[0].passed
 
@@ -298,12 +298,6 @@ def test_table1_claims_fail_on_wrong_numbers():
     assert all(c.passed for c in table1.table1_claims(good, config))
     bad = good.assign(ours=[900, 69035, 69, 106])
     assert not any(c.passed for c in table1.table1_claims(bad, config))
-
-
-def test_tail_mean_and_fluctuation():
-    frame = pd.DataFrame({"k": 1, "round": range(10), "train_loss": np.r_[np.arange(9, 0, -1.0), math.inf]})
-    assert common.tail_mean(frame, "train_loss", ["k"])[1] == math.inf
-    assert common.fluctuation([3, 2, 1]) == 0 and common.fluctuation([1, 2, 1]) == 1
 
 
 def test_figure_deviations_follow_the_datasets_knob():

@@ -14,8 +14,9 @@ from replicate.fl.algorithms import FedAvg
 from replicate.fl.algorithms import LocalWork, Population
 from replicate.fl.engine import LocalObjective
 from replicate.core.errors import ReplicateError
+from replicate.runs import measures
 from replicate.experiments.li2020 import common, fig1a, fig3, schemes
-from replicate.experiments.runs import cache, pool
+from replicate.runs import cache, pool
 from replicate.fl.models import LogisticRegression
 from replicate.fl.problems import SampleProblem
 from replicate.fl.schedules import LRSchedule
@@ -32,13 +33,6 @@ def test_rounds_to_target_counts_rounds_and_censors():
     assert math.isnan(common.rounds_to_target([2.0, float("nan"), float("inf")], 1.0))
 
 
-def test_fluctuation_is_rise_over_fall():
-    assert common.fluctuation([3.0, 2.0, 1.5, 1.0]) == 0.0
-    assert common.fluctuation([2.0, 1.0, 1.5, 1.0]) == pytest.approx(0.5 / 1.5)
-    assert common.fluctuation([1.0, 2.0, 1.0]) == pytest.approx(1.0)  # no net progress
-    assert common.fluctuation([1.0, 2.0, float("nan")]) == math.inf  # diverged
-
-
 def _curves(spec: dict, rounds: int = 20, seeds=(0,), key="series") -> pd.DataFrame:
     """Frame with one curve per key value: spec maps it to a function of (round, seed)."""
     rows = [{key: name, "seed": s, "round": r, "train_loss": f(r, s)}
@@ -53,9 +47,10 @@ def test_lr_tuning_picks_the_lowest_final_loss_and_skips_divergence():
                      1.1: lambda r, s: float("nan") if r > 3 else 1.0}, seeds=(0, 1), key="lr")
     assert common.tune_lr(frame, last=5) == 0.5  # mean over seeds: 0.325 beats 0.35
     assert common.tune_lr(frame[frame.seed == 0], last=5) == 0.9
-    final = common.final_loss(frame, 5, by=("lr", "seed"))
+    final = measures.finals(frame, "train_loss", ("lr", "seed"), rows=5)
     assert final[(1.1, 0)] == math.inf
-    partly = common.final_loss(_curves({0.1: lambda r, s: float("nan") if r == 20 else 1.0}, key="lr"), 5, by=("lr", "seed"))
+    partly = measures.finals(_curves({0.1: lambda r, s: float("nan") if r == 20 else 1.0}, key="lr"), "train_loss",
+                             ("lr", "seed"), rows=5)
     assert partly[(0.1, 0)] == math.inf  # a NaN among the last rounds is divergence, not skipped
     assert final[(0.1, 0)] == pytest.approx(np.mean([2.0 / (1 + r) + 0.5 for r in range(16, 21)]))
 

@@ -10,7 +10,7 @@ import torch
 
 from replicate.core.errors import ReplicateError
 from replicate.experiments.notes import common, convex, nonconvex, optimal_e
-from replicate.experiments.runs import config as run_config
+from replicate.runs import config as run_config
 from replicate.fl import models
 from replicate.fl.problems import SampleProblem
 from replicate.fl.schedules import LRSchedule

@@ -187,7 +187,7 @@ def test_ctrl_c_ends_with_one_line_and_keeps_figures(tmp_path):
 
 def test_batch_progress_shows_runs_and_eta(tmp_path):
     """A notebook's RunLog reports to the file the runner polls; the bar shows runs and an ETA."""
-    from replicate.experiments.runs.cache import RunLog
+    from replicate.runs.cache import RunLog
 
     progress = tmp_path / "progress.json"
     log = RunLog(progress_file=str(progress))

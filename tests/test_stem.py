@@ -8,7 +8,7 @@ import torch
 
 from replicate.core.errors import ReplicateError
 from replicate.data.shards import class_shards
-from replicate.experiments.runs.config import RunConfig
+from replicate.runs.config import RunConfig
 from replicate.fl.algorithms import LocalWork, Stem
 from replicate.fl.models import CNN
 from replicate.fl.schedules import LRSchedule

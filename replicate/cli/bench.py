@@ -34,7 +34,7 @@ import torch
 from replicate.fl import engine
 from replicate.fl import oracle
 from replicate.core.errors import ReplicateError
-from replicate.experiments.runs.config import RunConfig, build
+from replicate.runs.config import RunConfig, build
 
 WORKLOADS = {
     "synthetic(1,1), E=20, b=24": (

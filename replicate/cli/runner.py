@@ -4,7 +4,7 @@ Each notebook writes into a fresh staging folder; only when it finishes without
 error are its files (PNG, PDF, CSV, claims) moved into ``figures/`` — and only for
 the paper profile. A failed notebook is reported with its error and leaves the
 committed figures untouched; the batch carries on and exits non-zero at the end.
-Runs inside notebooks are cached (``replicate.experiments.runs.cache``), so rerunning an
+Runs inside notebooks are cached (``replicate.runs.cache``), so rerunning an
 interrupted batch resumes where it stopped.
 """
 from __future__ import annotations

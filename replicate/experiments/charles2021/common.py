@@ -28,8 +28,8 @@ from replicate.report import plotting  # noqa: F401  (applies the project's plot
 from replicate import theory as th
 from replicate.core.errors import ReplicateError
 from replicate.experiments import knobs
-from replicate.experiments.runs import cache
-from replicate.experiments.runs.config import RunConfig
+from replicate.runs import cache
+from replicate.runs.config import RunConfig
 from replicate.fl.problems import QuadraticFederatedProblem
 
 

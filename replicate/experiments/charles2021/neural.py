@@ -31,8 +31,9 @@ import pandas as pd
 
 from replicate.core.errors import ReplicateError
 from replicate.experiments import knobs
-from replicate.experiments.runs import cache, pool
-from replicate.experiments.runs.config import RunConfig
+from replicate.runs import cache, pool
+from replicate.runs.config import RunConfig
+from replicate.runs.measures import final
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check
 
@@ -147,15 +148,6 @@ class Fig13Config(Fig12Config):
                    seeds=(0,), eval_every=1, tail_rounds=1, early_rounds=1, workers=1)
 
 
-def _window(run: pd.DataFrame, last: int | None = None, first: int | None = None) -> float:
-    """Mean training loss over the evaluations in the last (or first, after round 0) rounds; inf once it diverged."""
-    run = run.sort_values("round")
-    rounds = run["round"].to_numpy()
-    part = run[rounds > rounds.max() - last] if last else run[(rounds > 0) & (rounds <= first)]
-    values = part["train_loss"].to_numpy(dtype=float)
-    return float(values.mean()) if len(values) and np.isfinite(values).all() else math.inf
-
-
 def diverged(run: pd.DataFrame) -> bool:
     """Non-finite, or ending above where it started: the paper omits such runs."""
     loss = run.sort_values("round")["train_loss"].to_numpy(dtype=float)
@@ -173,8 +165,8 @@ def sweep(config: Fig12Config, log=None) -> pd.DataFrame:
         for g in config.client_lrs:
             scores = []
             for e in config.server_lrs if tuning else config.server_lrs[:1]:
-                finals = [_window(cache.run(config.run_config(d, g, e, s), progress=False, log=log),
-                                  last=config.tail_rounds) for s in tuning]
+                finals = [final(cache.run(config.run_config(d, g, e, s), progress=False, log=log), "train_loss",
+                                rounds=config.tail_rounds) for s in tuning]
                 scores.append((float(np.mean(finals)) if finals else math.nan, e))
                 if tuning:
                     rows.append({"kind": "tuning", "dataset": d, "client_lr": g, "server_lr": e,
@@ -198,8 +190,8 @@ def summary(data: pd.DataFrame, config: Fig12Config) -> pd.DataFrame:
     for (d, g, s), run in curves.groupby(["dataset", "client_lr", "seed"], sort=False):
         last = run[run["round"] > run["round"].max() - config.tail_rounds]
         out.append({"dataset": d, "client_lr": g, "seed": s, "server_lr": run.server_lr.iloc[0],
-                    "diverged": bool(run.diverged.iloc[0]), "early_train_loss": _window(run, first=config.early_rounds),
-                    "final_train_loss": _window(run, last=config.tail_rounds),
+                    "diverged": bool(run.diverged.iloc[0]), "early_train_loss": final(run, "train_loss", early=config.early_rounds),
+                    "final_train_loss": final(run, "train_loss", rounds=config.tail_rounds),
                     "final_test_acc": float(last.test_acc.mean())})
     return pd.DataFrame(out)
 

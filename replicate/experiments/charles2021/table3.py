@@ -47,7 +47,7 @@ class Table3Config(knobs.FigureConfig):
 
 
 def _counts(name: str) -> tuple[int, int, int, int]:
-    from replicate.experiments.runs.config import dataset
+    from replicate.runs.config import dataset
 
     data = dataset(name, None, None)
     snippets = data.meta.get("snippets")

@@ -22,7 +22,8 @@ import pandas as pd
 from replicate.core.errors import ReplicateError
 from replicate.experiments.charles2021.common import SERVER_LABELS
 from replicate.experiments.charles2021.neural import FEMNIST_COPY, HALF_DECADES, SERVER_GRID, NeuralRuns, diverged
-from replicate.experiments.runs import cache, pool
+from replicate.runs import cache, pool
+from replicate.runs.measures import final
 from replicate.report import plotting
 from replicate.report.claims import check
 
@@ -86,10 +87,7 @@ def _label(server: str, alpha: float) -> str:
 
 def _tail_accuracy(run: pd.DataFrame, tail_rounds: int) -> float:
     """Mean test accuracy over the last ``tail_rounds`` (the paper's selection rule); -inf once diverged."""
-    if diverged(run):
-        return -math.inf
-    last = run[run["round"] > run["round"].max() - tail_rounds]
-    return float(last.test_acc.mean())
+    return -math.inf if diverged(run) else final(run, "test_acc", rounds=tail_rounds)
 
 
 def tuned(config: Fig6Config, log=None) -> pd.DataFrame:

@@ -15,18 +15,14 @@ FedAvg proper (``scheme="weighted"``) only appears in the straggler grid, where 
 """
 from __future__ import annotations
 
-import concurrent.futures
-import math
-import multiprocessing
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
-from replicate.core.errors import ReplicateError
-from replicate.experiments.runs import cache
-from replicate.experiments.runs.config import RunConfig
+from replicate.runs import pool
+from replicate.runs.config import RunConfig
 from replicate.fl import models
 
 BATCH_SIZE = 10  # b, every dataset (App. C.2)
@@ -140,108 +136,21 @@ def dissimilarity(problem, params, round_: int) -> dict:
 dissimilarity.key = f"dissimilarity(lstm_samples={DISSIMILARITY_SAMPLES})"  # the run cache keys on it
 
 
-def _load(config: RunConfig):
-    history = cache.load(config)
-    if history is not None and "dissimilarity" not in history.columns:
-        raise ReplicateError(
-            f"the cached run {cache.key(config)} has no dissimilarity column (computed without it elsewhere); "
-            "the cache key does not include extra metrics — delete that entry under the cache's runs/ folder")
-    return history
-
-
 def run(config: RunConfig, log=None) -> pd.DataFrame:
-    """One run's per-round metrics, from the cache when present (dissimilarity included).
-
-    Computed single-threaded, as the worker processes do: these models' small matrix products
-    gain nothing from a second thread, and on a busy machine the threads only wait for each other.
-    """
-    import torch
-
-    if _load(config) is not None:
-        return cache.run(config, progress=False, log=log, extra_metrics=dissimilarity)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return cache.run(config, progress=False, log=log, extra_metrics=dissimilarity)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _compute(config: RunConfig) -> None:
-    import torch
-
-    torch.set_num_threads(1)
-    cache.run(config, progress=False, extra_metrics=dissimilarity)
-
-
-def _cost(config: RunConfig) -> float:
-    """Rough work of a run: rounds × K × E × (a real dataset's rows cost ~10 synthetic ones)."""
-    return config.rounds * config.clients_per_round * config.local_epochs * (1 if "synthetic" in config.dataset else 3)
-
-
-PARALLEL_ABOVE = 50_000  # ~1 min of runs: below it, starting worker processes costs more than it saves
-
-
-def compute(configs: list[RunConfig], workers: int = 2, progress: bool = True, log=None) -> None:
-    """Compute the missing runs in ``workers`` single-threaded processes (longest first), as
-    ``replicate.experiments.runs.pool.compute`` does, but with the dissimilarity recorded."""
-    missing = [c for c in dict.fromkeys(configs) if _load(c) is None]
-    if workers <= 1 or len(missing) < 2 or sum(map(_cost, missing)) < PARALLEL_ABOVE:
-        return
-    from tqdm.auto import tqdm
-
-    missing.sort(key=_cost, reverse=True)
-    context = multiprocessing.get_context("spawn")
-    with (concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool,
-          tqdm(total=len(missing), desc="runs", disable=not progress, leave=False) as bar):
-        futures = {pool.submit(_compute, c): c for c in missing}
-        for future in concurrent.futures.as_completed(futures):
-            future.result()
-            if log is not None:
-                log.mark_computed(futures[future])
-            bar.update()
+    """One run's per-round metrics, from the cache when present (dissimilarity included)."""
+    return runs([({}, config)], workers=1, log=log)
 
 
 def runs(labelled: list[tuple[dict, RunConfig]], workers: int = 2, progress: bool = True, log=None) -> pd.DataFrame:
-    """Tidy per-round metrics of every ``(labels, config)``: the labels, round and ``METRICS``."""
-    compute([c for _, c in labelled], workers, progress, log)
-    frames = [run(c, log).assign(**labels) for labels, c in labelled]
-    data = pd.concat(frames, ignore_index=True)
-    return data[[*labelled[0][0], "round", *METRICS]]
+    """Tidy per-round metrics of every ``(labels, config)``: the labels, round and ``METRICS``.
+
+    Computed single-threaded, in worker processes or here: these models' small matrix products gain
+    nothing from a second thread, and on a busy machine the threads only wait for each other."""
+    return pool.frame(labelled, columns=("round", *METRICS), extra_metrics=dissimilarity, workers=workers,
+                      progress=progress, log=log, single_threaded=True)
 
 
 # ---- curve measures ------------------------------------------------------------------------
-
-def tail_mean(data: pd.DataFrame, metric: str, by, fraction: float = 0.1) -> pd.Series:
-    """Mean of ``metric`` over each curve's last ``fraction`` of logged rounds (≥ 1 row);
-    a curve that diverged (non-finite values) scores inf for losses, NaN otherwise."""
-    by = list(by)
-
-    def one(part):
-        part = part.sort_values("round")
-        values = part[metric].to_numpy(dtype=float)
-        tail = values[-max(1, int(round(fraction * len(values)))):]
-        if not np.isfinite(values).all():
-            return math.inf if "loss" in metric or metric == "dissimilarity" else math.nan
-        return float(tail.mean())
-
-    return data.groupby(by)[[metric, "round"]].apply(one)
-
-
-def fluctuation(values) -> float:
-    """Total rise over total fall of a curve: 0 when it only falls, ≥ 1 with no net progress
-    (inf if it diverged). Li et al.'s measure (``li2020.common``), on the raw logged values."""
-    v = np.asarray(values, dtype=float)
-    if not np.isfinite(v).all():
-        return math.inf
-    steps = np.diff(v)
-    fall, rise = -steps[steps < 0].sum(), steps[steps > 0].sum()
-    return float(rise / fall) if fall > 0 else math.inf
-
-
-def fluctuations(data: pd.DataFrame, by, metric: str = "train_loss") -> pd.Series:
-    return data.sort_values("round").groupby(list(by))[metric].apply(fluctuation)
-
 
 def fmt_seeds(values) -> str:
     """'mean [min, max]' of one number per seed."""

@@ -15,7 +15,8 @@ import pandas as pd
 from replicate.core.errors import ReplicateError
 from replicate.experiments import knobs
 from replicate.experiments.fedprox2020.common import (DATA_DEVIATIONS, LABELS, SETTINGS, DatasetDeviations,
-                                                       curves_grid, fluctuations, fmt_seeds, run_config, runs)
+                                                       curves_grid, fmt_seeds, run_config, runs)
+from replicate.runs.measures import fluctuations
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check
 

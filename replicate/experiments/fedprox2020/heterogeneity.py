@@ -15,7 +15,8 @@ import pandas as pd
 from replicate.core.errors import ReplicateError
 from replicate.experiments import knobs
 from replicate.experiments.fedprox2020.common import (LABELS, SYNTHETIC, DatasetDeviations, curves_grid, fmt_seeds,
-                                                       run_config, runs, tail_mean)
+                                                       run_config, runs)
+from replicate.runs.measures import finals
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check
 
@@ -84,7 +85,7 @@ def plot_fig1(data: pd.DataFrame, config: Fig1Config):
 
 def fig1_claims(data: pd.DataFrame, config: Fig1Config) -> list:
     order = [LABELS[d] for d in config.ordered()]
-    final = tail_mean(data, "train_loss", ("dataset", "mu", "seed"), config.tail)
+    final = finals(data, "train_loss", ("dataset", "mu", "seed"), fraction=config.tail)
     mu0, mu1 = 0.0, max(config.mus)
     n = len(config.seeds)
     seeds = f"{n} seed{'s' if n > 1 else ''}: mean [min, max]"

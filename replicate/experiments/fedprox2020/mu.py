@@ -18,8 +18,9 @@ from scipy.stats import spearmanr
 
 from replicate.core.errors import ReplicateError
 from replicate.experiments import knobs
-from replicate.experiments.fedprox2020.common import (LABELS, SETTINGS, DatasetDeviations, curves_grid, fluctuations,
-                                                       fmt_seeds, run_config, runs, tail_mean)
+from replicate.experiments.fedprox2020.common import (LABELS, SETTINGS, DatasetDeviations, curves_grid, fmt_seeds,
+                                                       run_config, runs)
+from replicate.runs.measures import finals, fluctuations
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check
 
@@ -81,7 +82,7 @@ def fig3(config: Fig3Config, progress: bool = True, workers: int = 2, log=None) 
     marks the chosen μ and ``shown`` the curves the figure draws (μ = 0 and the best μ)."""
     tuning = runs(config.tuning(), workers, progress, log)
     grid = tuning[tuning.mu > 0]
-    final = tail_mean(grid, "train_loss", ("dataset", "mu"), config.tail) if len(grid) else pd.Series(dtype=float)
+    final = finals(grid, "train_loss", ("dataset", "mu"), fraction=config.tail) if len(grid) else pd.Series(dtype=float)
     best = {d: float(final[d].idxmin()) for d in pd.unique(grid["dataset"])}
     rest = config.tuned(best)
     data = pd.concat([tuning] + ([runs(rest, workers, progress, log)] if rest else []), ignore_index=True)
@@ -140,7 +141,7 @@ def _pairs(data: pd.DataFrame, value: pd.Series) -> dict[str, tuple[pd.Series, p
 
 def fig3_claims(data: pd.DataFrame, config: Fig3Config) -> list:
     by = ("dataset", "mu", "seed")
-    wiggle, final = fluctuations(data, by), tail_mean(data, "train_loss", by, config.tail)
+    wiggle, final = fluctuations(data, by), finals(data, "train_loss", by, fraction=config.tail)
     best = _best(data)
     claims = []
     for d, (w0, wb) in _pairs(data, wiggle).items():
@@ -181,7 +182,7 @@ def fig4_claims(data: pd.DataFrame, config: Fig3Config) -> list:
     across = {}
     for d in pd.unique(tune["dataset"]):
         part = tune[tune.dataset == d]
-        f = tail_mean(part, "train_loss", ("mu",), config.tail)
+        f = finals(part, "train_loss", ("mu",), fraction=config.tail)
         g = part.groupby("mu")["dissimilarity"].mean()
         across[d] = spearmanr(f.loc[g.index], g).statistic if len(g) > 2 else np.nan
     claims.append(check(

@@ -18,7 +18,8 @@ import pandas as pd
 from replicate.core.errors import ReplicateError
 from replicate.experiments import knobs
 from replicate.experiments.fedprox2020.common import (LABELS, METRICS, SETTINGS, DatasetDeviations, curves_grid,
-                                                       fmt_seeds, run, run_config, runs, tail_mean)
+                                                       fmt_seeds, run, run_config, runs)
+from replicate.runs.measures import finals
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check, consistency
 
@@ -103,7 +104,7 @@ def plot_stragglers(data: pd.DataFrame, config: StragglersConfig):
 def stragglers_claims(data: pd.DataFrame, config: StragglersConfig) -> list:
     main = data[data.algorithm != "FedAvg (check)"]
     by = ("dataset", "drop", "algorithm", "seed")
-    loss, acc = tail_mean(main, "train_loss", by, config.tail), tail_mean(main, "test_acc", by, config.tail)
+    loss, acc = finals(main, "train_loss", by, fraction=config.tail), finals(main, "test_acc", by, fraction=config.tail)
     names = list(pd.unique(main["dataset"]))
     lo, hi = min(config.drops), max(config.drops)
     fedavg, prox0, prox = ALGORITHMS

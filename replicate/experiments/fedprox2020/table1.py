@@ -64,7 +64,7 @@ class Table1Config(knobs.FigureConfig):
 
 def table1(config: Table1Config) -> pd.DataFrame:
     """Tidy: dataset, statistic, ours, draft, final (README), why ours differs."""
-    from replicate.experiments.runs.config import dataset
+    from replicate.runs.config import dataset
 
     rows = []
     for key in config.datasets:

@@ -29,8 +29,9 @@ import pandas as pd
 from replicate.core.errors import ReplicateError
 from replicate.data.shards import HETEROGENEITY, WORKERS
 from replicate.experiments import knobs
-from replicate.experiments.runs import cache, pool
-from replicate.experiments.runs.config import RunConfig
+from replicate.runs import cache, pool
+from replicate.runs.config import RunConfig
+from replicate.runs.measures import final
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check
 
@@ -108,14 +109,6 @@ class Fig5Config(knobs.FigureConfig):
         return [{"lr": lr} for lr in self.client_lr]
 
 
-def _final(history: pd.DataFrame, metric: str, tail: float) -> float:
-    values = history[metric].to_numpy(dtype=float)
-    last = values[-max(1, int(round(tail * len(values)))):]
-    if not np.all(np.isfinite(last)):
-        return math.inf if metric.endswith("loss") else math.nan
-    return float(last.mean())
-
-
 def samples(config: Fig5Config, log=None) -> pd.DataFrame:
     """Tidy rows: ``kind`` = tuning (one per candidate, mean final loss on the tuning seeds) and
     curve (per evaluation of every final run)."""
@@ -128,8 +121,8 @@ def samples(config: Fig5Config, log=None) -> pd.DataFrame:
         for a in ALGORITHMS:
             scores = []
             for h in config.candidates(a):
-                finals = [_final(cache.run(config.run_config(a, i, s, **h), progress=False, log=log), "train_loss",
-                                 config.tail) for s in tuning_seeds]
+                finals = [final(cache.run(config.run_config(a, i, s, **h), progress=False, log=log), "train_loss",
+                                fraction=config.tail) for s in tuning_seeds]
                 scores.append((float(np.mean(finals)), h))
                 rows.append({"kind": "tuning", "algorithm": LABELS[a], "local_updates": i, **h,
                              "final_train_loss": scores[-1][0]})
@@ -164,8 +157,8 @@ def to_target(data: pd.DataFrame, target: float, tail: float = 0.1) -> pd.DataFr
         hit = run[run.test_acc >= target]
         out.append({"algorithm": a, "local_updates": i, "seed": s,
                     "samples_to_target": float(hit.samples.min()) if len(hit) else math.inf,
-                    "final_train_loss": _final(run.sort_values("round"), "train_loss", tail),
-                    "final_test_acc": _final(run.sort_values("round"), "test_acc", tail)})
+                    "final_train_loss": final(run, "train_loss", fraction=tail),
+                    "final_test_acc": final(run, "test_acc", fraction=tail)})
     return pd.DataFrame(out)
 
 

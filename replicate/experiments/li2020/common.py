@@ -15,8 +15,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from replicate.experiments.runs import cache
-from replicate.experiments.runs.config import RunConfig
+from replicate.runs import measures, pool
+from replicate.runs.config import RunConfig
 
 
 DATASETS = ("mnist_balanced", "mnist_unbalanced", "synthetic(0,0)", "synthetic(1,1)")
@@ -73,25 +73,9 @@ def rounds_to_target(losses, target: float) -> float:
     return float(hits[0]) if hits.size else math.nan
 
 
-def fluctuation(losses) -> float:
-    """Total rise over total fall of a loss curve: 0 for a monotone decrease, ≥ 1 with no net progress."""
-    values = np.asarray(losses, dtype=float)
-    if not np.isfinite(values).all():
-        return math.inf  # diverged
-    steps = np.diff(values)
-    fall, rise = -steps[steps < 0].sum(), steps[steps > 0].sum()
-    return float(rise / fall) if fall > 0 else math.inf
-
-
-def final_loss(frame: pd.DataFrame, last: int, by=("series", "seed")) -> pd.Series:
-    """Mean training loss over each curve's last ``last`` logged rounds (inf when it diverged)."""
-    tail = frame.sort_values("round").groupby(list(by)).tail(last)
-    return tail.assign(train_loss=tail.train_loss.fillna(math.inf)).groupby(list(by))["train_loss"].mean()
-
-
 def tune_lr(frame: pd.DataFrame, last: int) -> float:
     """The lr whose curves end lowest: mean over seeds of the last ``last`` rounds' mean loss."""
-    score = final_loss(frame, last, by=("lr", "seed")).groupby("lr").mean()
+    score = measures.finals(frame, "train_loss", ("lr", "seed"), rows=last).groupby("lr").mean()
     return float(score.idxmin())
 
 
@@ -102,12 +86,7 @@ def _gaussian_smooth(values, sigma: float) -> np.ndarray:
 
 
 def _runs(labelled: list[tuple[dict, RunConfig]], columns=("round", "train_loss"), log=None) -> pd.DataFrame:
-    frames = []
-    for labels, config in labelled:
-        history = cache.run(config, progress=False, log=log)[list(columns)]
-        frames.append(history.assign(**labels))
-    frame = pd.concat(frames, ignore_index=True)
-    return frame[[*labelled[0][0], *columns]]
+    return pool.frame(labelled, columns=columns, progress=False, log=log)
 
 
 def _legend_below(fig, order=None):

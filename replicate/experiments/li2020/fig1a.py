@@ -6,7 +6,7 @@ logistic regression, η_r = η0/max(r, 1) per round, weight decay λw inside the
 optimiser, PyTorch's default initialisation, gradient clipping at 60, and E counted as
 the authors' ``num_epoch`` (10 local SGD steps each; ``RunConfig.local_steps`` is in steps).
 Runs stop at the target and go through the result cache; missing runs are computed side by
-side first (``replicate.experiments.runs.pool``).
+side first (``replicate.runs.pool``).
 """
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ import pandas as pd
 
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check
-from replicate.experiments.runs.config import RunConfig
+from replicate.runs.config import RunConfig
 from replicate.experiments import knobs
-from replicate.experiments.runs.pool import compute, run_to_target
+from replicate.runs.pool import compute, run_to_target
 from replicate.experiments.li2020.common import (data_seed, COMMON_DEVIATIONS, DATASETS, LABELS, MNIST_UNBALANCED_DEVIATION,
                                                  STEPS_PER_EPOCH, SYNTHETIC_DEVIATION, _gaussian_smooth, batch_size,
                                                  rounds_to_target)

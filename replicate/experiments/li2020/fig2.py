@@ -16,8 +16,8 @@ from replicate.report import plotting  # noqa: F401  (applies the project's plot
 from replicate.report.claims import check
 from replicate.core.errors import ReplicateError
 from replicate.data.quadratic import li2020_counterexample, li2020_matrices
-from replicate.experiments.runs import cache
-from replicate.experiments.runs.config import RunConfig
+from replicate.runs import cache
+from replicate.runs.config import RunConfig
 from replicate.experiments import knobs
 
 

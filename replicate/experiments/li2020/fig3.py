@@ -16,12 +16,13 @@ import pandas as pd
 from replicate.report import plotting
 from replicate.core.errors import ReplicateError
 from replicate.report.claims import check
-from replicate.experiments.runs.config import RunConfig
+from replicate.runs.config import RunConfig
 from replicate.experiments import knobs
-from replicate.experiments.runs.pool import compute
-from replicate.experiments.li2020.common import (data_seed, COMMON_DEVIATIONS, DATASETS, LABELS, MNIST_UNBALANCED_DEVIATION,
-                                                 STEPS_PER_EPOCH, SYNTHETIC_DEVIATION, _legend_below, _runs,
-                                                 batch_size, fluctuation)
+from replicate.runs.pool import compute
+from replicate.experiments.li2020.common import (data_seed, COMMON_DEVIATIONS, DATASETS, LABELS,
+                                                 MNIST_UNBALANCED_DEVIATION, STEPS_PER_EPOCH, SYNTHETIC_DEVIATION,
+                                                 _legend_below, _runs, batch_size)
+from replicate.runs.measures import fluctuation
 
 
 @dataclass(frozen=True)

@@ -16,13 +16,14 @@ import pandas as pd
 
 from replicate.report import plotting
 from replicate.report.claims import check, consistency
-from replicate.experiments.runs.config import RunConfig
+from replicate.runs.config import RunConfig
 from replicate.experiments import knobs
-from replicate.experiments.runs.pool import compute
+from replicate.runs.pool import compute
 from replicate.core.errors import ReplicateError
-from replicate.experiments.li2020.common import (data_seed, COMMON_DEVIATIONS, DATASETS, LABELS, MNIST_UNBALANCED_DEVIATION,
-                                                 STEPS_PER_EPOCH, SYNTHETIC_DEVIATION, _legend_below, _runs,
-                                                 batch_size, final_loss, fluctuation, tune_lr)
+from replicate.experiments.li2020.common import (data_seed, COMMON_DEVIATIONS, DATASETS, LABELS,
+                                                 MNIST_UNBALANCED_DEVIATION, STEPS_PER_EPOCH, SYNTHETIC_DEVIATION,
+                                                 _legend_below, _runs, batch_size, tune_lr)
+from replicate.runs.measures import finals, fluctuation
 
 
 SCHEME_LABELS = {"scheme1": "Scheme I", "scheme2": "Scheme II", "transformed2": "T-Scheme II",
@@ -123,7 +124,7 @@ def plot_schemes(data: pd.DataFrame, config: SchemesConfig, title: str):
 
 def _scheme_stats(data: pd.DataFrame, config: SchemesConfig):
     shown = data[data.chosen]
-    final = final_loss(shown, config.last, by=("dataset", "scheme", "seed"))
+    final = finals(shown, "train_loss", ("dataset", "scheme", "seed"), rows=config.last)
     wiggle = shown.sort_values("round").groupby(["dataset", "scheme", "seed"])["train_loss"].apply(fluctuation)
     lr = shown[shown.scheme == "original"].groupby("dataset")["lr"].first()
     return final, wiggle, lr

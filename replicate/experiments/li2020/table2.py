@@ -12,7 +12,7 @@ import pandas as pd
 
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check
-from replicate.experiments.runs.config import dataset
+from replicate.runs.config import dataset
 from replicate.experiments import knobs
 
 

@@ -35,7 +35,7 @@ import torch
 from replicate.core import paths
 from replicate.core.fileio import atomic_write_text
 from replicate.experiments.li2020.common import LABELS, batch_size  # noqa: F401  (re-exported)
-from replicate.experiments.runs import config as run_config
+from replicate.runs import config as run_config
 from replicate.fl import models
 from replicate.fl.problems import SampleProblem
 from replicate.theory import constants as C

@@ -28,8 +28,8 @@ from replicate.core.errors import ReplicateError
 from replicate.experiments import knobs
 from replicate.experiments.notes.common import (DATASETS, LABELS, RunProbe, batch_size, cached_constants, log_slope,
                                                 single_threaded, slope_interval)
-from replicate.experiments.runs import cache
-from replicate.experiments.runs.config import RunConfig
+from replicate.runs import cache
+from replicate.runs.config import RunConfig
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check, consistency
 from replicate.theory import bounds

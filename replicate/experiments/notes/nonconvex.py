@@ -38,8 +38,8 @@ import pandas as pd
 from replicate.core.errors import ReplicateError
 from replicate.experiments import knobs
 from replicate.experiments.notes.common import LABELS, RunProbe, hessian_norms, sample_problem, single_threaded
-from replicate.experiments.runs import cache
-from replicate.experiments.runs.config import RunConfig
+from replicate.runs import cache
+from replicate.runs.config import RunConfig
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check, consistency
 from replicate.theory import bounds

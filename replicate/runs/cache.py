@@ -17,13 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-from tqdm.auto import tqdm
 
 from replicate.core import paths
 from replicate.core.errors import ReplicateError
 from replicate.fl import engine
 from replicate.core.fileio import atomic_write_text
-from replicate.experiments.runs.config import RunConfig, build
+from replicate.runs.config import RunConfig, build
 
 VERSION = 4  # 4: the key holds the full config, the device type and the extra metrics (engine v3)
 # Numerics versions per model or algorithm name: bump an entry when a change alters that model's or
@@ -172,18 +171,3 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
         atomic_write_text(_with(entry, ".json"), json.dumps(meta, indent=1))
         atomic_write_text(_with(entry, ".csv"), buffer.getvalue())
     return history
-
-
-def run_many(configs: list[RunConfig], *, progress: bool = True, labels: list[dict] | None = None,
-             log: RunLog | None = None) -> pd.DataFrame:
-    """Run (or load) every config; one long frame with the config's varying fields as columns."""
-    frames = []
-    varying = [f for f in RunConfig.fields() if len({getattr(c, f) for c in configs}) > 1]
-    for i, config in enumerate(tqdm(configs, desc="runs", disable=not progress, leave=False)):
-        history = run(config, progress=progress, log=log).copy()
-        for name in varying:
-            history[name] = getattr(config, name)
-        for name, value in (labels[i] if labels else {}).items():
-            history[name] = value
-        frames.append(history)
-    return pd.concat(frames, ignore_index=True)

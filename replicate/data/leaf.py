@@ -38,10 +38,9 @@ from typing import Callable
 import numpy as np
 import torch
 
-from replicate.core import paths, rng
+from replicate.core import rng
 from replicate.core.errors import ReplicateError
-from replicate.core.fileio import atomic_file
-from replicate.data import store
+from replicate.data import cache, store
 from replicate.data.checks import check_positive_int, check_seed
 from replicate.data.federated import FederatedDataset, Split
 
@@ -241,11 +240,6 @@ def split_by_sample(n: int, train_fraction: float, g: torch.Generator) -> tuple[
 
 # ---- FEMNIST: parsed once, cached as .npz --------------------------------------------------
 
-def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    with atomic_file(path) as fh:  # a reader never sees half a cache file
-        np.savez(fh, **arrays)
-
-
 def _image_features(x: list) -> np.ndarray:
     return np.asarray(x, dtype=np.float32).reshape(-1, 28 * 28)
 
@@ -254,24 +248,23 @@ def femnist_arrays(root: str | os.PathLike | None = None) -> tuple[LeafArrays, L
     """FEMNIST's train and test users, all of them, with inputs (n, 784) float32 in [0, 1].
 
     ``root`` defaults to the verified copy that :func:`store.ensure` stages. The parsed
-    arrays are cached in ``paths.data_dir()/cache`` and keyed by the JSON files' names,
-    sizes and mtimes. Pixels are stored as uint8 when that is lossless, as it is for LEAF's
+    arrays are cached in ``paths.data_dir()/cache`` (:mod:`replicate.data.cache`; a damaged
+    cache is reported and rebuilt) and keyed by the JSON files' names, sizes and mtimes. Pixels are stored as uint8 when that is lossless, as it is for LEAF's
     ``uint8 / 255``.
     """
     root = Path(root) if root is not None else store.ensure("femnist")
     files = [f for split in ("train", "test") for f in _split_files(root / split)]
     key = hashlib.sha256(repr((_CACHE_VERSION, [(f.relative_to(root).as_posix(), f.stat().st_size,
                                                  f.stat().st_mtime_ns) for f in files])).encode())
-    cache = paths.data_dir() / "cache" / f"femnist-{key.hexdigest()[:20]}.npz"
-    try:
-        with np.load(cache, allow_pickle=False) as z:
-            return tuple(LeafArrays(tuple(z[f"{s}_users"].tolist()), _unpack(z[f"{s}_x"]), z[f"{s}_y"],
-                                    z[f"{s}_offsets"]) for s in ("train", "test"))
-    except (OSError, ValueError, KeyError, zlib.error):
-        pass  # absent or unreadable: parse the JSON again
+    file = cache.path("femnist", key.hexdigest()[:20])
+    fields = tuple(f"{s}_{f}" for s in ("train", "test") for f in ("users", "x", "y", "offsets"))
+    z = cache.load(file, fields)
+    if z is not None:
+        return tuple(LeafArrays(tuple(z[f"{s}_users"].tolist()), _unpack(z[f"{s}_x"]), z[f"{s}_y"],
+                                z[f"{s}_offsets"]) for s in ("train", "test"))
     parts = tuple(to_arrays(read_leaf_split(root / s), _image_features, FEMNIST_CLASSES)
                   for s in ("train", "test"))
-    _save_npz(cache, {f"{s}_{field}": value for s, a in zip(("train", "test"), parts)
+    cache.save(file, {f"{s}_{field}": value for s, a in zip(("train", "test"), parts)
                       for field, value in (("users", np.array(a.users, dtype=str)), ("x", _pack(a.x)),
                                            ("y", a.y), ("offsets", a.offsets))})
     return parts

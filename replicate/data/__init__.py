@@ -15,7 +15,7 @@ from replicate.data.mnist import load_mnist, mnist_balanced, mnist_fedprox, mnis
 from replicate.data.quadratic import QuadraticClients, li2020_counterexample
 from replicate.data.shards import mnist_stem, mnist_stem_high, mnist_stem_moderate
 # Modules, not functions: the builders share their modules' names, which must stay importable.
-from replicate.data import sent140 as _sent140, shakespeare as _shakespeare
+from replicate.data import emnist_tff as _emnist_tff, sent140 as _sent140, shakespeare as _shakespeare
 from replicate.data.stats import table1_statistics
 from replicate.data.store import fetch
 from replicate.data.synthetic import synthetic, synthetic_iid
@@ -41,6 +41,7 @@ _BUILDERS: dict[str, Callable[..., FederatedDataset]] = {
     "mnist_stem_high": mnist_stem_high,
     "mnist_stem_moderate": mnist_stem_moderate,
     "shakespeare_tff": shakespeare_tff,
+    "emnist_tff": _emnist_tff.emnist_tff,
 }
 
 

@@ -260,22 +260,24 @@ def femnist_arrays(root: str | os.PathLike | None = None) -> tuple[LeafArrays, L
     fields = tuple(f"{s}_{f}" for s in ("train", "test") for f in ("users", "x", "y", "offsets"))
     z = cache.load(file, fields)
     if z is not None:
-        return tuple(LeafArrays(tuple(z[f"{s}_users"].tolist()), _unpack(z[f"{s}_x"]), z[f"{s}_y"],
+        return tuple(LeafArrays(tuple(z[f"{s}_users"].tolist()), unpack_pixels(z[f"{s}_x"]), z[f"{s}_y"],
                                 z[f"{s}_offsets"]) for s in ("train", "test"))
     parts = tuple(to_arrays(read_leaf_split(root / s), _image_features, FEMNIST_CLASSES)
                   for s in ("train", "test"))
     cache.save(file, {f"{s}_{field}": value for s, a in zip(("train", "test"), parts)
-                      for field, value in (("users", np.array(a.users, dtype=str)), ("x", _pack(a.x)),
+                      for field, value in (("users", np.array(a.users, dtype=str)), ("x", pack_pixels(a.x)),
                                            ("y", a.y), ("offsets", a.offsets))})
     return parts
 
 
-def _pack(x: np.ndarray) -> np.ndarray:
+def pack_pixels(x: np.ndarray) -> np.ndarray:
+    """Pixels k/255 as uint8 k when that is exact (LEAF's and TFF's are), else unchanged."""
     u8 = np.clip(np.rint(x * 255), 0, 255).astype(np.uint8)
     return u8 if np.array_equal(_PIXELS[u8], x) else x
 
 
-def _unpack(x: np.ndarray) -> np.ndarray:
+def unpack_pixels(x: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`pack_pixels`: float32 in [0, 1]."""
     return _PIXELS[x] if x.dtype == np.uint8 else x
 
 

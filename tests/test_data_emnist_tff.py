@@ -72,3 +72,21 @@ def test_real_entry_refuses_an_archive_without_tffs_published_sha256(tmp_path, m
     with pytest.raises(ReplicateError, match=f"SHA-256 {digest}, expected fe1ed5a502ce"):
         store.fetch("emnist_tff", tmp_path / "src")
     assert not (tmp_path / "data" / "emnist_tff" / "fed_emnist_train.h5").exists()
+
+
+def test_fedprox_letter_sets_can_draw_from_tff_emnist(tmp_path, monkeypatch):
+    from replicate.data import letters
+
+    monkeypatch.setenv("REPLICATE_DATA", str(tmp_path / "data"))
+    root = tmp_path / "fed"
+    root.mkdir()
+    # every lower-case letter a–z (LEAF 36..61) twice per writer, in both files
+    _h5(root / "fed_emnist_train.h5", {"w0": list(range(36, 62)) * 2, "w1": list(range(36, 62))})
+    _h5(root / "fed_emnist_test.h5", {"w0": list(range(36, 62)), "w1": [0]})
+    ds = letters.femnist_fedprox(root=str(root), images="tff")
+    assert ds.num_clients == 200 and ds.num_classes == 10 and int(ds.train.y.max()) <= 9
+    assert ds.meta["pool_images"] == 10 * 4 and "TFF's federated EMNIST-62" in ds.meta["deviations"][0]
+    star = letters.emnist_star(seed=1, num_devices=5, root=str(root), images="tff")
+    assert star.num_classes == 26 and star.meta["pool_images"] == 26 * 4
+    with pytest.raises(ReplicateError, match="'leaf' or 'tff'"):
+        letters.femnist_fedprox(root=str(root), images="nist")

@@ -10,7 +10,8 @@ from typing import Callable
 
 from replicate.core.errors import ReplicateError
 from replicate.data.federated import FederatedDataset, Split
-from replicate.data.leaf import emnist_star, femnist, femnist_fedprox, load_leaf
+from replicate.data.leaf import femnist, load_leaf
+from replicate.data.letters import emnist_star, femnist_fedprox
 from replicate.data.mnist import load_mnist, mnist_balanced, mnist_fedprox, mnist_unbalanced
 from replicate.data.quadratic import QuadraticClients, li2020_counterexample
 from replicate.data.shards import mnist_stem, mnist_stem_high, mnist_stem_moderate

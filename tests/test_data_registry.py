@@ -13,7 +13,7 @@ from replicate.core.errors import ReplicateError
 def test_available_names():
     assert data.available() == ["synthetic", "synthetic_iid", "mnist_balanced", "mnist_unbalanced",
                                 "mnist_fedprox", "femnist", "emnist_star", "femnist_fedprox", "shakespeare",
-                                "sent140", "mnist_stem", "mnist_stem_high", "mnist_stem_moderate",
+                                "sent140", "sent140_leaf", "mnist_stem", "mnist_stem_high", "mnist_stem_moderate",
                                 "shakespeare_tff", "emnist_tff"]
 
 def test_load_synthetic_equals_direct_call():

@@ -38,6 +38,7 @@ _BUILDERS: dict[str, Callable[..., FederatedDataset]] = {
     "femnist_fedprox": femnist_fedprox,
     "shakespeare": _shakespeare.shakespeare,
     "sent140": _sent140.sent140,
+    "sent140_leaf": _sent140.sent140_leaf,
     "mnist_stem": mnist_stem,
     "mnist_stem_high": mnist_stem_high,
     "mnist_stem_moderate": mnist_stem_moderate,

@@ -1,4 +1,5 @@
 """Derived caches (parsed arrays): a corrupt one is reported with its path and rebuilt (issue #22, defect 2)."""
+import hashlib
 import json
 
 import numpy as np
@@ -28,3 +29,24 @@ def test_truncated_femnist_cache_is_named_and_rebuilt(tmp_path, monkeypatch):
     assert np.array_equal(again[0].x, first[0].x) and again[1].users == first[1].users
     with np.load(cache) as z:  # rebuilt in place, readable again
         assert z["train_y"].tolist() == [3, 61]
+
+
+def test_data_fetch_removes_a_corrupt_cache_of_that_dataset(tmp_path, monkeypatch):
+    from replicate.data import cache, store
+
+    payload = b"content"
+    toy = store.DatasetFiles("toy", (store.FileSpec("f.bin", hashlib.sha256(payload).hexdigest(), gzipped=False),))
+    store.spec("mnist")  # catalog loaded first
+    monkeypatch.setitem(store._REGISTRY, "toy", toy)
+    monkeypatch.setenv("REPLICATE_DATA", str(tmp_path / "data"))
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "f.bin").write_bytes(payload)
+    good, bad = cache.path("toy", "good"), cache.path("toy", "bad")
+    cache.save(good, {"a": np.arange(3)})
+    bad.write_bytes(good.read_bytes()[:40])
+    other = cache.path("toyother", "x")
+    other.write_bytes(b"not mine")
+    lines = []
+    store.fetch("toy", tmp_path / "src", log=lines.append)
+    assert not bad.exists() and good.exists() and other.exists()
+    assert any(str(bad) in line and "corrupt" in line for line in lines)

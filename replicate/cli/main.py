@@ -72,7 +72,7 @@ def _data(args) -> int:
         return 0
     if args.action == "fetch":
         if not args.names:
-            raise ReplicateError(f"name the dataset(s) to fetch, or --all: {', '.join(store.registered())} "
+            raise ReplicateError(f"name the dataset(s) to fetch: {', '.join(store.registered())}, or --all "
                                  "(`python -m replicate data list` shows what is staged)")
         for name in args.names:
             folder = store.fetch(name, source=args.source, log=print)

@@ -8,9 +8,9 @@ float32 in [0, 1]) and ``/examples/<writer>/label`` ((n,) integers: 0–9 digits
 case, 36–61 lower case, LEAF's labels).
 
 Pixels: TFF's documentation says 1.0 is the background and 0.0 the ink, the inverse of MNIST.
-LEAF's FEMNIST JSON has the same convention (LEAF writes the NIST PNG's grey level / 255 without
-inverting; the offline LEAF copy has median pixel 1.0), so the two sources are interchangeable
-for the same model and nothing is inverted here.
+LEAF's FEMNIST JSON has the same convention (a train file of the offline LEAF copy has median
+pixel 1.0, a white background), so the two sources are interchangeable for the same model and
+nothing is inverted here.
 """
 from __future__ import annotations
 

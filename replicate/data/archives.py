@@ -65,20 +65,21 @@ def pin(key: str, sha256: str, origin: str) -> None:
     atomic_write_text(lock_path(), json.dumps(pins, indent=1, sort_keys=True) + "\n")
 
 
-def digests(stream: BinaryIO, out: BinaryIO | None = None) -> dict[str, str]:
-    """SHA-256 and MD5 of everything read from ``stream`` (copied to ``out`` when given)."""
-    sha, md5 = hashlib.sha256(), hashlib.md5()
+def digests(stream: BinaryIO, out: BinaryIO | None = None, md5: bool = True) -> dict[str, str]:
+    """SHA-256 (and MD5 unless ``md5=False``) of everything read from ``stream``, copied to
+    ``out`` when given."""
+    hashes = {"sha256": hashlib.sha256(), **({"md5": hashlib.md5()} if md5 else {})}
     for chunk in iter(lambda: stream.read(_CHUNK), b""):
-        sha.update(chunk)
-        md5.update(chunk)
+        for h in hashes.values():
+            h.update(chunk)
         if out is not None:
             out.write(chunk)
-    return {"sha256": sha.hexdigest(), "md5": md5.hexdigest()}
+    return {algo: h.hexdigest() for algo, h in hashes.items()}
 
 
-def file_digests(path: Path) -> dict[str, str]:
+def file_digests(path: Path, md5: bool = True) -> dict[str, str]:
     with open(path, "rb") as fh:
-        return digests(fh)
+        return digests(fh, md5=md5)
 
 
 def mismatch(expected: dict[str, str], actual: dict[str, str]) -> str | None:
@@ -175,14 +176,17 @@ def _members(archive: Path) -> Iterator[tuple[PurePosixPath, BinaryIO]]:
 
 
 @contextlib.contextmanager
-def unpacked(archive: Path, work_dir: Path) -> Iterator[Path]:
-    """Unpack ``archive`` into a fresh temporary folder under ``work_dir``; yield that folder and
-    remove it afterwards. A truncated or corrupt archive raises one line naming the file."""
+def unpacked(archive: Path, work_dir: Path, wanted: set[str] | None = None) -> Iterator[Path]:
+    """Unpack ``archive`` (only the members named in ``wanted``, when given; every name is still
+    checked) into a fresh temporary folder under ``work_dir``; yield that folder and remove it
+    afterwards. A truncated or corrupt archive raises one line naming the file."""
     work_dir.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(dir=work_dir, prefix=f".unpack-{archive.name}."))
     try:
         try:
             for path, stream in _members(archive):
+                if wanted is not None and path.as_posix() not in wanted:
+                    continue
                 target = folder.joinpath(*path.parts)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with open(target, "wb") as out:

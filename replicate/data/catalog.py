@@ -227,9 +227,12 @@ register(DatasetFiles(
 # (datasets/cifar.py).
 _CIFAR = "https://www.cs.toronto.edu/~kriz/"
 _C10 = "cifar-10-batches-py/"
-_C10_FILES = (("data_batch_1", "c99cafc152244af753f735de768cd75f"), ("data_batch_2", "d4bba439e000b95fd0a9bffe97cbabec"),
-              ("data_batch_3", "54ebc095f3ab1f0389bbae665268c751"), ("data_batch_4", "634d18415352ddfa80567beed471001a"),
-              ("data_batch_5", "482c414d41f54cd18b22e5b47cb7c3cb"), ("test_batch", "40351d587109b95175f43aff81a1287e"),
+_C10_FILES = (("data_batch_1", "c99cafc152244af753f735de768cd75f"),
+              ("data_batch_2", "d4bba439e000b95fd0a9bffe97cbabec"),
+              ("data_batch_3", "54ebc095f3ab1f0389bbae665268c751"),
+              ("data_batch_4", "634d18415352ddfa80567beed471001a"),
+              ("data_batch_5", "482c414d41f54cd18b22e5b47cb7c3cb"),
+              ("test_batch", "40351d587109b95175f43aff81a1287e"),
               ("batches.meta", "5ff9c542aee3614f3951f8cda6e48888"))
 register(DatasetFiles(
     name="cifar10",

@@ -248,8 +248,8 @@ def femnist_arrays(root: str | os.PathLike | None = None) -> tuple[LeafArrays, L
 
     ``root`` defaults to the verified copy that :func:`store.ensure` stages. The parsed
     arrays are cached in ``paths.data_dir()/cache`` (:mod:`replicate.data.cache`; a damaged
-    cache is reported and rebuilt) and keyed by the JSON files' names, sizes and mtimes. Pixels are stored as uint8 when that is lossless, as it is for LEAF's
-    ``uint8 / 255``.
+    cache is reported and rebuilt) and keyed by the JSON files' names, sizes and mtimes.
+    Pixels are stored as uint8 when that is lossless, as it is for LEAF's ``uint8 / 255``.
     """
     root = Path(root) if root is not None else store.ensure("femnist")
     files = [f for split in ("train", "test") for f in _split_files(root / split)]

@@ -136,7 +136,7 @@ def _write_verified(dest: Path, stream: BinaryIO, ds: DatasetFiles, file: FileSp
     matches; a failed copy leaves ``dest`` untouched."""
     with atomic_file(dest) as out:
         try:
-            actual = archives.digests(stream, out)
+            actual = archives.digests(stream, out, md5=bool(file.md5))
         except (OSError, EOFError, zlib.error) as exc:
             raise ReplicateError(f"{ds.name}: could not read {file.name} from {origin} ({exc}); "
                                  f"the file was not used") from exc
@@ -144,7 +144,8 @@ def _write_verified(dest: Path, stream: BinaryIO, ds: DatasetFiles, file: FileSp
 
 
 def _verified(ds: DatasetFiles, file: FileSpec, path: Path) -> bool:
-    return path.is_file() and archives.mismatch(_expected(ds, file), archives.file_digests(path)) is None
+    return path.is_file() and archives.mismatch(
+        _expected(ds, file), archives.file_digests(path, md5=bool(file.md5))) is None
 
 
 def _find_local(ds: DatasetFiles, source: Path, name: str) -> Path | None:
@@ -165,7 +166,7 @@ def _stage_local(ds: DatasetFiles, path: Path, file: FileSpec, dest: Path) -> No
 def _stage_archive(ds: DatasetFiles, archive: Archive, path: Path, origin: str) -> None:
     """Verify ``path`` as ``archive``, unpack it, and put its members in place, each verified."""
     key = f"{ds.name}/{archive.name}"
-    actual = archives.file_digests(path)
+    actual = archives.file_digests(path, md5=bool(archive.md5))
     expected = {"sha256": archive.sha256, "md5": archive.md5}
     if not any(expected.values()):
         expected["sha256"] = archives.pinned(key)
@@ -174,7 +175,7 @@ def _stage_archive(ds: DatasetFiles, archive: Archive, path: Path, origin: str) 
         raise ReplicateError(f"{ds.name}: {archive.name} from {origin} has {bad}; the archive was "
                              f"not used (a changed or incomplete download)")
     folder = dataset_dir(ds.name)
-    with archives.unpacked(path, folder) as unpacked:
+    with archives.unpacked(path, folder, {member for member, _ in archive.members}) as unpacked:
         absent = [member for member, _ in archive.members if not (unpacked / member).is_file()]
         if absent:
             raise ReplicateError(f"{ds.name}: {path} has no member {', '.join(absent)}; "
@@ -317,7 +318,8 @@ def ensure(name: str) -> Path:
         raise ReplicateError(f"{name} is not in {folder} and has no download ({ds.no_download}). "
                              f"Run {local}.")
     for file in ds.files:
-        _checked(ds, file, archives.file_digests(folder / file.name), str(folder / file.name))
+        path = folder / file.name
+        _checked(ds, file, archives.file_digests(path, md5=bool(file.md5)), str(path))
     return folder
 
 

@@ -236,3 +236,24 @@ def test_catalog_entries_say_where_their_checksums_come_from():
     assert store.spec("cifar10").archives[0].md5 == "c58f30108f718f92721af3b95e74349a"
     assert store.spec("cifar100").archives[0].md5 == "eb9058c3a382ffc7106e4002c42a8d85"
     assert catalog.__doc__ and "pinned on first use" in catalog.__doc__
+
+
+def test_own_mirror_first_then_the_archive_that_holds_the_file(env, monkeypatch):
+    """As Shakespeare: the text from its mirror, else from Gutenberg's zip; both failures named."""
+    text = b"the complete works\n"
+    spec = store.DatasetFiles(
+        name="toytext", files=(store.FileSpec("t8.txt", _sha(text), gzipped=False),),
+        mirrors=("https://mirror.invalid/",),
+        archives=(store.Archive("100.zip", ("https://archive.invalid/100.zip",), (("100.txt", "t8.txt"),)),))
+    _register(monkeypatch, spec)
+    data = _zip(env / "100.zip", {"100.txt": text}).read_bytes()
+    _serve(monkeypatch, {"https://archive.invalid/100.zip": data})
+    lines = []
+    store.fetch("toytext", log=lines.append)
+    assert lines == ["toytext: <- https://archive.invalid/100.zip"]
+    (env / "data" / "toytext" / "t8.txt").unlink()
+    _serve(monkeypatch, {"https://archive.invalid/100.zip": _zip(env / "v2.zip", {"100.txt": b"v2"}).read_bytes()})
+    with pytest.raises(ReplicateError) as err:
+        store.fetch("toytext")
+    assert "https://mirror.invalid/t8.txt: host unreachable" in str(err.value)
+    assert f"expected {_sha(data)}" in str(err.value)  # the zip was pinned on first use

@@ -21,6 +21,7 @@ import os
 import urllib.request
 import zlib
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import BinaryIO, Callable
 
@@ -237,16 +238,23 @@ def _stage(ds: DatasetFiles, root: Path | None, explicit: bool) -> list[str]:
                                 if ds.downloadable else f". {ds.no_download}"))
     if missing and not ds.downloadable:
         raise ReplicateError(f"{ds.name}: no download exists: {ds.no_download}")
-    try:
-        for archive in ds.archives:
-            if any(f.name in {name for _, name in archive.members} for f in missing):
-                origins.append(_download_archive(ds, archive))
-                missing = [f for f in missing if not _verified(ds, f, folder / f.name)]
-        for file in missing:
-            origins.append(_download_file(ds, file, folder / file.name))
-    except ReplicateError as exc:
-        raise ReplicateError(f"{exc}\nWithout internet, copy the official files to a directory DIR and run "
-                             f"`{fetch_command(ds.name)} --from DIR` (or set REPLICATE_DATA_FROM=DIR).") from None
+    failures: list[str] = []
+    for file in missing:
+        if _verified(ds, file, folder / file.name):  # an archive fetched for an earlier file had it
+            continue
+        sources = [partial(_download_file, ds, file, folder / file.name)] if ds.mirrors else []
+        sources += [partial(_download_archive, ds, a) for a in ds.archives
+                    if file.name in {name for _, name in a.members}]
+        for source in sources:  # the file's own mirrors first, then the archives that hold it
+            try:
+                origins.append(source())
+                break
+            except ReplicateError as exc:
+                failures.append(str(exc))
+        else:
+            raise ReplicateError("\n".join(failures) + f"\nWithout internet, copy the official files to a "
+                                 f"directory DIR and run `{fetch_command(ds.name)} --from DIR` "
+                                 f"(or set REPLICATE_DATA_FROM=DIR).")
     return origins
 
 

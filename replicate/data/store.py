@@ -230,12 +230,12 @@ def _stage(ds: DatasetFiles, root: Path | None, explicit: bool) -> list[str]:
             origins.append(str(local))
             missing = [f for f in missing if f.name not in wanted]
     if missing and explicit:
-        where = f" or its sub-folder {', '.join(ds.local_dirs)}/" if ds.local_dirs else ""
-        wanted = [a.name for a in ds.archives] + [f.published_name for f in missing]
-        raise ReplicateError(f"{ds.name}: {missing[0].published_name} is not in {root}{where}; copy the "
-                             f"official file(s) there ({', '.join(wanted)})"
-                             + (f", or run `{fetch_command(ds.name)}` without --from to download them"
-                                if ds.downloadable else f". {ds.no_download}"))
+        where = f" or its sub-folder(s) {', '.join(d + '/' for d in ds.local_dirs)}" if ds.local_dirs else ""
+        what = (f"the official archive {' or '.join(a.name for a in ds.archives)} (or its unpacked files)"
+                if ds.archives else f"the official file(s) ({', '.join(f.published_name for f in missing)})")
+        raise ReplicateError(f"{ds.name}: {missing[0].published_name} is not in {root}{where}; copy {what} "
+                             f"there" + (f", or run `{fetch_command(ds.name)}` without --from to download them"
+                                         if ds.downloadable else f". {ds.no_download}"))
     if missing and not ds.downloadable:
         raise ReplicateError(f"{ds.name}: no download exists: {ds.no_download}")
     failures: list[str] = []

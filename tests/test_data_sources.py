@@ -257,3 +257,16 @@ def test_own_mirror_first_then_the_archive_that_holds_the_file(env, monkeypatch)
         store.fetch("toytext")
     assert "https://mirror.invalid/t8.txt: host unreachable" in str(err.value)
     assert f"expected {_sha(data)}" in str(err.value)  # the zip was pinned on first use
+
+
+def test_a_download_cut_short_is_named_and_leaves_nothing(env, monkeypatch):
+    class Short(io.BytesIO):
+        headers = {"Content-Length": "1000"}
+
+    spec = _spec("toy.zip")
+    _register(monkeypatch, spec)
+    monkeypatch.setattr(store.urllib.request, "urlopen", lambda url, timeout: Short(b"partial"))
+    with pytest.raises(ReplicateError, match="broke off.*7 of 1000 bytes"):
+        store.fetch("toyarc")
+    assert archives.pinned("toyarc/toy.zip") is None
+    assert not any(p.is_file() for p in (env / "data" / "toyarc").rglob("*"))

@@ -3,8 +3,9 @@
 Registered into :mod:`replicate.data.store` on first use. ``data/README.md`` lists the same
 entries for people (size, licence, preprocessing, staging by hand). Checksum provenance, one of:
 
-- *published*: copied from the publisher's page or the publisher's own loader source, named
-  beside the entry (TFF's ``simulation/datasets/*.py``; the CIFAR page, also in torchvision);
+- *published*: by the publisher (TFF's loader source ``simulation/datasets/*.py``; the CIFAR
+  page for its archives) or, for CIFAR's individual batches, by torchvision's ``datasets/cifar.py``;
+  named beside each entry;
 - *computed here*: the SHA-256 of the canonical content, from the offline copies this project
   was built with (MNIST's IDX files, the LEAF JSON, TFF Shakespeare's HDF5 members);
 - *pinned on first use*: no checksum was ever published, so the first successful download's

@@ -60,8 +60,8 @@ def test_sent140_leaf_samples_filters_splits_and_encodes_with_glove(tmp_path, mo
     assert ds.meta["vocab_size"] == 6 and "GloVe" in ds.meta["embedding"]
     first = ds.train.x[0].tolist()
     assert first[:2] == [0, 1] and first[-1] == 5  # "the cat", then padding = len(vocabulary)
-    learned = sent140.sent140_leaf(fraction=1.0, min_samples=30, folder=str(folder), embedding="learned")
-    assert "u3" in learned.meta["vocabulary"] and learned.meta["deviations"][-1].startswith("embeddings learned")
+    tweets = sent140.sent140_leaf(fraction=1.0, min_samples=30, folder=str(folder), vocabulary="tweets")
+    assert "u3" in tweets.meta["vocabulary"] and "not GloVe's" in tweets.meta["deviations"][-1]
     with pytest.raises(ReplicateError, match="no user is left"):
         sent140.sent140_leaf(fraction=1.0, min_samples=100, folder=str(folder), glove=str(glove))
 

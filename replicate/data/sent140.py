@@ -208,21 +208,21 @@ def glove_vectors(path: str | Path | None = None) -> tuple[tuple[str, ...], np.n
 
 
 def sent140_leaf(fraction: float = 0.3, min_samples: int = 30, train_fraction: float = 0.9, seed: int = 0,
-                 embedding: str = "glove", folder: str | None = None, glove: str | None = None) -> FederatedDataset:
+                 vocabulary: str = "glove", folder: str | None = None, glove: str | None = None) -> FederatedDataset:
     """FedProx's Sent140 from the raw CSVs: LEAF ``-s niid --sf 0.3 -k 30 -t sample`` (train
     fraction 0.9), written here, then FedProx's 25-token encoding.
 
     :func:`raw_users`, then :func:`~replicate.data.leaf.niid_sample` with ``fraction`` over the
     users in LEAF's order, then users with more than ``min_samples`` tweets are kept (LEAF
     ``remove_users.py``), then each user's tweets are split with
-    :func:`~replicate.data.leaf.split_by_sample`. ``embedding="glove"``: the vocabulary is
-    GloVe 6B's words (the authors' frozen embedding; vectors from :func:`glove_vectors`);
-    ``"learned"``: words of the training tweets, as the offline variant. LEAF's draws are
+    :func:`~replicate.data.leaf.split_by_sample`. ``vocabulary="glove"``: GloVe 6B's words, the
+    rows of the authors' frozen embedding (vectors from :func:`glove_vectors`); ``"tweets"``: the
+    words of the training tweets, as the offline variant builds it. LEAF's draws are
     unseeded; ``seed`` drives them here.
     """
     check_seed(seed)
-    if embedding not in ("glove", "learned"):
-        raise ReplicateError(f"embedding must be 'glove' or 'learned', got {embedding!r}")
+    if vocabulary not in ("glove", "tweets"):
+        raise ReplicateError(f"vocabulary must be 'glove' or 'tweets', got {vocabulary!r}")
     if not isinstance(min_samples, int) or min_samples < 0:
         raise ReplicateError(f"min_samples must be an integer >= 0, got {min_samples!r}")
     users = raw_users(folder)
@@ -242,19 +242,17 @@ def sent140_leaf(fraction: float = 0.3, min_samples: int = 30, train_fraction: f
         test.append(([texts[i] for i in rows[1]], labels[rows[1]]))
     if not kept:
         raise ReplicateError("sent140_leaf: no user is left after sampling; raise fraction or lower min_samples")
-    if embedding == "glove":
-        vocabulary, _ = glove_vectors(glove)
-    else:
-        vocabulary = build_vocabulary(t for texts, _ in train for t in texts)
+    words = (glove_vectors(glove)[0] if vocabulary == "glove"
+             else build_vocabulary(t for texts, _ in train for t in texts))
     return FederatedDataset(
-        name="sent140", train=_split(train, vocabulary), test=_split(test, vocabulary), num_classes=2,
+        name="sent140", train=_split(train, words), test=_split(test, words), num_classes=2,
         meta={"paper": "FedProx draft §5.1, App. C.1, Table 1 (Sent140)",
               "procedure": f"LEAF -s niid --sf {fraction} -k {min_samples} -t sample (train {train_fraction}) "
                            "from the raw Sentiment140 CSVs",
               "source": "Sentiment140 trainingandtestdata.zip (store: sent140_raw)",
-              "users": tuple(kept), "vocabulary": vocabulary, "vocab_size": len(vocabulary) + 1,
-              "embedding": "GloVe 6B 300d, frozen (replicate.data.sent140.glove_vectors)" if embedding == "glove"
-                           else "learned",
+              "users": tuple(kept), "vocabulary": words, "vocab_size": len(words) + 1,
+              "embedding": ("GloVe 6B 300d, frozen (replicate.data.sent140.glove_vectors)" if vocabulary == "glove"
+                            else "none: vocabulary of the training tweets"),
               "seeds": {"sample": seed, "split": seed},
               "deviations": ["LEAF's unseeded sampling and split draws are seeded here"]
-                            + ([] if embedding == "glove" else ["embeddings learned instead of frozen GloVe"])})
+                            + ([] if vocabulary == "glove" else ["vocabulary from the training tweets, not GloVe's"])})

@@ -28,7 +28,7 @@ DATA_NOTES = [
     "figures run on the partial LEAF copy and say so.",
     "Shakespeare (Gutenberg etext #100) and TFF Shakespeare (715 roles): **full**.",
     "Sent140: **partial**: LEAF's test split only; the raw Sentiment140 CSVs (`sent140_raw`) and GloVe "
-    "(`glove`) are **not available**, so embeddings are learned (a labelled deviation).",
+    "(`glove`) are **not available**, so a frozen random table stands in for GloVe (a labelled deviation).",
     "CIFAR-10: **lossy** JPEG copy only (`cifar10_jpg`, decoded once, labelled lossy); the official "
     "python batches (`cifar10`) and CIFAR-100 (`cifar100`) are **not available**.",
 ]

@@ -270,3 +270,12 @@ def test_a_download_cut_short_is_named_and_leaves_nothing(env, monkeypatch):
         store.fetch("toyarc")
     assert archives.pinned("toyarc/toy.zip") is None
     assert not any(p.is_file() for p in (env / "data" / "toyarc").rglob("*"))
+
+
+def test_data_list_shows_status_and_checksum_provenance(env, capsys):
+    assert main(["data", "list"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in out] == store.registered()
+    rows = {line.split()[0]: line for line in out}
+    assert "lossy" in rows["cifar10_jpg"] and "partial" in rows["femnist"] and "no download" in rows["femnist"]
+    assert "no published checksum" in rows["glove"] and "published in TFF" in rows["emnist_tff"]

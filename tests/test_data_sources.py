@@ -224,7 +224,7 @@ def test_missing_dataset_without_download_says_why(env):
 def test_catalog_entries_say_where_their_checksums_come_from():
     for name in store.registered():
         ds = store.spec(name)
-        assert ds.checksums and ds.citation and ds.size and ds.status in ("complete", "partial", "lossy"), name
+        assert ds.checksums and ds.citation and ds.size and ds.status in ("full", "partial", "lossy"), name
         assert ds.downloadable or ds.no_download, name
         for archive in ds.archives:
             assert all(u.startswith(("https://", "http://")) for u in archive.urls)

@@ -127,7 +127,7 @@ def main(argv=None) -> int:
                     "or ../shared/data when they hold the files or the official archive, else from the official "
                     "URLs. --all reports every registered dataset as ready, staged, downloaded or not available "
                     "(with the reason). list: every registered dataset, whether it is staged, whether it is "
-                    "complete, partial or lossy, and where its checksums come from. See data/README.md.")
+                    "full, partial or lossy, and where its checksums come from. See data/README.md.")
     data.add_argument("action", choices=["fetch", "list"], help="fetch datasets, or list them")
     data.add_argument("names", nargs="*", default=[], help="datasets to fetch (see `data list`)")
     data.add_argument("--all", action="store_true", help="fetch every registered dataset and report each")

@@ -68,7 +68,7 @@ class DatasetFiles:
     archives: tuple[Archive, ...] = ()
     checksums: str = ""  # where the checksums come from
     no_download: str = ""  # why there is no download, when there is none
-    status: str = "complete"  # of the files the checksums describe: complete, partial or lossy
+    status: str = "full"  # of the files the checksums describe: full, partial or lossy
     size: str = ""
 
     @property

@@ -17,8 +17,9 @@ $(VENV)/.installed: pyproject.toml requirements.txt
 setup: $(VENV)/.installed
 
 ## Regenerate every committed figure, its CSV and REPLICATION.md (paper scale; resumes from the cache).
+## First stages every registered dataset (local copy or download) and reports any that cannot be had.
 figures: setup
-	$(BIN)/python -m replicate data fetch mnist
+	$(BIN)/python -m replicate data fetch --all
 	$(BIN)/python -m replicate figures --profile paper
 
 ## Every notebook at smoke scale into build/figures (minutes).
@@ -45,7 +46,7 @@ report: setup
 
 ## Regenerate at paper scale into build/check and compare with the committed figures (tolerance: replicate/cli/check.py).
 check: setup
-	$(BIN)/python -m replicate data fetch mnist
+	$(BIN)/python -m replicate data fetch --all
 	$(BIN)/python -m replicate figures --check --profile paper
 
 ## Remove executed notebooks and smoke outputs; keeps the run cache (build/cache: hours of compute).

@@ -126,7 +126,7 @@ def test_unknown_dataset_lists_known_ones():
 
 
 def test_mnist_registry_has_the_official_files():
-    assert [f.published_name for f in store.MNIST.files] == [
+    assert [f.published_name for f in store.spec("mnist").files] == [
         "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
         "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"]
-    assert store.MNIST.mirrors[0] == "https://ossci-datasets.s3.amazonaws.com/mnist/"
+    assert store.spec("mnist").mirrors[0] == "https://ossci-datasets.s3.amazonaws.com/mnist/"

@@ -9,7 +9,7 @@ import torch
 
 import replicate.data as data
 from replicate.core.errors import ReplicateError
-from replicate.data import leaf, sent140 as sent140_module, shakespeare as sh, store
+from replicate.data import leaf, letters, sent140 as sent140_module, shakespeare as sh, store
 from replicate.data.federated import FederatedDataset, Split
 from replicate.data.stats import table1_statistics
 
@@ -153,10 +153,10 @@ def test_femnist_shapes_values_and_cache(tmp_path, monkeypatch):
 def test_emnist_star_devices_get_their_classes_and_sizes(tmp_path, monkeypatch):
     monkeypatch.setenv("REPLICATE_DATA", str(tmp_path / "data"))
     root = str(_femnist_root(tmp_path))
-    ds = leaf.emnist_star(seed=3, num_devices=30, root=root)
-    again = leaf.emnist_star(seed=3, num_devices=30, root=root)
+    ds = letters.emnist_star(seed=3, num_devices=30, root=root)
+    again = letters.emnist_star(seed=3, num_devices=30, root=root)
     assert torch.equal(ds.train.x, again.train.x) and torch.equal(ds.test.y, again.test.y)
-    assert not torch.equal(leaf.emnist_star(seed=4, num_devices=30, root=root).train.sizes, ds.train.sizes)
+    assert not torch.equal(letters.emnist_star(seed=4, num_devices=30, root=root).train.sizes, ds.train.sizes)
     sizes = torch.empty(30, dtype=torch.float64).log_normal_(
         4.0, 2.0, generator=leaf.data_generator(3, "emnist_star", "sizes")) + 5
     per_class = [max(2, int(float(s) / 20)) for s in sizes]
@@ -175,7 +175,7 @@ def test_emnist_star_devices_get_their_classes_and_sizes(tmp_path, monkeypatch):
 
 def test_femnist_fedprox_uses_letters_a_to_j_three_per_device(tmp_path, monkeypatch):
     monkeypatch.setenv("REPLICATE_DATA", str(tmp_path / "data"))
-    ds = leaf.femnist_fedprox(root=str(_femnist_root(tmp_path)))
+    ds = letters.femnist_fedprox(root=str(_femnist_root(tmp_path)))
     assert ds.num_clients == 200 and ds.num_classes == 10
     for u in (0, 7, 199):
         labels = torch.cat([ds.train.client(u)[1], ds.test.client(u)[1]])

@@ -62,16 +62,27 @@ def _bench(args) -> int:
 def _data(args) -> int:
     from replicate.data import store
 
+    if args.action == "fetch" and args.all:
+        report = store.fetch_all(args.source)
+        for name, outcome, detail in report:
+            print(f"{name:16s} {outcome:14s} {detail}")
+        missing = [name for name, outcome, _ in report if outcome == "not available"]
+        if missing:
+            print(f"not available: {', '.join(missing)}; the notebooks that need them are skipped by name")
+        return 0
     if args.action == "fetch":
         if not args.names:
-            raise ReplicateError(f"name the dataset(s) to fetch: {', '.join(store.registered())} "
+            raise ReplicateError(f"name the dataset(s) to fetch: {', '.join(store.registered())}, or --all "
                                  "(`python -m replicate data list` shows what is staged)")
         for name in args.names:
-            folder = store.fetch(name, source=args.source)
+            folder = store.fetch(name, source=args.source, log=print)
             print(f"{name}: ready in {folder}")
     else:
         for name in store.registered():
-            print(f"{name:12s} {'available' if store.is_available(name) else 'not fetched'}")
+            ds = store.spec(name)
+            state = "available" if store.is_available(name) else "not fetched"
+            source = "download" if ds.downloadable else "no download"
+            print(f"{name:16s} {state:12s} {ds.status:9s} {source:12s} checksums: {ds.checksums}")
     return 0
 
 
@@ -111,12 +122,15 @@ def main(argv=None) -> int:
     bench.set_defaults(func=_bench)
     data = sub.add_parser(
         "data", help="fetch or stage datasets",
-        description="fetch NAME...: stage dataset files into data/ (or $REPLICATE_DATA), verified by SHA-256: "
-                    "from --from DIR if given (never downloads then), else from $REPLICATE_DATA_FROM or "
-                    "../shared/data when they hold the files, else from the official URLs. "
-                    "list: every registered dataset and whether it is staged. See data/README.md.")
+        description="fetch NAME... | fetch --all: stage dataset files into data/ (or $REPLICATE_DATA), verified "
+                    "by checksum: from --from DIR if given (never downloads then), else from $REPLICATE_DATA_FROM "
+                    "or ../shared/data when they hold the files or the official archive, else from the official "
+                    "URLs. --all reports every registered dataset as ready, staged, downloaded or not available "
+                    "(with the reason). list: every registered dataset, whether it is staged, whether it is "
+                    "full, partial or lossy, and where its checksums come from. See data/README.md.")
     data.add_argument("action", choices=["fetch", "list"], help="fetch datasets, or list them")
     data.add_argument("names", nargs="*", default=[], help="datasets to fetch (see `data list`)")
+    data.add_argument("--all", action="store_true", help="fetch every registered dataset and report each")
     data.add_argument("--from", dest="source", default=None, help="stage from this local directory instead of downloading")
     data.set_defaults(func=_data)
     rep = sub.add_parser("report", help="regenerate REPLICATION.md from figures/")

@@ -10,12 +10,13 @@ from typing import Callable
 
 from replicate.core.errors import ReplicateError
 from replicate.data.federated import FederatedDataset, Split
-from replicate.data.leaf import emnist_star, femnist, femnist_fedprox, load_leaf
+from replicate.data.leaf import femnist, load_leaf
+from replicate.data.letters import emnist_star, femnist_fedprox
 from replicate.data.mnist import load_mnist, mnist_balanced, mnist_fedprox, mnist_unbalanced
 from replicate.data.quadratic import QuadraticClients, li2020_counterexample
 from replicate.data.shards import mnist_stem, mnist_stem_high, mnist_stem_moderate
 # Modules, not functions: the builders share their modules' names, which must stay importable.
-from replicate.data import sent140 as _sent140, shakespeare as _shakespeare
+from replicate.data import emnist_tff as _emnist_tff, sent140 as _sent140, shakespeare as _shakespeare
 from replicate.data.stats import table1_statistics
 from replicate.data.store import fetch
 from replicate.data.synthetic import synthetic, synthetic_iid
@@ -37,10 +38,12 @@ _BUILDERS: dict[str, Callable[..., FederatedDataset]] = {
     "femnist_fedprox": femnist_fedprox,
     "shakespeare": _shakespeare.shakespeare,
     "sent140": _sent140.sent140,
+    "sent140_leaf": _sent140.sent140_leaf,
     "mnist_stem": mnist_stem,
     "mnist_stem_high": mnist_stem_high,
     "mnist_stem_moderate": mnist_stem_moderate,
     "shakespeare_tff": shakespeare_tff,
+    "emnist_tff": _emnist_tff.emnist_tff,
 }
 
 

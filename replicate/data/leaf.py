@@ -12,16 +12,16 @@ splits, one client per user; how many users and samples were dropped is in
 Image builders (FedProx draft §5.1, App. C.1, Table 1; spec §1(c)):
 
 - :func:`femnist`: the draft's "EMNIST", with one device per writer and 62 classes.
-- :func:`emnist_star`: the draft's EMNIST*, with 26 lower-case letters, 20 per device and
-  200 devices.
-- :func:`femnist_fedprox`: the final (MLSys) FEMNIST, with letters a–j, 3 per device and
-  200 devices.
+- :mod:`replicate.data.letters`: the draft's EMNIST* (26 lower-case letters, 20 per device,
+  200 devices) and the final (MLSys) FEMNIST (letters a–j, 3 per device, 200 devices).
 
 Only part of FEMNIST is stored locally (``shared/data/femnist-leaf``: LEAF
 ``-s niid --sf 0.05 -k 0 -t sample --tf 0.9``). Just 20 of the 35 train files are
 present, so 105 writers have both splits (14,708 train / 1,685 test samples). Another 79
 writers appear only in test files. The full LEAF FEMNIST has about 3,500 writers. Pass
-``root=DIR`` to load a complete release.
+``root=DIR`` to load a complete release. No host serves LEAF's output and this package does not
+run LEAF's NIST SD19 pipeline (several GB); TFF's complete by-writer EMNIST-62 is
+:mod:`replicate.data.emnist_tff`.
 
 Random draws come from :func:`data_generator`, one named stream per step.
 """
@@ -38,11 +38,9 @@ from typing import Callable
 import numpy as np
 import torch
 
-from replicate.core import paths, rng
+from replicate.core import rng
 from replicate.core.errors import ReplicateError
-from replicate.core.fileio import atomic_file
-from replicate.data import store
-from replicate.data.checks import check_positive_int, check_seed
+from replicate.data import cache, store
 from replicate.data.federated import FederatedDataset, Split
 
 FEMNIST_CLASSES = 62  # LEAF relabel_class: 0-9 digits, 10-35 upper case, 36-61 lower case
@@ -241,11 +239,6 @@ def split_by_sample(n: int, train_fraction: float, g: torch.Generator) -> tuple[
 
 # ---- FEMNIST: parsed once, cached as .npz --------------------------------------------------
 
-def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    with atomic_file(path) as fh:  # a reader never sees half a cache file
-        np.savez(fh, **arrays)
-
-
 def _image_features(x: list) -> np.ndarray:
     return np.asarray(x, dtype=np.float32).reshape(-1, 28 * 28)
 
@@ -254,35 +247,36 @@ def femnist_arrays(root: str | os.PathLike | None = None) -> tuple[LeafArrays, L
     """FEMNIST's train and test users, all of them, with inputs (n, 784) float32 in [0, 1].
 
     ``root`` defaults to the verified copy that :func:`store.ensure` stages. The parsed
-    arrays are cached in ``paths.data_dir()/cache`` and keyed by the JSON files' names,
-    sizes and mtimes. Pixels are stored as uint8 when that is lossless, as it is for LEAF's
-    ``uint8 / 255``.
+    arrays are cached in ``paths.data_dir()/cache`` (:mod:`replicate.data.cache`; a damaged
+    cache is reported and rebuilt) and keyed by the JSON files' names, sizes and mtimes.
+    Pixels are stored as uint8 when that is lossless, as it is for LEAF's ``uint8 / 255``.
     """
     root = Path(root) if root is not None else store.ensure("femnist")
     files = [f for split in ("train", "test") for f in _split_files(root / split)]
     key = hashlib.sha256(repr((_CACHE_VERSION, [(f.relative_to(root).as_posix(), f.stat().st_size,
                                                  f.stat().st_mtime_ns) for f in files])).encode())
-    cache = paths.data_dir() / "cache" / f"femnist-{key.hexdigest()[:20]}.npz"
-    try:
-        with np.load(cache, allow_pickle=False) as z:
-            return tuple(LeafArrays(tuple(z[f"{s}_users"].tolist()), _unpack(z[f"{s}_x"]), z[f"{s}_y"],
-                                    z[f"{s}_offsets"]) for s in ("train", "test"))
-    except (OSError, ValueError, KeyError, zlib.error):
-        pass  # absent or unreadable: parse the JSON again
+    file = cache.path("femnist", key.hexdigest()[:20])
+    fields = tuple(f"{s}_{f}" for s in ("train", "test") for f in ("users", "x", "y", "offsets"))
+    z = cache.load(file, fields)
+    if z is not None:
+        return tuple(LeafArrays(tuple(z[f"{s}_users"].tolist()), unpack_pixels(z[f"{s}_x"]), z[f"{s}_y"],
+                                z[f"{s}_offsets"]) for s in ("train", "test"))
     parts = tuple(to_arrays(read_leaf_split(root / s), _image_features, FEMNIST_CLASSES)
                   for s in ("train", "test"))
-    _save_npz(cache, {f"{s}_{field}": value for s, a in zip(("train", "test"), parts)
-                      for field, value in (("users", np.array(a.users, dtype=str)), ("x", _pack(a.x)),
+    cache.save(file, {f"{s}_{field}": value for s, a in zip(("train", "test"), parts)
+                      for field, value in (("users", np.array(a.users, dtype=str)), ("x", pack_pixels(a.x)),
                                            ("y", a.y), ("offsets", a.offsets))})
     return parts
 
 
-def _pack(x: np.ndarray) -> np.ndarray:
+def pack_pixels(x: np.ndarray) -> np.ndarray:
+    """Pixels k/255 as uint8 k when that is exact (LEAF's and TFF's are), else unchanged."""
     u8 = np.clip(np.rint(x * 255), 0, 255).astype(np.uint8)
     return u8 if np.array_equal(_PIXELS[u8], x) else x
 
 
-def _unpack(x: np.ndarray) -> np.ndarray:
+def unpack_pixels(x: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`pack_pixels`: float32 in [0, 1]."""
     return _PIXELS[x] if x.dtype == np.uint8 else x
 
 
@@ -307,123 +301,3 @@ def femnist(root: str | None = None, num_clients: int | None = None) -> Federate
             "(paper: 900 devices from the full LEAF FEMNIST with unpublished sampling)"],
     }, IMAGE_SHAPE)
     return data if num_clients is None else data.first(num_clients)
-
-
-# ---- class-skewed letters: EMNIST* (draft) and FEMNIST (final) -----------------------------
-
-def _letters(root, first: int, count: int) -> list[np.ndarray]:
-    """Images of LEAF labels first..first+count-1 from every user of both splits, per class."""
-    parts = femnist_arrays(root)
-    x = np.concatenate([a.x for a in parts])
-    y = np.concatenate([a.y for a in parts])
-    return [x[y == first + c] for c in range(count)]
-
-
-def class_skewed(pools: list[np.ndarray], num_devices: int, classes_per_device: int,
-                 sigma: float, train_fraction: float, seed: int, dataset: str):
-    """FedProx ``data/nist/data/my_sample.py`` recipe (spec §1(c)) over per-class ``pools``.
-
-    Device u draws s_u = lognormal(4, σ) + 5 and takes ``max(2, int(s_u / C))`` images of
-    each class (u + j) mod len(pools), j < C = ``classes_per_device``. Each class is read
-    cyclically through one random permutation of its pool, so an image repeats only after
-    its whole pool has been used. The reference resets its read index, so almost every user
-    gets the same first images. Each device's samples are shuffled, and the first
-    ``int(train_fraction·n)`` are for training. Returns (train xs, train ys, test xs,
-    test ys, distinct images used).
-    """
-    check_positive_int("num_devices", num_devices)
-    if not 0 < classes_per_device <= len(pools):
-        raise ReplicateError(f"classes_per_device must be in 1..{len(pools)}, got {classes_per_device!r}")
-    if not 0 < train_fraction < 1:
-        raise ReplicateError(f"train_fraction must be in (0, 1), got {train_fraction!r}")
-    check_seed(seed)
-    if any(len(p) == 0 for p in pools):
-        raise ReplicateError(f"{dataset}: some class has no images in the source data")
-    sizes = torch.empty(num_devices, dtype=torch.float64).log_normal_(
-        4.0, sigma, generator=data_generator(seed, dataset, "sizes")) + 5
-    order_g, split_g = data_generator(seed, dataset, "order"), data_generator(seed, dataset, "split")
-    orders = [torch.randperm(len(p), generator=order_g).numpy() for p in pools]
-    cursor = np.zeros(len(pools), dtype=np.int64)
-    used = [set() for _ in pools]
-    out = ([], [], [], [])
-    for u in range(num_devices):
-        per_class = max(2, int(float(sizes[u]) / classes_per_device))
-        xs, ys = [], []
-        for j in range(classes_per_device):
-            c = (u + j) % len(pools)
-            picks = orders[c][(cursor[c] + np.arange(per_class)) % len(pools[c])]
-            cursor[c] += per_class
-            used[c].update(picks.tolist())
-            xs.append(pools[c][picks])
-            ys.append(np.full(per_class, c, dtype=np.int64))
-        x, y = np.concatenate(xs), np.concatenate(ys)
-        perm = torch.randperm(len(y), generator=split_g).numpy()
-        cut = int(train_fraction * len(y))
-        for part, rows in ((0, perm[:cut]), (2, perm[cut:])):
-            out[part].append(x[rows].reshape(len(rows), *IMAGE_SHAPE))
-            out[part + 1].append(y[rows])
-    return (*out, sum(len(s) for s in used))
-
-
-def _skewed_dataset(name, root, first, count, num_devices, classes_per_device, sigma, seed,
-                    train_fraction, meta) -> FederatedDataset:
-    pools = _letters(root, first, count)
-    tr_x, tr_y, te_x, te_y, distinct = class_skewed(pools, num_devices, classes_per_device, sigma,
-                                                    train_fraction, seed, name)
-    meta = {**meta, "seeds": {"partition": seed}, "distinct_images": distinct,
-            "pool_images": int(sum(len(p) for p in pools))}
-    return FederatedDataset(name, Split.from_clients(tr_x, tr_y), Split.from_clients(te_x, te_y),
-                            count, meta)
-
-
-# The reference draws are unseeded. As for MNIST, each default is the seed in 0..199 whose
-# device sizes best fit the paper's table (smallest |total − paper|/paper + |std − paper|/paper).
-EMNIST_STAR_SEED = 111
-FEMNIST_FEDPROX_SEED = 15
-
-
-def emnist_star(seed: int = EMNIST_STAR_SEED, num_devices: int = 200, classes_per_device: int = 20,
-                train_fraction: float = 0.9, root: str | None = None) -> FederatedDataset:
-    """The FedProx draft's EMNIST* (App. C.1): the 26 lower-case letters, 20 classes per
-    device and 200 devices. LEAF labels 36..61 map to 0..25.
-
-    The draft's code is not available. This follows the spec's PROPOSED recipe (§1(c)):
-    :func:`class_skewed` with σ = 2, 20 classes per device and a 90/10 split as in
-    ``my_sample.py`` (the draft text says 80/20). Draft Table 1 lists 200 devices, 79,059
-    samples, mean 395 and std 873.
-
-    Statistics count train + test (devices / samples / mean / std). The default seed 111
-    gives 200 / 71,620 / 358.1 / 823.6. Over seeds 0..199 the median is 71,810 / 359 /
-    1,135, with totals from 37,680 to 286,640 because lognormal(4, 2) is heavy-tailed. The
-    local pool has 3,062 lower-case images (about 118 per letter), so most samples repeat
-    an image. ``meta["distinct_images"]`` counts the images actually used.
-    """
-    return _skewed_dataset("emnist_star", root, LOWER_A, 26, num_devices, classes_per_device, 2.0,
-                           seed, train_fraction, {
-        "paper": "FedProx draft App. C.1, Table 1 (EMNIST*)",
-        "procedure": "spec §1(c) PROPOSED: my_sample.py recipe, 26 classes, 20 per device, lognormal(4, 2) + 5",
-        "deviations": [
-            "draft code unavailable; recipe proposed by the spec",
-            "images from the partial local LEAF FEMNIST (all 184 writers, both splits): about "
-            "118 per letter, so large devices reuse them",
-            "classes read cyclically instead of the reference's index reset",
-            "90/10 split per my_sample.py (the draft text says 80/20)"]})
-
-
-def femnist_fedprox(seed: int = FEMNIST_FEDPROX_SEED, root: str | None = None) -> FederatedDataset:
-    """FedProx final (MLSys) FEMNIST, from ``data/nist/data/my_sample.py`` (spec §1(c)): lower-case
-    a–j (LEAF 36..45 → 0..9), 200 devices, 3 classes each, size lognormal(4, 1) + 5, split
-    90/10. The README lists 200 devices, 18,345 samples, mean 92 and std 159.
-
-    The default seed 15 gives 200 / 19,050 / 95.3 / 155.3. Over seeds 0..199 the median is
-    18,480 / 92.4 / 108.9. The local pool has 1,215 images of a–j.
-    """
-    return _skewed_dataset("femnist_fedprox", root, LOWER_A, 10, 200, 3, 1.0, seed, 0.9, {
-        "paper": "FedProx final README / MLSys (FEMNIST)",
-        "procedure": "FedProx data/nist/data/my_sample.py (spec §1(c))",
-        "deviations": [
-            "images from the partial local LEAF FEMNIST (about 120 per class) instead of 4,000 "
-            "per class from the raw NIST by_class PNGs",
-            "classes read cyclically instead of the reference's index reset, which gives "
-            "almost every user the same first images",
-            "10 outputs; the reference model (nist.mclr) has 26"]})

@@ -18,10 +18,15 @@ vocabulary of the words in the *training* tweets (the first 25 tokens of each), 
 by frequency and then alphabetically, and expects embeddings to be learned. Given
 ``root=DIR`` with LEAF ``train/`` and ``test/`` folders (the real release), the
 release's split is kept and only the vocabulary is built the same way.
+
+With internet, :func:`sent140_leaf` runs LEAF's whole pipeline here from the raw Sentiment140
+CSVs (store entry ``sent140_raw``) with the GloVe vocabulary (store entry ``glove``); the local
+test-split variant above stays the offline fallback, labelled by its deviations.
 """
 from __future__ import annotations
 
 import collections
+import csv
 import re
 from pathlib import Path
 
@@ -29,10 +34,10 @@ import numpy as np
 import torch
 
 from replicate.core.errors import ReplicateError
-from replicate.data import store
+from replicate.data import cache, store
 from replicate.data.checks import check_seed
 from replicate.data.federated import FederatedDataset, Split
-from replicate.data.leaf import LeafUser, data_generator, read_leaf_split, split_by_sample
+from replicate.data.leaf import LeafUser, data_generator, niid_sample, read_leaf_split, split_by_sample
 
 MAX_WORDS = 25
 TEXT_FIELD = 4  # LEAF's x = [id, date, query, user, text, source]
@@ -139,3 +144,115 @@ def _split(parts, vocabulary) -> Split:
     labels = np.concatenate([labels for _, labels in parts]) if parts else np.zeros(0, np.int64)
     return Split(torch.from_numpy(encode(texts, vocabulary)), torch.from_numpy(labels),
                  torch.from_numpy(offsets))
+
+
+# ---- the LEAF pipeline from the raw Sentiment140 CSVs, and GloVe --------------------------------
+
+RAW_FILES = (("training.1600000.processed.noemoticon.csv", "training"), ("testdata.manual.2009.06.14.csv", "test"))
+GLOVE_FILE = "glove.6B.300d.txt"
+
+
+def raw_users(folder: str | Path | None = None) -> dict[str, LeafUser]:
+    """LEAF ``combine_data.py`` + ``data_to_json.py`` over the two CSVs of ``trainingandtestdata.zip``
+    (default: the verified ``sent140_raw`` store entry).
+
+    Rows ``polarity, id, date, query, user, text`` (ISO-8859-1), training rows then test rows,
+    stably sorted by user; a user's ``x`` records are ``[id, date, query, user, text, "training" |
+    "test"]`` and ``y`` is 1 for polarity 4, else 0 (the test file's neutral 2 counts as 0, as in
+    LEAF). Users come out in sorted order, as in LEAF's ``all_data.json``.
+    """
+    root = Path(folder) if folder is not None else store.ensure("sent140_raw")
+    rows = []
+    for name, split in RAW_FILES:
+        path = root / name
+        try:
+            with open(path, newline="", encoding="ISO-8859-1") as fh:
+                for line, row in enumerate(csv.reader(fh), 1):
+                    if len(row) != 6:
+                        raise ReplicateError(f"{path}:{line}: {len(row)} fields; Sentiment140 rows have 6 "
+                                             f"(polarity, id, date, query, user, text)")
+                    rows.append((row[4], row[1:] + [split], 1 if row[0] == "4" else 0))
+        except OSError as exc:
+            raise ReplicateError(f"{path}: cannot read the Sentiment140 CSV ({exc})") from None
+    rows.sort(key=lambda r: r[0])  # stable, like LEAF's sorted(..., key=lambda x: x[4])
+    users: dict[str, LeafUser] = {}
+    for user, record, label in rows:
+        entry = users.setdefault(user, LeafUser([], [], root))
+        entry.x.append(record)
+        entry.y.append(label)
+    return users
+
+
+def glove_vectors(path: str | Path | None = None) -> tuple[tuple[str, ...], np.ndarray]:
+    """GloVe 6B 300-d words (file order) and their (n, 300) float32 vectors, as LEAF's
+    ``get_embs.py`` reads them; index ``n`` (unknown/padding) is left to the model, with a zero
+    vector in LEAF. Parsed once and cached (``data_dir()/cache/glove-*.npz``)."""
+    path = Path(path) if path is not None else store.ensure("glove") / GLOVE_FILE
+    stat = path.stat()
+    file = cache.path("glove", f"{stat.st_size}-{stat.st_mtime_ns}")
+    arrays = cache.load(file, ("words", "vectors"))
+    if arrays is None:
+        words, vectors = [], []
+        with open(path, encoding="utf-8") as fh:
+            for line, text in enumerate(fh, 1):
+                word, *values = text.rstrip("\n").split(" ")
+                if not values:
+                    raise ReplicateError(f"{path}:{line}: a GloVe line is a word and its vector")
+                words.append(word)
+                vectors.append(np.asarray(values, dtype=np.float32))
+        if len({len(v) for v in vectors}) > 1:
+            raise ReplicateError(f"{path}: vectors of different lengths")
+        arrays = {"words": np.array(words, dtype=str), "vectors": np.stack(vectors)}
+        cache.save(file, arrays)
+    return tuple(arrays["words"].tolist()), arrays["vectors"]
+
+
+def sent140_leaf(fraction: float = 0.3, min_samples: int = 30, train_fraction: float = 0.9, seed: int = 0,
+                 vocabulary: str = "glove", folder: str | None = None, glove: str | None = None) -> FederatedDataset:
+    """FedProx's Sent140 from the raw CSVs: LEAF ``-s niid --sf 0.3 -k 30 -t sample`` (train
+    fraction 0.9), written here, then FedProx's 25-token encoding.
+
+    :func:`raw_users`, then :func:`~replicate.data.leaf.niid_sample` with ``fraction`` over the
+    users in LEAF's order, then users with more than ``min_samples`` tweets are kept (LEAF
+    ``remove_users.py``), then each user's tweets are split with
+    :func:`~replicate.data.leaf.split_by_sample`. ``vocabulary="glove"``: GloVe 6B's words, the
+    rows of the authors' frozen embedding (vectors from :func:`glove_vectors`); ``"tweets"``: the
+    words of the training tweets, as the offline variant builds it. LEAF's draws are
+    unseeded; ``seed`` drives them here.
+    """
+    check_seed(seed)
+    if vocabulary not in ("glove", "tweets"):
+        raise ReplicateError(f"vocabulary must be 'glove' or 'tweets', got {vocabulary!r}")
+    if not isinstance(min_samples, int) or min_samples < 0:
+        raise ReplicateError(f"min_samples must be an integer >= 0, got {min_samples!r}")
+    users = raw_users(folder)
+    names = list(users)
+    sampled = niid_sample([len(users[u].y) for u in names], fraction, data_generator(seed, "sent140_leaf", "sample"))
+    split_g = data_generator(seed, "sent140_leaf", "split")
+    kept, train, test = [], [], []
+    for k, n in sampled:
+        if n <= min_samples:
+            continue
+        rows = split_by_sample(n, train_fraction, split_g)
+        if rows is None:
+            continue
+        texts, labels = _texts_and_labels(names[k], users[names[k]])
+        kept.append(names[k])
+        train.append(([texts[i] for i in rows[0]], labels[rows[0]]))
+        test.append(([texts[i] for i in rows[1]], labels[rows[1]]))
+    if not kept:
+        raise ReplicateError("sent140_leaf: no user is left after sampling; raise fraction or lower min_samples")
+    words = (glove_vectors(glove)[0] if vocabulary == "glove"
+             else build_vocabulary(t for texts, _ in train for t in texts))
+    return FederatedDataset(
+        name="sent140", train=_split(train, words), test=_split(test, words), num_classes=2,
+        meta={"paper": "FedProx draft §5.1, App. C.1, Table 1 (Sent140)",
+              "procedure": f"LEAF -s niid --sf {fraction} -k {min_samples} -t sample (train {train_fraction}) "
+                           "from the raw Sentiment140 CSVs",
+              "source": "Sentiment140 trainingandtestdata.zip (store: sent140_raw)",
+              "users": tuple(kept), "vocabulary": words, "vocab_size": len(words) + 1,
+              "embedding": ("GloVe 6B 300d, frozen (replicate.data.sent140.glove_vectors)" if vocabulary == "glove"
+                            else "none: vocabulary of the training tweets"),
+              "seeds": {"sample": seed, "split": seed},
+              "deviations": ["LEAF's unseeded sampling and split draws are seeded here"]
+                            + ([] if vocabulary == "glove" else ["vocabulary from the training tweets, not GloVe's"])})

@@ -24,23 +24,6 @@ from replicate.core.errors import ReplicateError
 from replicate.data import store
 from replicate.data.federated import FederatedDataset, Split
 
-# TFF's federated Shakespeare, published as one archive,
-# https://storage.googleapis.com/tff-datasets-public/shakespeare.tar.bz2 (shakespeare_train.h5,
-# shakespeare_test.h5). The store unpacks only .gz, so the archive is not a mirror: extract it
-# and stage the folder with `--from DIR`. Checksums of the two HDF5 files (the shared copy,
-# which matches the release's 715 clients, 16,068 / 2,356 snippets).
-TFF_SHAKESPEARE = store.register(store.DatasetFiles(
-    name="shakespeare_tff",
-    files=(store.FileSpec("tff/shakespeare_train.h5",
-                          "67100f52adfb6d5ece73c1a942b6863731a477bf09421a3c79c9937612895344", gzipped=False),
-           store.FileSpec("tff/shakespeare_test.h5",
-                          "55d3a635bffe5c4f71610a8d0cf86c1b369bfd7793e0635b5a83cde1f195689e", gzipped=False)),
-    mirrors=(),
-    local_dirs=("shakespeare",),
-    citation="TensorFlow Federated, tff.simulation.datasets.shakespeare (from LEAF, Caldas et al. 2018); "
-             "S. Reddi et al.: Adaptive Federated Optimization (2020).",
-))
-
 # The 86 characters of Reddi et al.'s Shakespeare vocabulary (their order); ids 1..86
 CHARACTERS = "dhlptx@DHLPTX $(,048cgkoswCGKOSW[_#'/37;?bfjnrvzBFJNRVZ\"&*.26:\naeimquyAEIMQUY]!%)-159\r"
 PAD, OOV, BOS, EOS = 0, len(CHARACTERS) + 1, len(CHARACTERS) + 2, len(CHARACTERS) + 3

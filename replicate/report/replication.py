@@ -17,12 +17,20 @@ PAPER_TITLES = {
 }
 
 DATA_NOTES = [
-    "No dataset host is reachable from the build machines; datasets are staged from the offline "
-    "copies in `../shared/data` through the same checksum-verified data layer users download with.",
-    "MNIST: complete and canonical (the shared `.gz` files were recompressed, so content checksums "
-    "of the uncompressed IDX files are verified instead of the official `.gz` checksums).",
-    "FEMNIST (LEAF) copy is partial (105 usable writers of ~3,500); CIFAR-10 copy is lossy JPEG; "
-    "Sent140 has only its test split and no GloVe vectors. Figures that depend on them say so.",
+    "Every dataset has an official source and checksum in `replicate/data/catalog.py` (see data/README.md); "
+    "`make figures` runs `python -m replicate data fetch --all`, which downloads them on a machine with "
+    "internet. No dataset host is reachable from the build machine that produced these figures, so it "
+    "staged the offline copies in `../shared/data` through the same checksum-verified path and reported "
+    "the rest as not available. On that machine:",
+    "MNIST: **full** (the shared `.gz` files were recompressed; the uncompressed IDX content is verified).",
+    "FEMNIST (LEAF JSON): **partial**: 20 of 35 train files, 105 writers with both splits of ~3,500. "
+    "TFF's federated EMNIST-62 (`emnist_tff`, what Charles & Konečný use): **not available**; the FEMNIST "
+    "figures run on the partial LEAF copy and say so.",
+    "Shakespeare (Gutenberg etext #100) and TFF Shakespeare (715 roles): **full**.",
+    "Sent140: **partial**: LEAF's test split only; the raw Sentiment140 CSVs (`sent140_raw`) and GloVe "
+    "(`glove`) are **not available**, so a frozen random table stands in for GloVe (a labelled deviation).",
+    "CIFAR-10: **lossy** JPEG copy only (`cifar10_jpg`, decoded once, labelled lossy); the official "
+    "python batches (`cifar10`) and CIFAR-100 (`cifar100`) are **not available**.",
 ]
 
 

@@ -1,0 +1,97 @@
+"""TensorFlow Federated's federated EMNIST-62 (``fed_emnist.tar.bz2``; store entry ``emnist_tff``):
+the data of Charles & Konečný's FEMNIST experiments and Table 3, one client per writer.
+
+TFF builds it from LEAF's by-writer EMNIST and splits each writer's examples into train and test
+(``tff.simulation.datasets.emnist.load_data(only_digits=False)``: 3,400 writers, 671,585 train
+and 77,483 test examples). The two HDF5 files hold ``/examples/<writer>/pixels`` ((n, 28, 28)
+float32 in [0, 1]) and ``/examples/<writer>/label`` ((n,) integers: 0–9 digits, 10–35 upper
+case, 36–61 lower case, LEAF's labels).
+
+Pixels: TFF's documentation says 1.0 is the background and 0.0 the ink, the inverse of MNIST.
+LEAF's FEMNIST JSON has the same convention (a train file of the offline LEAF copy has median
+pixel 1.0, a white background), so the two sources are interchangeable for the same model and
+nothing is inverted here.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+
+from replicate.core.errors import ReplicateError
+from replicate.data import cache, store
+from replicate.data.federated import FederatedDataset
+from replicate.data.leaf import (FEMNIST_CLASSES, IMAGE_SHAPE, LeafArrays, leaf_dataset, pack_pixels,
+                                 unpack_pixels)
+
+_FILES = {"train": "fed_emnist_train.h5", "test": "fed_emnist_test.h5"}
+_CACHE_VERSION = 1
+
+
+def read_clients(path: str | os.PathLike) -> LeafArrays:
+    """Every writer of one TFF EMNIST HDF5 file, in the file's order, pixels flattened to 784
+    and packed as uint8 where exact (see :func:`~replicate.data.leaf.pack_pixels`)."""
+    try:
+        import h5py
+    except ImportError:  # pragma: no cover - h5py is in requirements.txt
+        raise ReplicateError("reading TFF's HDF5 files needs h5py: pip install h5py") from None
+    users, xs, ys = [], [], []
+    try:
+        with h5py.File(path, "r") as f:
+            for writer, group in f["examples"].items():
+                pixels = np.asarray(group["pixels"][()], dtype=np.float32)
+                labels = np.asarray(group["label"][()]).reshape(-1).astype(np.int64)
+                if pixels.shape[1:] != (28, 28) or len(pixels) != len(labels):
+                    raise ReplicateError(f"{path}: writer {writer!r} has pixels {pixels.shape} and "
+                                         f"{len(labels)} labels; expected (n, 28, 28) and n")
+                if labels.size and (labels.min() < 0 or labels.max() >= FEMNIST_CLASSES):
+                    raise ReplicateError(f"{path}: writer {writer!r} has labels outside 0..61")
+                users.append(writer)
+                xs.append(pack_pixels(pixels.reshape(len(pixels), 28 * 28)))
+                ys.append(labels)
+    except (OSError, KeyError) as exc:
+        raise ReplicateError(f"{path} is not a TFF EMNIST file (/examples/<writer>/pixels, label): {exc}") from None
+    offsets = np.zeros(len(ys) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(y) for y in ys])
+    packed = all(x.dtype == np.uint8 for x in xs)
+    x = np.concatenate(xs if packed else [unpack_pixels(x) for x in xs]) if xs else np.zeros((0, 784), np.uint8)
+    return LeafArrays(tuple(users), x, np.concatenate(ys) if ys else np.zeros(0, np.int64), offsets)
+
+
+def emnist_arrays(root: str | os.PathLike | None = None) -> tuple[LeafArrays, LeafArrays]:
+    """Train and test writers, pixels as stored (uint8 k for k/255, else float32); parsed once
+    and cached in ``data_dir()/cache`` keyed by the files' names, sizes and mtimes."""
+    folder = Path(root) if root is not None else store.ensure("emnist_tff")
+    files = [folder / _FILES[s] for s in ("train", "test")]
+    for file in files:
+        if not file.is_file():
+            raise ReplicateError(f"{file} does not exist; TFF's archive fed_emnist.tar.bz2 holds "
+                                 f"{' and '.join(_FILES.values())}")
+    key = hashlib.sha256(repr((_CACHE_VERSION, [(f.name, f.stat().st_size, f.stat().st_mtime_ns)
+                                                for f in files])).encode()).hexdigest()[:20]
+    file = cache.path("emnist_tff", key)
+    fields = tuple(f"{s}_{f}" for s in ("train", "test") for f in ("users", "x", "y", "offsets"))
+    z = cache.load(file, fields)
+    if z is not None:
+        return tuple(LeafArrays(tuple(z[f"{s}_users"].tolist()), z[f"{s}_x"], z[f"{s}_y"], z[f"{s}_offsets"])
+                     for s in ("train", "test"))
+    parts = tuple(read_clients(path) for path in files)
+    cache.save(file, {f"{s}_{field}": value for s, a in zip(("train", "test"), parts)
+                      for field, value in (("users", np.array(a.users, dtype=str)), ("x", a.x),
+                                           ("y", a.y), ("offsets", a.offsets))})
+    return parts
+
+
+def emnist_tff(root: str | None = None, num_clients: int | None = None) -> FederatedDataset:
+    """TFF's federated EMNIST-62 with one client per writer and inputs (1, 28, 28) float32 in
+    [0, 1] (background 1.0). ``num_clients`` keeps the first writers only (smoke runs)."""
+    train, test = (LeafArrays(a.users, unpack_pixels(a.x), a.y, a.offsets) for a in emnist_arrays(root))
+    data = leaf_dataset("emnist_tff", train, test, FEMNIST_CLASSES, {
+        "paper": "Charles & Konečný 2021, FEMNIST experiments and Table 3 (TFF EMNIST-62, 3,400 writers)",
+        "source": "TFF fed_emnist HDF5" + (f" in {root}" if root else " (store: emnist_tff)"),
+        "features": "TFF pixels in [0, 1], background 1.0 (as LEAF), shape (1, 28, 28)",
+        "deviations": [],
+    }, IMAGE_SHAPE)
+    return data if num_clients is None else data.first(num_clients)

@@ -183,6 +183,7 @@ def test_ctrl_c_ends_with_one_line_and_keeps_figures(tmp_path):
     assert "Traceback" not in err
     assert len(lines) == 1 and "interrupted during notes/figA" in lines[0] and "rerun the same command" in lines[0]
     assert not (tmp_path / "figures").exists()
+    assert not (tmp_path / "build" / "staging").exists()  # not even an empty folder
 
 
 def test_batch_progress_shows_runs_and_eta(tmp_path):
@@ -254,3 +255,45 @@ def test_asyncio_reports_go_to_the_kernel_log_while_a_notebook_runs(tmp_path, ca
     finally:
         runner._route_asyncio_log(None)
     assert logger.propagate and not logger.handlers  # the batch's end restores the default
+
+
+def test_two_runs_of_one_notebook_at_once_both_succeed(project, monkeypatch):
+    """Two batches of the same notebook on one build folder: each stages into its own folder,
+    both publish, and no staging folder is left behind."""
+    import threading
+
+    import papermill
+
+    _notebook(project / "notebooks", "notes_figA", GOOD)
+    both_published = threading.Barrier(2)
+
+    def execute(_input, _output, parameters, **_):  # publishes its own data, then waits for the other run's
+        import pandas as pd
+
+        publish(None, pd.DataFrame({"run": [threading.get_ident()]}), [check("y is two", True, "y = 2")],
+                paper="notes", figure="figA", profile=parameters["profile"], out_dir=parameters["out_dir"])
+        try:
+            both_published.wait(timeout=10)
+        except threading.BrokenBarrierError:
+            pass
+
+    monkeypatch.setattr(papermill, "execute_notebook", execute)
+    failed = []
+
+    def batch(out):
+        out.mkdir()
+        (out / "run").write_text(str(threading.get_ident()))
+        try:
+            failed.append(runner.run(["notes/figA"], "smoke", {"out_dir": str(out)}))
+        except Exception as exc:  # noqa: BLE001  (a clash may raise instead of counting a failure)
+            failed.append(repr(exc))
+
+    threads = [threading.Thread(target=batch, args=(project / f"out{i}",)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failed == [0, 0]
+    for out in (project / "out0", project / "out1"):  # each batch published its own run's files
+        assert (out / "notes" / "figA.csv").read_text().split() == ["run", (out / "run").read_text()]
+    assert not (paths.build_dir() / "staging").exists()

@@ -1,7 +1,7 @@
 """Run figure notebooks headlessly with papermill and publish their outputs.
 
-Each notebook writes into a fresh staging folder; only when it finishes without
-error are its files (PNG, PDF, CSV, claims) moved into ``figures/`` — and only for
+Each notebook run writes into a staging folder of its own (two batches may run the same
+notebook at once); only when it finishes without error are its files (PNG, PDF, CSV, claims) moved into ``figures/`` — and only for
 the paper profile. A failed notebook is reported with its error and leaves the
 committed figures untouched; the batch carries on and exits non-zero at the end.
 Runs inside notebooks are cached (``replicate.experiments.runs.cache``), so rerunning an
@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from tqdm.auto import tqdm
 
 from replicate.core import paths
 from replicate.report.claims import PROFILES
-from replicate.core.fileio import atomic_write_text
+from replicate.core.fileio import atomic_file, atomic_write_text
 from replicate.core.errors import ReplicateError
 from replicate.experiments import catalog, knobs
 
@@ -101,15 +102,37 @@ def parameters(notebook: FigureNotebook, profile: str, out_dir: Path, overrides:
 
 
 def _promote(staged: Path, destination: Path) -> list[Path]:
+    """Copy the staged files into ``destination``, each through its own temporary file and a rename:
+    a reader (or a concurrent batch promoting the same figure) never sees half a file."""
     moved = []
     for src in sorted(p for p in staged.rglob("*") if p.is_file()):
         dest = destination / src.relative_to(staged)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(f".{dest.name}.promote")
-        shutil.copyfile(src, tmp)
-        tmp.replace(dest)
+        with atomic_file(dest) as out, open(src, "rb") as data:
+            shutil.copyfileobj(data, out)
         moved.append(dest)
     return moved
+
+
+def _staging(nb: FigureNotebook) -> Path:
+    """A fresh folder for one run of ``nb``: ``build/staging/<notebook>-<pid>-<random>``, so two batches
+    of the same notebook on one build folder never share (or delete) each other's files."""
+    root = paths.build_dir() / "staging"
+    for _ in range(3):  # a concurrent batch may remove the empty root between our mkdir and mkdtemp
+        root.mkdir(parents=True, exist_ok=True)
+        try:
+            return Path(tempfile.mkdtemp(prefix=f"{nb.path.stem}-{os.getpid()}-", dir=root))
+        except FileNotFoundError:
+            continue
+    raise ReplicateError(f"cannot create a staging folder in {root}")
+
+
+def _unstage(staging: Path) -> None:
+    """Remove one run's staging folder, and ``build/staging`` itself once no other run uses it."""
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        staging.parent.rmdir()
+    except OSError:  # another batch is staging there, or it is gone already
+        pass
 
 
 def _quiet_kernel_manager(log: Path):
@@ -227,9 +250,7 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
     failures, finished = [], []
     bar = tqdm(notebooks, desc=f"figures ({profile})", unit="notebook", file=sys.stderr)
     for nb in bar:
-        staging = paths.build_dir() / "staging" / f"{nb.paper}_{nb.figure}"
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
+        staging = _staging(nb)
         executed_dir.mkdir(parents=True, exist_ok=True)
         progress_file = staging / "progress.json"
         os.environ["REPLICATE_PROGRESS"] = str(progress_file)  # the kernel inherits it (unset below)
@@ -237,40 +258,40 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
         kernel_log = executed_dir / f"{nb.path.stem}.kernel.log"
         _route_asyncio_log(kernel_log)  # left in place if interrupted: the process is about to exit
         try:
-            with _Progress(bar, nb, _previous(nb, profile, target, overrides), progress_file):
-                papermill.execute_notebook(str(nb.path), str(executed_dir / nb.path.name),
-                                           parameters=parameters(nb, profile, staging, overrides),
-                                           kernel_name="python3", progress_bar=False, log_output=log_output,
-                                           cwd=str(paths.notebooks_dir()),
-                                           kernel_manager_class=_quiet_kernel_manager(kernel_log))
-        except KeyboardInterrupt:
-            raise Interrupted(_interrupted(nb, finished)) from None
-        except Exception as exc:  # papermill re-raises the cell's error; report it and go on
-            if getattr(exc, "ename", "") == "KeyboardInterrupt":  # Ctrl-C reached the kernel first
+            try:
+                with _Progress(bar, nb, _previous(nb, profile, target, overrides), progress_file):
+                    papermill.execute_notebook(str(nb.path), str(executed_dir / nb.path.name),
+                                               parameters=parameters(nb, profile, staging, overrides),
+                                               kernel_name="python3", progress_bar=False, log_output=log_output,
+                                               cwd=str(paths.notebooks_dir()),
+                                               kernel_manager_class=_quiet_kernel_manager(kernel_log))
+            except KeyboardInterrupt:
                 raise Interrupted(_interrupted(nb, finished)) from None
-            failures.append(nb.key)
-            message = getattr(exc, "evalue", None) or str(exc).strip().splitlines()[-1]
-            tqdm.write(f"FAILED {nb.key}: {getattr(exc, 'ename', type(exc).__name__)}: {message}\n"
-                       f"  executed notebook with the traceback: {executed_dir / nb.path.name}\n"
-                       f"  committed figures were left unchanged", file=sys.stderr)
-            continue
-        finally:
-            os.environ.pop("REPLICATE_PROGRESS", None)
-            if staging.exists() and not any(staging.rglob("*.claims.json")):  # failed: nothing to keep
-                shutil.rmtree(staging, ignore_errors=True)
-        elapsed = time.perf_counter() - start
-        claims_file = staging / nb.paper / f"{nb.figure}.claims.json"
-        if not claims_file.exists():
-            failures.append(nb.key)
-            tqdm.write(f"FAILED {nb.key}: the notebook did not publish its claims (no {claims_file.name})",
-                       file=sys.stderr)
-            continue
-        progress_file.unlink(missing_ok=True)
-        record = json.loads(claims_file.read_text())
-        record["wall_time_s"] = round(elapsed, 1)
-        atomic_write_text(claims_file, json.dumps(record, indent=2) + "\n")
-        _promote(staging, target)
-        shutil.rmtree(staging, ignore_errors=True)  # promoted: build/staging is not left behind
+            except Exception as exc:  # papermill re-raises the cell's error; report it and go on
+                if getattr(exc, "ename", "") == "KeyboardInterrupt":  # Ctrl-C reached the kernel first
+                    raise Interrupted(_interrupted(nb, finished)) from None
+                failures.append(nb.key)
+                message = getattr(exc, "evalue", None) or str(exc).strip().splitlines()[-1]
+                tqdm.write(f"FAILED {nb.key}: {getattr(exc, 'ename', type(exc).__name__)}: {message}\n"
+                           f"  executed notebook with the traceback: {executed_dir / nb.path.name}\n"
+                           f"  committed figures were left unchanged", file=sys.stderr)
+                continue
+            finally:
+                os.environ.pop("REPLICATE_PROGRESS", None)
+            elapsed = time.perf_counter() - start
+            claims_file = staging / nb.paper / f"{nb.figure}.claims.json"
+            if not claims_file.exists():
+                failures.append(nb.key)
+                tqdm.write(f"FAILED {nb.key}: the notebook did not publish its claims (no {claims_file.name})",
+                           file=sys.stderr)
+                continue
+            progress_file.unlink(missing_ok=True)
+            record = json.loads(claims_file.read_text())
+            record["wall_time_s"] = round(elapsed, 1)
+            atomic_write_text(claims_file, json.dumps(record, indent=2) + "\n")
+            _promote(staging, target)
+        finally:  # promoted, failed or interrupted: build/staging is not left behind
+            _unstage(staging)
         finished.append(nb.key)
         counted = [c for c in record["claims"] if c.get("kind", "replication") == "replication"]
         status = (f"{sum(c['passed'] for c in counted)}/{len(counted)} replication claims "
@@ -280,8 +301,6 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
                      "consistency checks hold"
         tqdm.write(f"done   {nb.key} in {elapsed:.0f}s ({status}) -> {target / nb.paper}", file=sys.stderr)
     _route_asyncio_log(None)
-    if (paths.build_dir() / "staging").is_dir() and not any((paths.build_dir() / "staging").iterdir()):
-        (paths.build_dir() / "staging").rmdir()
     if committed:
         from replicate.report import replication as report
 

@@ -131,3 +131,20 @@ def test_charles_runs_take_the_same_run_path_uncached():
         cache.run(config, problem=object())
     with pytest.raises(ReplicateError, match="dataset='given'"):
         cache.run(config, use_cache=False)
+
+
+def test_fig2_title_names_the_appendix_its_notebook_cites():
+    """Li et al.'s quadratic counterexample is App. C (App. B proves Theorems 2 and 3)."""
+    import re
+
+    import matplotlib
+    import pandas as pd
+
+    matplotlib.use("Agg")
+    curves = [{"panel": p, "series": "E = 1", "x": x, "y": 1.0 + x, "local_steps": 1, "bound": float("nan")}
+              for p in ("(a) fixed lr", "(b) decayed lr") for x in (0, 1)]
+    theorem = [{"panel": "Theorem 5", "series": "", "x": x, "y": 1.0, "local_steps": 2, "bound": 0.5} for x in (0.01, 0.1)]
+    title = fig2.plot_fig2(pd.DataFrame(curves + theorem))._suptitle.get_text()
+    notebook = json.loads((paths.notebooks_dir() / "li2020_fig2.ipynb").read_text())
+    cited = re.findall(r"App\. ([A-Z])", "".join(notebook["cells"][0]["source"]))
+    assert re.findall(r"App\. ([A-Z])", title) == cited == ["C"]

@@ -128,7 +128,7 @@ def plot_fig2(data: pd.DataFrame):
     ax.set_xticks(sorted(pd.unique(thm.x)), [f"{v:g}" for v in sorted(pd.unique(thm.x))])
     ax.xaxis.set_minor_formatter(plt.NullFormatter())  # the log axis' minor labels overlapped the grid's
     ax.legend(frameon=False, fontsize=6)
-    fig.suptitle("Li et al. 2020, Fig. 2: FedAvg on the quadratic counterexample (App. B)")
+    fig.suptitle("Li et al. 2020, Fig. 2: FedAvg on the quadratic counterexample (App. C)")
     fig.tight_layout()
     return fig
 

@@ -297,3 +297,73 @@ def test_two_runs_of_one_notebook_at_once_both_succeed(project, monkeypatch):
     for out in (project / "out0", project / "out1"):  # each batch published its own run's files
         assert (out / "notes" / "figA.csv").read_text().split() == ["run", (out / "run").read_text()]
     assert not (paths.build_dir() / "staging").exists()
+
+
+def _never_runs(monkeypatch):
+    import papermill
+
+    def never(*args, **kwargs):
+        raise AssertionError("a notebook ran although its out_dir was refused")
+    monkeypatch.setattr(papermill, "execute_notebook", never)
+
+
+def test_no_override_writes_into_the_committed_figures(project, monkeypatch, capsys):
+    """``--set out_dir=figures`` (any folder inside figures/, relative or not, any profile) is refused
+    in one line before anything runs; only the documented reduced-scale commands write figures/cpu_scale."""
+    from replicate.cli.main import main
+    from replicate.experiments.li2020.fig2 import Fig2Config
+
+    _notebook(project / "notebooks", "notes_figA", GOOD)
+    monkeypatch.chdir(project)
+    _never_runs(monkeypatch)
+    for profile, out_dir in [("smoke", "figures"), ("smoke", "figures/notes"), ("paper", "figures"),
+                             ("paper", str(project / "figures" / "cpu_scale")), ("smoke", "build/../figures")]:
+        with pytest.raises(ReplicateError, match="inside the committed figures/"):
+            runner.run(["notes/figA"], profile, {"out_dir": out_dir})
+    assert main(["figures", "notes/figA", "--set", "out_dir=figures"]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert not any(p.is_file() for p in (project / "figures").rglob("*"))
+    with pytest.raises(ReplicateError, match="inside the committed figures/"):  # interactive: config cell
+        Fig2Config.for_profile("smoke", out_dir=project / "figures" / "li2020")
+    import pandas as pd
+
+    with pytest.raises(ReplicateError, match="inside the committed figures/"):  # and publish itself
+        publish(None, pd.DataFrame({"x": [1]}), [], paper="notes", figure="figA", profile="paper",
+                out_dir=project / "figures")
+
+
+def test_reduced_scale_commands_still_write_figures_cpu_scale(project, monkeypatch):
+    """coverage.REDUCED's commands (--profile paper ... --set out_dir=figures/cpu_scale) keep working."""
+    from replicate.report import coverage
+
+    paper, figure = coverage.REDUCED[0].key.split("/")[1:]
+    _notebook(project / "notebooks", f"{paper}_{figure}", GOOD.replace('"notes"', f'"{paper}"')
+              .replace('"figA"', f'"{figure}"'))
+    monkeypatch.chdir(project)
+    assert runner.run([f"{paper}/{figure}"], "paper", {"out_dir": "figures/cpu_scale"}) == 0
+    assert (project / "figures" / "cpu_scale" / paper / f"{figure}.claims.json").is_file()
+    with pytest.raises(ReplicateError, match="inside the committed figures/"):
+        runner.run([f"{paper}/{figure}"], "smoke", {"out_dir": "figures/cpu_scale"})
+
+
+def test_an_unwritable_out_dir_is_one_line_before_anything_runs(project, monkeypatch, capsys):
+    from replicate.cli.main import main
+    from replicate.experiments.li2020.fig2 import Fig2Config
+
+    _notebook(project / "notebooks", "notes_figA", GOOD)
+    _notebook(project / "notebooks", "notes_figB", GOOD)
+    _never_runs(monkeypatch)
+    blocked = project / "a_file"
+    blocked.write_text("not a folder")
+    bad = blocked / "out"
+    with pytest.raises(ReplicateError, match=f"cannot write into {bad}"):
+        runner.run(["notes"], "smoke", {"out_dir": str(bad)})
+    assert main(["figures", "notes", "--set", f"out_dir={bad}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: cannot write into {bad}")
+    with pytest.raises(ReplicateError, match="cannot write into"):  # interactive: the config cell, before compute
+        Fig2Config.for_profile("smoke", out_dir=bad)
+    monkeypatch.setenv("REPLICATE_BUILD", str(blocked / "build"))  # the default build/figures, unwritable
+    with pytest.raises(ReplicateError, match="cannot write into"):
+        Fig2Config.for_profile("smoke", out_dir=None)
+    assert Fig2Config.for_profile("smoke") == Fig2Config.smoke()  # without out_dir: no check (library use)

@@ -22,8 +22,8 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from replicate.core import paths
-from replicate.report.claims import PROFILES
-from replicate.core.fileio import atomic_file, atomic_write_text
+from replicate.report.claims import PROFILES, committed_figures_refused
+from replicate.core.fileio import atomic_file, atomic_write_text, check_writable
 from replicate.core.errors import ReplicateError
 from replicate.experiments import catalog, knobs
 
@@ -99,6 +99,18 @@ def parameters(notebook: FigureNotebook, profile: str, out_dir: Path, overrides:
     except ReplicateError as exc:
         raise ReplicateError(f"{notebook.key}: {exc}") from None
     return {"profile": profile, "out_dir": str(out_dir), **overrides}
+
+
+def _reduced_scale(target: Path, profile: str, notebooks: list[FigureNotebook]) -> bool:
+    """A documented reduced-scale command (``coverage.REDUCED``): a paper-profile run with ``--set``
+    into ``figures/cpu_scale`` of figures listed there. Those committed runs are labelled in
+    REPLICATION.md and never counted; anything else inside ``figures/`` is refused."""
+    from replicate.report.coverage import REDUCED
+
+    listed = {item.key for item in REDUCED}
+    folder = paths.figures_dir().resolve() / "cpu_scale"
+    return (profile == "paper" and target == folder
+            and all(f"cpu_scale/{nb.key}" in listed for nb in notebooks))
 
 
 def _promote(staged: Path, destination: Path) -> list[Path]:
@@ -243,7 +255,10 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
     executed_dir = paths.build_dir() / "executed" / profile
     # Only a paper-profile run with no overrides may replace the committed figures and REPLICATION.md.
     committed = profile == "paper" and not overrides and out_dir is None
-    target = Path(out_dir) if out_dir else paths.figures_dir() if committed else paths.build_dir() / "figures"
+    target = Path(out_dir).resolve() if out_dir else paths.figures_dir() if committed else paths.build_dir() / "figures"
+    if not committed and paths.within(target, paths.figures_dir()) and not _reduced_scale(target, profile, notebooks):
+        raise committed_figures_refused(out_dir)
+    check_writable(target)  # before any notebook runs: one line, not a traceback after the compute
     if profile == "paper" and not committed:
         tqdm.write(f"writing into {target}, not figures/: only an unmodified paper-profile run updates the "
                    "committed figures", file=sys.stderr)

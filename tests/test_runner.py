@@ -9,7 +9,7 @@ from replicate.core import paths
 
 from replicate.report import replication as report
 
-from replicate.cli import runner
+from replicate.cli import progress, runner
 from replicate.report.claims import check, consistency, publish
 from replicate.core.errors import ReplicateError
 
@@ -186,43 +186,59 @@ def test_ctrl_c_ends_with_one_line_and_keeps_figures(tmp_path):
     assert not (tmp_path / "build" / "staging").exists()  # not even an empty folder
 
 
+class _Bar:
+    text = ""
+
+    def set_postfix_str(self, text):
+        self.text = text
+
+
 def test_batch_progress_shows_runs_and_eta(tmp_path):
     """A notebook's RunLog reports to the file the runner polls; the bar shows runs and an ETA."""
     from replicate.experiments.runs.cache import RunLog
 
-    progress = tmp_path / "progress.json"
-    log = RunLog(progress_file=str(progress))
+    progress_file = tmp_path / "progress.json"
+    log = RunLog(progress_file=str(progress_file))
     log.planned(4)
-    log.pool_finished()
+    log.finished(by_worker=True)
     log.record(1.0, cached=True)
-    state = json.loads(progress.read_text())
-    assert state == {"runs": 1, "from_cache": 1, "pool_total": 4, "pool_done": 1}
-
-    class Bar:
-        text = ""
-
-        def set_postfix_str(self, text):
-            self.text = text
-
-    nb = runner.FigureNotebook("li2020", "fig1a", tmp_path / "x.ipynb")
-    shown = runner._Progress(Bar(), nb, {"wall_time_s": 600.0, "runs": 46}, progress)
-    shown._show(state)
+    state = json.loads(progress_file.read_text())
+    assert state == {"runs": 1, "from_cache": 1, "to_compute": 4, "computed": 1}
+    shown = progress.Progress(_Bar(), "li2020/fig1a", {"wall_time_s": 600.0, "runs": 46}, progress_file)
+    shown.show(state)
     assert "li2020/fig1a, computing runs 1/4, ETA" in shown.bar.text
-    shown._show({"runs": 5, "from_cache": 2, "pool_total": 0})
-    assert "runs 5/46 (2 from cache)" in shown.bar.text and "last run took 10 min" in shown.bar.text
+    shown.show({"runs": 5, "from_cache": 2, "to_compute": 0})
+    assert shown.bar.text == "li2020/fig1a, runs 5/46 (2 from cache)"
+
+
+def test_eta_is_the_recorded_compute_of_the_runs_still_missing(tmp_path):
+    """A warm-cache run took 31 s of wall time; its runs took 163 s to compute from scratch. With
+    one of them cached, the ETA is the recorded compute of the other two, not the 31 s."""
+    record = {"profile": "smoke", "wall_time_s": 31.0, "runs": 3,
+              "run_seconds": {"aaa": 100.0, "bbb": 60.0, "ccc_to_0.5": 3.0}}
+    (paths.cache_dir() / "runs").mkdir(parents=True)
+    (paths.cache_dir() / "runs" / "aaa.csv").write_text("round\n0\n")
+    shown = progress.Progress(_Bar(), "li2020/fig1a", record, tmp_path / "progress.json")
+    shown.show({})
+    assert shown.bar.text == "li2020/fig1a, ETA 63 s (recorded compute of the 2 runs still missing)"
+    (paths.cache_dir() / "to_target").mkdir()
+    (paths.cache_dir() / "to_target" / "ccc_to_0.5.csv").write_text("round\n0\n")  # finished meanwhile
+    shown.show({"runs": 2, "from_cache": 1, "to_compute": 2, "computed": 1})
+    assert shown.bar.text == ("li2020/fig1a, computing runs 1/2, ETA 60 s (recorded compute of the 1 runs "
+                              "still missing)")
+    assert "31 s" not in shown.bar.text
 
 
 def test_eta_with_overrides_reads_only_the_target_record(project):
     """A ``--set`` run (another scale) takes no run count or wall time from the committed figure."""
     record = {"profile": "paper", "wall_time_s": 60.0, "runs": 16}
     (project / "figures" / "notes" / "figA.claims.json").write_text(json.dumps(record))
-    nb = runner.FigureNotebook("notes", "figA", project / "notebooks" / "notes_figA.ipynb")
     target = project / "elsewhere"
-    assert runner._previous(nb, "paper", target) == record  # no overrides: the committed record
-    assert runner._previous(nb, "paper", target, {"rounds": 200}) == {}
+    assert progress.previous("notes", "figA", "paper", target) == record  # no overrides: the committed record
+    assert progress.previous("notes", "figA", "paper", target, {"rounds": 200}) == {}
     (target / "notes").mkdir(parents=True)
     (target / "notes" / "figA.claims.json").write_text(json.dumps({**record, "runs": 8}))
-    assert runner._previous(nb, "paper", target, {"rounds": 200})["runs"] == 8
+    assert progress.previous("notes", "figA", "paper", target, {"rounds": 200})["runs"] == 8
 
 
 def test_report_says_where_a_figures_compute_goes():

@@ -14,7 +14,6 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from replicate.core import paths
+from replicate.cli.progress import Progress, previous
 from replicate.report.claims import PROFILES, committed_figures_refused
 from replicate.core.fileio import atomic_file, atomic_write_text, check_writable
 from replicate.core.errors import ReplicateError
@@ -180,64 +180,6 @@ def _route_asyncio_log(kernel_log: Path | None):
     logger.propagate = kernel_log is None
 
 
-def _previous(nb: FigureNotebook, profile: str, target: Path, overrides: dict | None = None) -> dict:
-    """The last recorded run of this figure at this profile (wall time, runs), for the ETA; with
-    ``--set`` overrides only the target's own record (another scale's run count would mislead)."""
-    roots = (target,) if overrides else (target, paths.figures_dir(), paths.build_dir() / "figures")
-    for root in roots:
-        claims = root / nb.paper / f"{nb.figure}.claims.json"
-        if claims.exists():
-            record = json.loads(claims.read_text())
-            if record.get("profile") == profile and "wall_time_s" in record:
-                return record
-    return {}
-
-
-def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
-
-
-class _Progress:
-    """Polls the progress file a notebook's RunLog writes and shows runs done / total and an ETA."""
-
-    def __init__(self, bar, nb: FigureNotebook, previous: dict, progress_file: Path):
-        self.bar, self.nb, self.file = bar, nb, progress_file
-        self.expected_wall, self.expected_runs = previous.get("wall_time_s"), previous.get("runs")
-        self.start, self.stop = time.perf_counter(), threading.Event()
-        self.thread = threading.Thread(target=self._poll, daemon=True)
-
-    def __enter__(self):
-        self._show({})
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        self.thread.join()
-
-    def _poll(self):
-        while not self.stop.wait(2.0):
-            try:
-                self._show(json.loads(self.file.read_text()))
-            except (OSError, ValueError):
-                self._show({})
-
-    def _show(self, state: dict):
-        elapsed = time.perf_counter() - self.start
-        parts = [self.nb.key]
-        if state.get("pool_total"):
-            done, total = state["pool_done"], state["pool_total"]
-            parts.append(f"computing runs {done}/{total}")
-            if done:
-                parts.append(f"ETA {_minutes(elapsed / done * (total - done))}")
-        elif state.get("runs"):
-            total = f"/{self.expected_runs}" if self.expected_runs else ""
-            parts.append(f"runs {state['runs']}{total} ({state['from_cache']} from cache)")
-        if len(parts) < 3 and self.expected_wall:
-            parts.append(f"last run took {_minutes(self.expected_wall)}")
-        self.bar.set_postfix_str(", ".join(parts))
-
-
 def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
         log_output: bool = False) -> int:
     """Execute the selected notebooks; returns the number that failed."""
@@ -274,7 +216,7 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
         _route_asyncio_log(kernel_log)  # left in place if interrupted: the process is about to exit
         try:
             try:
-                with _Progress(bar, nb, _previous(nb, profile, target, overrides), progress_file):
+                with Progress(bar, nb.key, previous(nb.paper, nb.figure, profile, target, overrides), progress_file):
                     papermill.execute_notebook(str(nb.path), str(executed_dir / nb.path.name),
                                                parameters=parameters(nb, profile, staging, overrides),
                                                kernel_name="python3", progress_bar=False, log_output=log_output,

@@ -183,6 +183,8 @@ def compute(configs: list[RunConfig], workers: int = 2, progress: bool = True, l
     """Compute the missing runs in ``workers`` single-threaded processes (longest first), as
     ``replicate.experiments.runs.pool.compute`` does, but with the dissimilarity recorded."""
     missing = [c for c in dict.fromkeys(configs) if _load(c) is None]
+    if log is not None:  # the log's runs done / total counts them whoever computes them
+        log.planned(len(missing))
     if workers <= 1 or len(missing) < 2 or sum(map(_cost, missing)) < PARALLEL_ABOVE:
         return
     from tqdm.auto import tqdm
@@ -190,12 +192,13 @@ def compute(configs: list[RunConfig], workers: int = 2, progress: bool = True, l
     missing.sort(key=_cost, reverse=True)
     context = multiprocessing.get_context("spawn")
     with (concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool,
-          tqdm(total=len(missing), desc="runs", disable=not progress, leave=False) as bar):
+          tqdm(total=len(missing), desc="runs", disable=not progress or log is not None, leave=False) as bar):
         futures = {pool.submit(_compute, c): c for c in missing}
         for future in concurrent.futures.as_completed(futures):
             future.result()
             if log is not None:
                 log.mark_computed(futures[future])
+                log.finished(by_worker=True)
             bar.update()
 
 

@@ -88,6 +88,8 @@ def theorem5(config: Fig2Config) -> pd.DataFrame:
 
 def fig2(config: Fig2Config, progress: bool = True, log=None) -> pd.DataFrame:
     """Global objective per round for each E, fixed (2a) and decayed (2b) lr, plus Theorem 5."""
+    cache.plan([(config.run_config(steps, a), None) for steps, decay in zip(config.local_steps, config.decay)
+                for a in (None, decay)], log)
     frames = []
     for steps, decay in zip(config.local_steps, config.decay):
         for panel, a in (("(a) fixed lr", None), ("(b) decayed lr", decay)):

@@ -49,12 +49,16 @@ class RunLog:
     compute_s: float = 0.0
     untimed: int = 0
     fresh: set = field(default_factory=set)  # entries this log's worker pools just computed: not "from cache"
-    # The batch runner sets REPLICATE_PROGRESS to a file it polls to show runs done / total and an ETA.
+    # The batch runner sets REPLICATE_PROGRESS to a file it polls to show runs done / total and an ETA;
+    # without it (JupyterLab, nbval) the log shows the same as a bar of its own.
     progress_file: str | None = field(default_factory=lambda: os.environ.get("REPLICATE_PROGRESS"))
-    pool_total: int = 0  # runs handed to worker pools so far
-    pool_done: int = 0
+    display: bool = True  # the bar when there is no progress file; off for a run's private log
+    to_compute: int = 0  # runs announced (``planned``) or started here, that are not in the cache
+    computed: int = 0  # of those, finished (here or by a worker process)
+    pending: int = 0  # announced and not started here nor finished by a worker
     by_dataset: dict = field(default_factory=dict)  # dataset → compute seconds: where a figure's time goes
     seconds: dict = field(default_factory=dict)  # run key → compute seconds, so totals over figures count a run once
+    _bar: object = field(default=None, repr=False, compare=False)
 
     def record(self, elapsed: float | None, cached: bool, dataset: str | None = None, key: str | None = None) -> None:
         self.runs += 1
@@ -70,19 +74,38 @@ class RunLog:
         self._report()
 
     def planned(self, missing: int) -> None:
-        """A worker pool is about to compute ``missing`` runs."""
-        self.pool_total += missing
+        """``missing`` runs are about to be computed (by a worker pool, or here as they are read):
+        the total of runs done / total, known before the first of them starts."""
+        self.to_compute += missing
+        self.pending += missing
         self._report()
 
-    def pool_finished(self) -> None:
-        self.pool_done += 1
+    def started(self) -> None:
+        """A run starts computing in this process; one not announced by ``planned`` adds to the total."""
+        if self.pending:
+            self.pending -= 1
+        else:
+            self.to_compute += 1
+        self._report()
+
+    def finished(self, by_worker: bool = False) -> None:
+        """A run finished computing (``by_worker``: in a worker process, so it was never ``started`` here)."""
+        if by_worker and self.pending:
+            self.pending -= 1
+        self.computed += 1
         self._report()
 
     def _report(self) -> None:
         if self.progress_file:
             atomic_write_text(Path(self.progress_file), json.dumps(
-                {"runs": self.runs, "from_cache": self.from_cache, "pool_total": self.pool_total,
-                 "pool_done": self.pool_done}))
+                {"runs": self.runs, "from_cache": self.from_cache, "to_compute": self.to_compute,
+                 "computed": self.computed}))
+        elif self.display and self.to_compute:
+            if self._bar is None:
+                self._bar = tqdm(total=self.to_compute, desc="runs computed", unit="run", leave=True)
+            self._bar.total, self._bar.n = self.to_compute, self.computed
+            self._bar.set_postfix_str(f"{self.from_cache} read from cache" if self.from_cache else "", refresh=False)
+            self._bar.refresh()
 
     def mark_computed(self, config: RunConfig, stop_loss: float | None = None) -> None:
         """Note that a worker process just computed this entry for us, so that reading it back
@@ -117,6 +140,20 @@ def _file(config: RunConfig, stop_loss: float | None, suffix: str):
     return paths.cache_dir() / "to_target" / f"{key(config)}_to_{stop_loss:g}{suffix}"
 
 
+def cached(name: str) -> bool:
+    """Whether the run named ``name`` (a key of ``RunLog.provenance()["run_seconds"]``) is in the cache."""
+    return any((paths.cache_dir() / folder / f"{name}.csv").exists() for folder in ("runs", "to_target"))
+
+
+def plan(jobs, log: RunLog | None) -> list:
+    """The ``(config, target)`` jobs missing from the cache (target ``None``: a full run), announced
+    to ``log`` so that its runs done / total is right before the first of them starts."""
+    missing = [job for job in dict.fromkeys(jobs) if load(*job) is None]
+    if log is not None:
+        log.planned(len(missing))
+    return missing
+
+
 def load(config: RunConfig, stop_loss: float | None = None) -> pd.DataFrame | None:
     path = _file(config, stop_loss, ".csv")
     return pd.read_csv(path) if path.exists() else None
@@ -130,7 +167,7 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
     is at most that value (rounds-to-target sweeps); such runs are cached separately.
     ``problem`` serves a ``dataset="given"`` config (built by the caller, so never cached).
     """
-    log = log if log is not None else RunLog()
+    log = log if log is not None else RunLog(progress_file=None, display=False)  # e.g. in a worker process
     if problem is not None and use_cache:
         raise ReplicateError("a run on a given problem cannot be cached: pass use_cache=False")
     if use_cache and (cached := load(config, stop_loss)) is not None:
@@ -138,6 +175,7 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
                    cached=_file(config, stop_loss, ".csv") not in log.fresh, dataset=config.dataset,
                    key=_file(config, stop_loss, "").name)
         return cached
+    log.started()
     start = time.perf_counter()
     problem, algorithm, work, schedule, objective = build(config, problem=problem)
     history = engine.run(problem, algorithm, work, schedule, objective=objective, rounds=config.rounds,
@@ -147,6 +185,7 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
                          desc=f"{config.dataset} {config.algorithm} E={work.amount} K={config.clients_per_round}")
     elapsed = time.perf_counter() - start
     log.record(elapsed, cached=False, dataset=config.dataset, key=_file(config, stop_loss, "").name if use_cache else None)
+    log.finished()
     if use_cache:
         buffer = io.StringIO()
         history.to_csv(buffer, index=False)

@@ -76,7 +76,7 @@ class Progress:
             if self.missing:
                 parts.append(f"ETA {minutes(sum(self.missing.values()))} (recorded compute of the "
                              f"{len(self.missing)} runs still missing)")
-        elif total and done:
+        elif 0 < done < total:
             elapsed = time.perf_counter() - self.start
             parts.append(f"ETA {minutes(elapsed / done * (total - done))}")
         self.bar.set_postfix_str(", ".join(parts))

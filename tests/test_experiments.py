@@ -181,3 +181,24 @@ def test_a_runs_private_log_leaves_the_batch_progress_file_alone(monkeypatch, tm
     monkeypatch.setenv("REPLICATE_PROGRESS", str(progress_file))
     cache.run(QUAD.replace(local_steps=2), progress=False)  # as pool._compute calls it
     assert not progress_file.exists()
+
+
+class _AnnouncedOnly(cache.RunLog):
+    """A RunLog that fails when a run starts that nobody announced: its bar's total was wrong."""
+
+    def started(self):
+        assert self.pending > 0, "a run started that its figure did not announce (runs done / total)"
+        super().started()
+
+
+def test_sequential_figures_announce_their_runs_before_computing_them(monkeypatch):
+    from replicate.experiments.notes import convex, nonconvex
+
+    monkeypatch.delenv("REPLICATE_PROGRESS", raising=False)
+    config = fig2.Fig2Config.for_profile("smoke", local_steps=[1, 5], decay=[0.01, 0.01], rounds=3,
+                                         theorem5_lrs=[0.01], theorem5_steps=[2])
+    for figure, config in [(fig2.fig2, config), (convex.convex, convex.ConvexConfig.for_profile("smoke")),
+                           (nonconvex.nonconvex, nonconvex.NonconvexConfig.for_profile("smoke"))]:
+        log = _AnnouncedOnly()
+        figure(config, progress=False, log=log)
+        assert log.computed == log.to_compute > 0 and log._bar.n == log._bar.total

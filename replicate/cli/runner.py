@@ -130,11 +130,13 @@ def _staging(nb: FigureNotebook) -> Path:
     of the same notebook on one build folder never share (or delete) each other's files."""
     root = paths.build_dir() / "staging"
     for _ in range(3):  # a concurrent batch may remove the empty root between our mkdir and mkdtemp
-        root.mkdir(parents=True, exist_ok=True)
         try:
+            root.mkdir(parents=True, exist_ok=True)
             return Path(tempfile.mkdtemp(prefix=f"{nb.path.stem}-{os.getpid()}-", dir=root))
         except FileNotFoundError:
             continue
+        except OSError as exc:
+            raise ReplicateError(f"cannot write into {root}: {exc.strerror or exc}") from None
     raise ReplicateError(f"cannot create a staging folder in {root}")
 
 

@@ -42,7 +42,7 @@ class Progress:
         self.expected_runs = record.get("runs")
         seconds = record.get("run_seconds")
         # runs of the last recorded run that are not in the cache now: what is left to compute
-        self.missing = None if seconds is None else {k: s for k, s in seconds.items() if not cache.cached(k)}
+        self.missing = None if seconds is None else {k: s for k, s in seconds.items() if not cache.is_cached(k)}
         self.start, self.stop = time.perf_counter(), threading.Event()
         self.thread = threading.Thread(target=self._poll, daemon=True)
 
@@ -72,7 +72,7 @@ class Progress:
             expected = f"/{self.expected_runs}" if self.expected_runs else ""
             parts.append(f"runs {state['runs']}{expected} ({state['from_cache']} from cache)")
         if self.missing is not None:
-            self.missing = {k: s for k, s in self.missing.items() if not cache.cached(k)}
+            self.missing = {k: s for k, s in self.missing.items() if not cache.is_cached(k)}
             if self.missing:
                 parts.append(f"ETA {minutes(sum(self.missing.values()))} (recorded compute of the "
                              f"{len(self.missing)} runs still missing)")

@@ -1,8 +1,9 @@
 """Run figure notebooks headlessly with papermill and publish their outputs.
 
 Each notebook run writes into a staging folder of its own (two batches may run the same
-notebook at once); only when it finishes without error are its files (PNG, PDF, CSV, claims) moved into ``figures/`` — and only for
-the paper profile. A failed notebook is reported with its error and leaves the
+notebook at once); only when it finishes without error are its files (PNG, PDF, CSV, claims)
+moved into ``figures/`` — and only for the paper profile (or ``--set out_dir``, which may not
+point inside ``figures/``). A failed notebook is reported with its error and leaves the
 committed figures untouched; the batch carries on and exits non-zero at the end.
 Runs inside notebooks are cached (``replicate.experiments.runs.cache``), so rerunning an
 interrupted batch resumes where it stopped.

@@ -140,7 +140,7 @@ def _file(config: RunConfig, stop_loss: float | None, suffix: str):
     return paths.cache_dir() / "to_target" / f"{key(config)}_to_{stop_loss:g}{suffix}"
 
 
-def cached(name: str) -> bool:
+def is_cached(name: str) -> bool:
     """Whether the run named ``name`` (a key of ``RunLog.provenance()["run_seconds"]``) is in the cache."""
     return any((paths.cache_dir() / folder / f"{name}.csv").exists() for folder in ("runs", "to_target"))
 

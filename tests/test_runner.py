@@ -227,6 +227,11 @@ def test_eta_is_the_recorded_compute_of_the_runs_still_missing(tmp_path):
     assert shown.bar.text == ("li2020/fig1a, computing runs 1/2, ETA 60 s (recorded compute of the 1 runs "
                               "still missing)")
     assert "31 s" not in shown.bar.text
+    older = {"profile": "smoke", "wall_time_s": 31.0, "runs": 10, "runs_compute_s": 600.0}  # no run_seconds
+    shown = progress.Progress(_Bar(), "li2020/fig1a", older, tmp_path / "progress.json")
+    shown.show({"runs": 7, "from_cache": 6, "to_compute": 4, "computed": 1})
+    assert shown.bar.text == ("li2020/fig1a, computing runs 1/4, ETA 3 min (mean recorded compute of a run × "
+                              "3 runs left)")
 
 
 def test_eta_with_overrides_reads_only_the_target_record(project):

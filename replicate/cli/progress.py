@@ -4,7 +4,8 @@
 The ETA is the recorded compute time of the runs still missing from the cache: every published
 figure lists its runs with their compute seconds (``run_seconds`` in its claims record). The wall
 time of the last run says nothing about the next one: a warm-cache run takes 31 s where a cold
-one takes 263 s. Without such a record, the ETA extrapolates the runs computed so far.
+one takes 263 s. A record from before ``run_seconds`` gives the mean compute of a run, times the
+runs left; without any record, the ETA extrapolates the runs computed so far.
 """
 from __future__ import annotations
 
@@ -43,6 +44,9 @@ class Progress:
         seconds = record.get("run_seconds")
         # runs of the last recorded run that are not in the cache now: what is left to compute
         self.missing = None if seconds is None else {k: s for k, s in seconds.items() if not cache.is_cached(k)}
+        timed = (record.get("runs") or 0) - record.get("runs_untimed", 0)
+        # older records list no run_seconds: their mean compute per run, times the runs left
+        self.per_run = record["runs_compute_s"] / timed if timed > 0 and "runs_compute_s" in record else None
         self.start, self.stop = time.perf_counter(), threading.Event()
         self.thread = threading.Thread(target=self._poll, daemon=True)
 
@@ -76,6 +80,9 @@ class Progress:
             if self.missing:
                 parts.append(f"ETA {minutes(sum(self.missing.values()))} (recorded compute of the "
                              f"{len(self.missing)} runs still missing)")
+        elif total > done and self.per_run is not None:
+            parts.append(f"ETA {minutes(self.per_run * (total - done))} (mean recorded compute of a run × "
+                         f"{total - done} runs left)")
         elif 0 < done < total:
             elapsed = time.perf_counter() - self.start
             parts.append(f"ETA {minutes(elapsed / done * (total - done))}")

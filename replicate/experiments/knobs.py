@@ -117,7 +117,7 @@ class FigureConfig:
         """
         config = configure(cls, profile, overrides)
         if out_dir is not _NOT_GIVEN:
-            from replicate.report.claims import output_dir
+            from replicate.report.claims import output_dir  # here: it loads matplotlib, --set checks need none
 
             output_dir(out_dir)
         return config

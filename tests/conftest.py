@@ -9,31 +9,24 @@ import pytest
 from replicate.data.federated import FederatedDataset, Split
 
 
-def _available(name: str) -> bool:
-    from replicate.data import store
-
-    try:
-        store.ensure(name)
-        return True
-    except Exception:
-        return False
-
-
 def pytest_collection_modifyitems(config, items):
-    """nbval notebooks that need a dataset are skipped, with the reason, when it is absent."""
-    needs_cache = {}
+    """nbval notebooks are skipped, with the reason, exactly when a dataset they read at the profile of
+    their parameters cell is absent (``replicate.experiments.requirements``)."""
+    import papermill
+
+    from replicate.experiments import requirements
+
+    reasons = {}  # nbval makes an item per cell: one decision per notebook
     for item in items:
-        path = getattr(item, "fspath", None)
-        if path is None or not str(path).endswith(".ipynb"):
+        path = str(getattr(item, "fspath", ""))
+        if not path.endswith(".ipynb"):
             continue
-        meta = json.loads(open(path).read()).get("metadata", {}).get("replicate", {})
-        for name in meta.get("needs", []):
-            if name not in needs_cache:
-                needs_cache[name] = _available(name)
-            if not needs_cache[name]:
-                item.add_marker(pytest.mark.skip(
-                    reason=f"{name} is not available: run `python -m replicate data fetch {name}` "
-                           "(or set REPLICATE_DATA_FROM to a folder with the files)"))
+        if path not in reasons:
+            meta = json.loads(open(path).read()).get("metadata", {}).get("replicate", {})
+            profile = json.loads(papermill.inspect_notebook(path)["profile"]["default"])
+            reasons[path] = requirements.skip_reason(f"{meta['paper']}/{meta['figure']}", profile)
+        if reasons[path]:
+            item.add_marker(pytest.mark.skip(reason=reasons[path]))
 
 
 @pytest.fixture(autouse=True)

@@ -42,3 +42,40 @@ def test_drift_verdict_change_and_shape_change_fail(tmp_path):
 def test_check_needs_the_paper_profile(capsys):
     assert main.main(["figures", "--check", "li2020/fig2"]) == 2
     assert "--profile paper" in capsys.readouterr().err
+
+
+def _aligned(header: str, rows: list[str], right: tuple[str, ...]) -> None:
+    """Each column of ``rows`` starts (text) or ends (numbers, ``right``) where its header does."""
+    names = [name for name in header.split("  ") if name]
+    for name in names:
+        start = header.index(name)
+        at = start + len(name) - 1 if name in right else start
+        for row in rows:
+            assert row[at] != " " and (row[at + 1] if name in right else row[at - 1 if at else 0]) in " " + row[0], \
+                f"column {name!r} misaligned in:\n{header}\n{row}"
+
+
+def test_check_report_columns_line_up():
+    results = [check.FigureCheck("li2020/fig3", 12, 1e-9, 2e-3, 0, 1e-2, ()),
+               check.FigureCheck("charles2021/fig_measured", 12345, 0.5, 0.25, 123, 5e-2, ("a claim",))]
+    header, *rows = check.report(results).splitlines()
+    rows = [r for r in rows if not r.startswith("    verdict changed")]
+    assert len(rows) == 2
+    _aligned(header, rows, right=("values", "max abs diff", "max rel diff", "outside tol"))
+
+
+def test_data_list_columns_line_up(capsys):
+    from replicate.data import store
+
+    assert main.main(["data", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(store.registered())
+    starts = {line.index("available") if "not fetched" not in line else line.index("not fetched") for line in lines}
+    assert len(starts) == 1, lines
+
+
+def test_bench_help_shows_a_plain_percent_sign(capsys):
+    with pytest.raises(SystemExit):
+        main.main(["bench", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "90% stragglers" in text and "%%" not in text

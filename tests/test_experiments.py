@@ -145,3 +145,74 @@ def test_charles_runs_take_the_same_run_path_uncached():
         cache.run(config, problem=object())
     with pytest.raises(ReplicateError, match="dataset='given'"):
         cache.run(config, use_cache=False)
+
+
+def test_fig2_title_names_the_appendix_its_notebook_cites():
+    """Li et al.'s quadratic counterexample is App. C (App. B proves Theorems 2 and 3)."""
+    import re
+
+    import matplotlib
+    import pandas as pd
+
+    matplotlib.use("Agg")
+    curves = [{"panel": p, "series": "E = 1", "x": x, "y": 1.0 + x, "local_steps": 1, "bound": float("nan")}
+              for p in ("(a) fixed lr", "(b) decayed lr") for x in (0, 1)]
+    theorem = [{"panel": "Theorem 5", "series": "", "x": x, "y": 1.0, "local_steps": 2, "bound": 0.5} for x in (0.01, 0.1)]
+    title = fig2.plot_fig2(pd.DataFrame(curves + theorem))._suptitle.get_text()
+    notebook = json.loads((paths.notebooks_dir() / "li2020_fig2.ipynb").read_text())
+    cited = re.findall(r"App\. ([A-Z])", "".join(notebook["cells"][0]["source"]))
+    assert re.findall(r"App\. ([A-Z])", title) == cited == ["C"]
+
+
+def test_a_notebooks_run_log_shows_runs_done_of_total(monkeypatch, tmp_path):
+    """In JupyterLab (no batch runner polling a progress file) the figure's RunLog shows runs computed /
+    total as a bar: the total is announced by the worker pool, also when it computes the runs in this
+    process (one worker, as Charles Fig 6 and STEM Fig 5 do at smoke scale), before the first starts."""
+    from replicate.runs import pool
+
+    monkeypatch.delenv("REPLICATE_PROGRESS", raising=False)
+    configs = [QUAD.replace(local_steps=steps) for steps in (2, 3, 4)]
+    cache.run(configs[0], progress=False)  # already in the cache: no work, not counted
+    log = cache.RunLog()
+    pool.compute([(c, None) for c in configs], workers=1, progress=False, log=log)
+    assert (log._bar.n, log._bar.total) == (0, 2)
+    for config in configs:
+        cache.run(config, progress=False, log=log)
+        assert log._bar.total == 2
+    assert (log._bar.n, log.from_cache) == (2, 1)
+    cache.run(QUAD.replace(local_steps=7), progress=False, log=log)  # a run nobody announced adds to the total
+    assert (log._bar.n, log._bar.total) == (3, 3)
+    fig2_log = cache.RunLog()  # a sequential figure announces its runs too
+    config = fig2.Fig2Config.for_profile("smoke", local_steps=[1], decay=[0.01], rounds=3, theorem5_lrs=[0.01],
+                                         theorem5_steps=[2])
+    fig2.fig2(config, progress=False, log=fig2_log)
+    assert (fig2_log._bar.n, fig2_log._bar.total) == (2, 2)
+
+
+def test_a_runs_private_log_leaves_the_batch_progress_file_alone(monkeypatch, tmp_path):
+    """A worker process inherits REPLICATE_PROGRESS; its runs' own logs must not overwrite the notebook's."""
+    progress_file = tmp_path / "progress.json"
+    monkeypatch.setenv("REPLICATE_PROGRESS", str(progress_file))
+    cache.run(QUAD.replace(local_steps=2), progress=False)  # as pool._compute calls it
+    assert not progress_file.exists()
+
+
+class _AnnouncedOnly(cache.RunLog):
+    """A RunLog that fails when a run starts that nobody announced: its bar's total was wrong."""
+
+    def started(self):
+        assert self.pending > 0, "a run started that its figure did not announce (runs done / total)"
+        super().started()
+
+
+def test_sequential_figures_announce_their_runs_before_computing_them(monkeypatch):
+    from replicate.experiments.notes import convex, nonconvex
+
+    monkeypatch.delenv("REPLICATE_PROGRESS", raising=False)
+    config = fig2.Fig2Config.for_profile("smoke", local_steps=[1, 5], decay=[0.01, 0.01], rounds=3,
+                                         theorem5_lrs=[0.01], theorem5_steps=[2])
+    for figure, config in [(fig2.fig2, config), (convex.convex, convex.ConvexConfig.for_profile("smoke")),
+                           (nonconvex.nonconvex, nonconvex.NonconvexConfig.for_profile("smoke"))]:
+        log = _AnnouncedOnly()
+        figure(config, progress=False, log=log)
+        assert log.computed == log.to_compute > 0 and log._bar.n == log._bar.total

@@ -28,10 +28,11 @@ def test_parameters_cell_declares_every_knob_and_passes_it_on(notebook):
     assert all(declared[name]["default"] == "None" for name in knobs.names(cls))
     code = "\n".join("".join(c["source"]) for c in json.loads(notebook.path.read_text())["cells"]
                      if c["cell_type"] == "code" and "parameters" not in c["metadata"].get("tags", []))
-    assert f"{cls.__name__}.for_profile(profile" in code
+    assert f"{cls.__name__}.for_profile(profile, out_dir=out_dir" in code  # checked before any compute
     assert all(f"{name}={name}" in code for name in knobs.names(cls))
     for profile in ("smoke", "paper"):  # both profiles are valid configs of every figure
         cls.for_profile(profile)
+        cls.for_profile(profile, out_dir=None)  # as the notebook calls it
 
 
 def test_none_keeps_the_profile_value_and_lists_become_tuples():

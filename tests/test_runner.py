@@ -9,7 +9,7 @@ from replicate.core import paths
 
 from replicate.report import replication as report
 
-from replicate.cli import runner
+from replicate.cli import progress, runner
 from replicate.report.claims import check, consistency, publish
 from replicate.core.errors import ReplicateError
 
@@ -183,45 +183,67 @@ def test_ctrl_c_ends_with_one_line_and_keeps_figures(tmp_path):
     assert "Traceback" not in err
     assert len(lines) == 1 and "interrupted during notes/figA" in lines[0] and "rerun the same command" in lines[0]
     assert not (tmp_path / "figures").exists()
+    assert not (tmp_path / "build" / "staging").exists()  # not even an empty folder
+
+
+class _Bar:
+    text = ""
+
+    def set_postfix_str(self, text):
+        self.text = text
 
 
 def test_batch_progress_shows_runs_and_eta(tmp_path):
     """A notebook's RunLog reports to the file the runner polls; the bar shows runs and an ETA."""
     from replicate.runs.cache import RunLog
 
-    progress = tmp_path / "progress.json"
-    log = RunLog(progress_file=str(progress))
+    progress_file = tmp_path / "progress.json"
+    log = RunLog(progress_file=str(progress_file))
     log.planned(4)
-    log.pool_finished()
+    log.finished(by_worker=True)
     log.record(1.0, cached=True)
-    state = json.loads(progress.read_text())
-    assert state == {"runs": 1, "from_cache": 1, "pool_total": 4, "pool_done": 1}
-
-    class Bar:
-        text = ""
-
-        def set_postfix_str(self, text):
-            self.text = text
-
-    nb = runner.FigureNotebook("li2020", "fig1a", tmp_path / "x.ipynb")
-    shown = runner._Progress(Bar(), nb, {"wall_time_s": 600.0, "runs": 46}, progress)
-    shown._show(state)
+    state = json.loads(progress_file.read_text())
+    assert state == {"runs": 1, "from_cache": 1, "to_compute": 4, "computed": 1}
+    shown = progress.Progress(_Bar(), "li2020/fig1a", {"wall_time_s": 600.0, "runs": 46}, progress_file)
+    shown.show(state)
     assert "li2020/fig1a, computing runs 1/4, ETA" in shown.bar.text
-    shown._show({"runs": 5, "from_cache": 2, "pool_total": 0})
-    assert "runs 5/46 (2 from cache)" in shown.bar.text and "last run took 10 min" in shown.bar.text
+    shown.show({"runs": 5, "from_cache": 2, "to_compute": 0})
+    assert shown.bar.text == "li2020/fig1a, runs 5/46 (2 from cache)"
+
+
+def test_eta_is_the_recorded_compute_of_the_runs_still_missing(tmp_path):
+    """A warm-cache run took 31 s of wall time; its runs took 163 s to compute from scratch. With
+    one of them cached, the ETA is the recorded compute of the other two, not the 31 s."""
+    record = {"profile": "smoke", "wall_time_s": 31.0, "runs": 3,
+              "run_seconds": {"aaa": 100.0, "bbb": 60.0, "ccc_to_0.5": 3.0}}
+    (paths.cache_dir() / "runs").mkdir(parents=True)
+    (paths.cache_dir() / "runs" / "aaa.csv").write_text("round\n0\n")
+    shown = progress.Progress(_Bar(), "li2020/fig1a", record, tmp_path / "progress.json")
+    shown.show({})
+    assert shown.bar.text == "li2020/fig1a, ETA 63 s (recorded compute of the 2 runs still missing)"
+    (paths.cache_dir() / "to_target").mkdir()
+    (paths.cache_dir() / "to_target" / "ccc_to_0.5.csv").write_text("round\n0\n")  # finished meanwhile
+    shown.show({"runs": 2, "from_cache": 1, "to_compute": 2, "computed": 1})
+    assert shown.bar.text == ("li2020/fig1a, computing runs 1/2, ETA 60 s (recorded compute of the 1 runs "
+                              "still missing)")
+    assert "31 s" not in shown.bar.text
+    older = {"profile": "smoke", "wall_time_s": 31.0, "runs": 10, "runs_compute_s": 600.0}  # no run_seconds
+    shown = progress.Progress(_Bar(), "li2020/fig1a", older, tmp_path / "progress.json")
+    shown.show({"runs": 7, "from_cache": 6, "to_compute": 4, "computed": 1})
+    assert shown.bar.text == ("li2020/fig1a, computing runs 1/4, ETA 3 min (mean recorded compute of a run × "
+                              "3 runs left)")
 
 
 def test_eta_with_overrides_reads_only_the_target_record(project):
     """A ``--set`` run (another scale) takes no run count or wall time from the committed figure."""
     record = {"profile": "paper", "wall_time_s": 60.0, "runs": 16}
     (project / "figures" / "notes" / "figA.claims.json").write_text(json.dumps(record))
-    nb = runner.FigureNotebook("notes", "figA", project / "notebooks" / "notes_figA.ipynb")
     target = project / "elsewhere"
-    assert runner._previous(nb, "paper", target) == record  # no overrides: the committed record
-    assert runner._previous(nb, "paper", target, {"rounds": 200}) == {}
+    assert progress.previous("notes", "figA", "paper", target) == record  # no overrides: the committed record
+    assert progress.previous("notes", "figA", "paper", target, {"rounds": 200}) == {}
     (target / "notes").mkdir(parents=True)
     (target / "notes" / "figA.claims.json").write_text(json.dumps({**record, "runs": 8}))
-    assert runner._previous(nb, "paper", target, {"rounds": 200})["runs"] == 8
+    assert progress.previous("notes", "figA", "paper", target, {"rounds": 200})["runs"] == 8
 
 
 def test_report_says_where_a_figures_compute_goes():
@@ -254,3 +276,115 @@ def test_asyncio_reports_go_to_the_kernel_log_while_a_notebook_runs(tmp_path, ca
     finally:
         runner._route_asyncio_log(None)
     assert logger.propagate and not logger.handlers  # the batch's end restores the default
+
+
+def test_two_runs_of_one_notebook_at_once_both_succeed(project, monkeypatch):
+    """Two batches of the same notebook on one build folder: each stages into its own folder,
+    both publish, and no staging folder is left behind."""
+    import threading
+
+    import papermill
+
+    _notebook(project / "notebooks", "notes_figA", GOOD)
+    both_published = threading.Barrier(2)
+
+    def execute(_input, _output, parameters, **_):  # publishes its own data, then waits for the other run's
+        import pandas as pd
+
+        publish(None, pd.DataFrame({"run": [threading.get_ident()]}), [check("y is two", True, "y = 2")],
+                paper="notes", figure="figA", profile=parameters["profile"], out_dir=parameters["out_dir"])
+        try:
+            both_published.wait(timeout=10)
+        except threading.BrokenBarrierError:
+            pass
+
+    monkeypatch.setattr(papermill, "execute_notebook", execute)
+    failed = []
+
+    def batch(out):
+        out.mkdir()
+        (out / "run").write_text(str(threading.get_ident()))
+        try:
+            failed.append(runner.run(["notes/figA"], "smoke", {"out_dir": str(out)}))
+        except Exception as exc:  # noqa: BLE001  (a clash may raise instead of counting a failure)
+            failed.append(repr(exc))
+
+    threads = [threading.Thread(target=batch, args=(project / f"out{i}",)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failed == [0, 0]
+    for out in (project / "out0", project / "out1"):  # each batch published its own run's files
+        assert (out / "notes" / "figA.csv").read_text().split() == ["run", (out / "run").read_text()]
+    assert not (paths.build_dir() / "staging").exists()
+
+
+def _never_runs(monkeypatch):
+    import papermill
+
+    def never(*args, **kwargs):
+        raise AssertionError("a notebook ran although its out_dir was refused")
+    monkeypatch.setattr(papermill, "execute_notebook", never)
+
+
+def test_no_override_writes_into_the_committed_figures(project, monkeypatch, capsys):
+    """``--set out_dir=figures`` (any folder inside figures/, relative or not, any profile) is refused
+    in one line before anything runs; only the documented reduced-scale commands write figures/cpu_scale."""
+    from replicate.cli.main import main
+    from replicate.experiments.li2020.fig2 import Fig2Config
+
+    _notebook(project / "notebooks", "notes_figA", GOOD)
+    monkeypatch.chdir(project)
+    _never_runs(monkeypatch)
+    for profile, out_dir in [("smoke", "figures"), ("smoke", "figures/notes"), ("paper", "figures"),
+                             ("paper", str(project / "figures" / "cpu_scale")), ("smoke", "build/../figures")]:
+        with pytest.raises(ReplicateError, match="inside the committed figures/"):
+            runner.run(["notes/figA"], profile, {"out_dir": out_dir})
+    assert main(["figures", "notes/figA", "--set", "out_dir=figures"]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert not any(p.is_file() for p in (project / "figures").rglob("*"))
+    with pytest.raises(ReplicateError, match="inside the committed figures/"):  # interactive: config cell
+        Fig2Config.for_profile("smoke", out_dir=project / "figures" / "li2020")
+    import pandas as pd
+
+    with pytest.raises(ReplicateError, match="inside the committed figures/"):  # and publish itself
+        publish(None, pd.DataFrame({"x": [1]}), [], paper="notes", figure="figA", profile="paper",
+                out_dir=project / "figures")
+
+
+def test_reduced_scale_commands_still_write_figures_cpu_scale(project, monkeypatch):
+    """coverage.REDUCED's commands (--profile paper ... --set out_dir=figures/cpu_scale) keep working."""
+    from replicate.report import coverage
+
+    paper, figure = coverage.REDUCED[0].key.split("/")[1:]
+    _notebook(project / "notebooks", f"{paper}_{figure}", GOOD.replace('"notes"', f'"{paper}"')
+              .replace('"figA"', f'"{figure}"'))
+    monkeypatch.chdir(project)
+    assert runner.run([f"{paper}/{figure}"], "paper", {"out_dir": "figures/cpu_scale"}) == 0
+    assert (project / "figures" / "cpu_scale" / paper / f"{figure}.claims.json").is_file()
+    with pytest.raises(ReplicateError, match="inside the committed figures/"):
+        runner.run([f"{paper}/{figure}"], "smoke", {"out_dir": "figures/cpu_scale"})
+
+
+def test_an_unwritable_out_dir_is_one_line_before_anything_runs(project, monkeypatch, capsys):
+    from replicate.cli.main import main
+    from replicate.experiments.li2020.fig2 import Fig2Config
+
+    _notebook(project / "notebooks", "notes_figA", GOOD)
+    _notebook(project / "notebooks", "notes_figB", GOOD)
+    _never_runs(monkeypatch)
+    blocked = project / "a_file"
+    blocked.write_text("not a folder")
+    bad = blocked / "out"
+    with pytest.raises(ReplicateError, match=f"cannot write into {bad}"):
+        runner.run(["notes"], "smoke", {"out_dir": str(bad)})
+    assert main(["figures", "notes", "--set", f"out_dir={bad}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: cannot write into {bad}")
+    with pytest.raises(ReplicateError, match="cannot write into"):  # interactive: the config cell, before compute
+        Fig2Config.for_profile("smoke", out_dir=bad)
+    monkeypatch.setenv("REPLICATE_BUILD", str(blocked / "build"))  # the default build/figures, unwritable
+    with pytest.raises(ReplicateError, match="cannot write into"):
+        Fig2Config.for_profile("smoke", out_dir=None)
+    assert Fig2Config.for_profile("smoke") == Fig2Config.smoke()  # without out_dir: no check (library use)

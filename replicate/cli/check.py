@@ -78,14 +78,30 @@ def _verdicts(committed: Path, fresh: Path, paper: str, figure: str) -> tuple[st
     return tuple(claim for claim in dict.fromkeys([*old, *new]) if old.get(claim) != new.get(claim))
 
 
+COLUMNS = ("figure", "values", "max abs diff", "max rel diff", "outside tol", "rtol", "verdicts", "result")
+NUMERIC = ("values", "max abs diff", "max rel diff", "outside tol")  # right-aligned
+
+
 def report(results: list[FigureCheck]) -> str:
-    lines = ["figure                      values  max abs diff  max rel diff  outside tol  verdicts  result"]
+    """One line per figure, columns aligned (numbers to the right), and a line per changed verdict."""
+    rows: list[tuple[FigureCheck, tuple[str, ...]]] = []
     for r in results:
+        cells = (r.key,) if r.problem else (
+            r.key, f"{r.values:d}", f"{r.max_abs:.2e}", f"{r.max_rel:.2e}", f"{r.outside:d}", f"{r.rtol:g}",
+            "same" if not r.verdicts_differ else "CHANGED", "reproduced within tolerance" if r.ok else "FAIL")
+        rows.append((r, cells))
+    widths = [max([len(name)] + [len(cells[i]) for _, cells in rows if i < len(cells)])
+              for i, name in enumerate(COLUMNS)]
+
+    def line(cells) -> str:
+        return "  ".join(c.rjust(w) if name in NUMERIC else c.ljust(w)
+                         for name, c, w in zip(COLUMNS, cells, widths)).rstrip()
+
+    lines = [line(COLUMNS)]
+    for r, cells in rows:
         if r.problem:
-            lines.append(f"{r.key:27s} {'':6s}  {r.problem}  FAIL")
+            lines.append(f"{r.key.ljust(widths[0])}  {r.problem}  FAIL")
             continue
-        lines.append(f"{r.key:27s} {r.values:6d}  {r.max_abs:12.2e}  {r.max_rel:12.2e}  "
-                     f"{r.outside:6d} (rtol {r.rtol:g})  {'same' if not r.verdicts_differ else 'CHANGED':8s}  "
-                     f"{'reproduced within tolerance' if r.ok else 'FAIL'}")
+        lines.append(line(cells))
         lines += [f"    verdict changed: {claim}" for claim in r.verdicts_differ]
     return "\n".join(lines)

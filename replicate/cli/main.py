@@ -78,11 +78,13 @@ def _data(args) -> int:
             folder = store.fetch(name, source=args.source, log=print)
             print(f"{name}: ready in {folder}")
     else:
-        for name in store.registered():
+        names = store.registered()
+        width = max(map(len, names), default=0)
+        for name in names:
             ds = store.spec(name)
             state = "available" if store.is_available(name) else "not fetched"
             source = "download" if ds.downloadable else "no download"
-            print(f"{name:16s} {state:12s} {ds.status:9s} {source:12s} checksums: {ds.checksums}")
+            print(f"{name:{width}s}  {state:11s}  {ds.status:7s}  {source:11s}  checksums: {ds.checksums}")
     return 0
 
 
@@ -112,7 +114,7 @@ def main(argv=None) -> int:
         "bench", help="time the vectorized engine against the sequential oracle",
         description="Times the same rounds (same client plans and mini-batches) through the vectorized "
                     "engine, the generic per-step path and the sequential per-client oracle on four workloads "
-                    "(synthetic(1,1) K = 10 and 100, the MNIST Figure 1a workload, FedProx with 90%% stragglers), "
+                    "(synthetic(1,1) K = 10 and 100, the MNIST Figure 1a workload, FedProx with 90% stragglers), "
                     "and the FedProx LSTMs stacked vs client by client vs the oracle, "
                     "and prints the ratios; --record writes them to BENCHMARKS.md. Speed is measured here, "
                     "never asserted in tests.")

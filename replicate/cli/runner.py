@@ -1,8 +1,9 @@
 """Run figure notebooks headlessly with papermill and publish their outputs.
 
-Each notebook writes into a fresh staging folder; only when it finishes without
-error are its files (PNG, PDF, CSV, claims) moved into ``figures/`` — and only for
-the paper profile. A failed notebook is reported with its error and leaves the
+Each notebook run writes into a staging folder of its own (two batches may run the same
+notebook at once); only when it finishes without error are its files (PNG, PDF, CSV, claims)
+moved into ``figures/`` — and only for the paper profile (or ``--set out_dir``, which may not
+point inside ``figures/``). A failed notebook is reported with its error and leaves the
 committed figures untouched; the batch carries on and exits non-zero at the end.
 Runs inside notebooks are cached (``replicate.runs.cache``), so rerunning an
 interrupted batch resumes where it stopped.
@@ -13,7 +14,7 @@ import json
 import os
 import shutil
 import sys
-import threading
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,8 +22,9 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from replicate.core import paths
-from replicate.report.claims import PROFILES
-from replicate.core.fileio import atomic_write_text
+from replicate.cli.progress import Progress, previous
+from replicate.report.claims import PROFILES, committed_figures_refused
+from replicate.core.fileio import atomic_file, atomic_write_text, check_writable
 from replicate.core.errors import ReplicateError
 from replicate.experiments import catalog, knobs
 
@@ -100,16 +102,52 @@ def parameters(notebook: FigureNotebook, profile: str, out_dir: Path, overrides:
     return {"profile": profile, "out_dir": str(out_dir), **overrides}
 
 
+def _reduced_scale(target: Path, profile: str, notebooks: list[FigureNotebook]) -> bool:
+    """A documented reduced-scale command (``coverage.REDUCED``): a paper-profile run with ``--set``
+    into ``figures/cpu_scale`` of figures listed there. Those committed runs are labelled in
+    REPLICATION.md and never counted; anything else inside ``figures/`` is refused."""
+    from replicate.report.coverage import REDUCED
+
+    listed = {item.key for item in REDUCED}
+    folder = paths.figures_dir().resolve() / "cpu_scale"
+    return (profile == "paper" and target == folder
+            and all(f"cpu_scale/{nb.key}" in listed for nb in notebooks))
+
+
 def _promote(staged: Path, destination: Path) -> list[Path]:
+    """Copy the staged files into ``destination``, each through its own temporary file and a rename:
+    a reader (or a concurrent batch promoting the same figure) never sees half a file."""
     moved = []
     for src in sorted(p for p in staged.rglob("*") if p.is_file()):
         dest = destination / src.relative_to(staged)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(f".{dest.name}.promote")
-        shutil.copyfile(src, tmp)
-        tmp.replace(dest)
+        with atomic_file(dest) as out, open(src, "rb") as data:
+            shutil.copyfileobj(data, out)
         moved.append(dest)
     return moved
+
+
+def _staging(nb: FigureNotebook) -> Path:
+    """A fresh folder for one run of ``nb``: ``build/staging/<notebook>-<pid>-<random>``, so two batches
+    of the same notebook on one build folder never share (or delete) each other's files."""
+    root = paths.build_dir() / "staging"
+    for _ in range(3):  # a concurrent batch may remove the empty root between our mkdir and mkdtemp
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            return Path(tempfile.mkdtemp(prefix=f"{nb.path.stem}-{os.getpid()}-", dir=root))
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise ReplicateError(f"cannot write into {root}: {exc.strerror or exc}") from None
+    raise ReplicateError(f"cannot create a staging folder in {root}")
+
+
+def _unstage(staging: Path) -> None:
+    """Remove one run's staging folder, and ``build/staging`` itself once no other run uses it."""
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        staging.parent.rmdir()
+    except OSError:  # another batch is staging there, or it is gone already
+        pass
 
 
 def _quiet_kernel_manager(log: Path):
@@ -145,64 +183,6 @@ def _route_asyncio_log(kernel_log: Path | None):
     logger.propagate = kernel_log is None
 
 
-def _previous(nb: FigureNotebook, profile: str, target: Path, overrides: dict | None = None) -> dict:
-    """The last recorded run of this figure at this profile (wall time, runs), for the ETA; with
-    ``--set`` overrides only the target's own record (another scale's run count would mislead)."""
-    roots = (target,) if overrides else (target, paths.figures_dir(), paths.build_dir() / "figures")
-    for root in roots:
-        claims = root / nb.paper / f"{nb.figure}.claims.json"
-        if claims.exists():
-            record = json.loads(claims.read_text())
-            if record.get("profile") == profile and "wall_time_s" in record:
-                return record
-    return {}
-
-
-def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
-
-
-class _Progress:
-    """Polls the progress file a notebook's RunLog writes and shows runs done / total and an ETA."""
-
-    def __init__(self, bar, nb: FigureNotebook, previous: dict, progress_file: Path):
-        self.bar, self.nb, self.file = bar, nb, progress_file
-        self.expected_wall, self.expected_runs = previous.get("wall_time_s"), previous.get("runs")
-        self.start, self.stop = time.perf_counter(), threading.Event()
-        self.thread = threading.Thread(target=self._poll, daemon=True)
-
-    def __enter__(self):
-        self._show({})
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        self.thread.join()
-
-    def _poll(self):
-        while not self.stop.wait(2.0):
-            try:
-                self._show(json.loads(self.file.read_text()))
-            except (OSError, ValueError):
-                self._show({})
-
-    def _show(self, state: dict):
-        elapsed = time.perf_counter() - self.start
-        parts = [self.nb.key]
-        if state.get("pool_total"):
-            done, total = state["pool_done"], state["pool_total"]
-            parts.append(f"computing runs {done}/{total}")
-            if done:
-                parts.append(f"ETA {_minutes(elapsed / done * (total - done))}")
-        elif state.get("runs"):
-            total = f"/{self.expected_runs}" if self.expected_runs else ""
-            parts.append(f"runs {state['runs']}{total} ({state['from_cache']} from cache)")
-        if len(parts) < 3 and self.expected_wall:
-            parts.append(f"last run took {_minutes(self.expected_wall)}")
-        self.bar.set_postfix_str(", ".join(parts))
-
-
 def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
         log_output: bool = False) -> int:
     """Execute the selected notebooks; returns the number that failed."""
@@ -220,16 +200,17 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
     executed_dir = paths.build_dir() / "executed" / profile
     # Only a paper-profile run with no overrides may replace the committed figures and REPLICATION.md.
     committed = profile == "paper" and not overrides and out_dir is None
-    target = Path(out_dir) if out_dir else paths.figures_dir() if committed else paths.build_dir() / "figures"
+    target = Path(out_dir).resolve() if out_dir else paths.figures_dir() if committed else paths.build_dir() / "figures"
+    if not committed and paths.within(target, paths.figures_dir()) and not _reduced_scale(target, profile, notebooks):
+        raise committed_figures_refused(out_dir)
+    check_writable(target)  # before any notebook runs: one line, not a traceback after the compute
     if profile == "paper" and not committed:
         tqdm.write(f"writing into {target}, not figures/: only an unmodified paper-profile run updates the "
                    "committed figures", file=sys.stderr)
     failures, finished = [], []
     bar = tqdm(notebooks, desc=f"figures ({profile})", unit="notebook", file=sys.stderr)
     for nb in bar:
-        staging = paths.build_dir() / "staging" / f"{nb.paper}_{nb.figure}"
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
+        staging = _staging(nb)
         executed_dir.mkdir(parents=True, exist_ok=True)
         progress_file = staging / "progress.json"
         os.environ["REPLICATE_PROGRESS"] = str(progress_file)  # the kernel inherits it (unset below)
@@ -237,40 +218,40 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
         kernel_log = executed_dir / f"{nb.path.stem}.kernel.log"
         _route_asyncio_log(kernel_log)  # left in place if interrupted: the process is about to exit
         try:
-            with _Progress(bar, nb, _previous(nb, profile, target, overrides), progress_file):
-                papermill.execute_notebook(str(nb.path), str(executed_dir / nb.path.name),
-                                           parameters=parameters(nb, profile, staging, overrides),
-                                           kernel_name="python3", progress_bar=False, log_output=log_output,
-                                           cwd=str(paths.notebooks_dir()),
-                                           kernel_manager_class=_quiet_kernel_manager(kernel_log))
-        except KeyboardInterrupt:
-            raise Interrupted(_interrupted(nb, finished)) from None
-        except Exception as exc:  # papermill re-raises the cell's error; report it and go on
-            if getattr(exc, "ename", "") == "KeyboardInterrupt":  # Ctrl-C reached the kernel first
+            try:
+                with Progress(bar, nb.key, previous(nb.paper, nb.figure, profile, target, overrides), progress_file):
+                    papermill.execute_notebook(str(nb.path), str(executed_dir / nb.path.name),
+                                               parameters=parameters(nb, profile, staging, overrides),
+                                               kernel_name="python3", progress_bar=False, log_output=log_output,
+                                               cwd=str(paths.notebooks_dir()),
+                                               kernel_manager_class=_quiet_kernel_manager(kernel_log))
+            except KeyboardInterrupt:
                 raise Interrupted(_interrupted(nb, finished)) from None
-            failures.append(nb.key)
-            message = getattr(exc, "evalue", None) or str(exc).strip().splitlines()[-1]
-            tqdm.write(f"FAILED {nb.key}: {getattr(exc, 'ename', type(exc).__name__)}: {message}\n"
-                       f"  executed notebook with the traceback: {executed_dir / nb.path.name}\n"
-                       f"  committed figures were left unchanged", file=sys.stderr)
-            continue
-        finally:
-            os.environ.pop("REPLICATE_PROGRESS", None)
-            if staging.exists() and not any(staging.rglob("*.claims.json")):  # failed: nothing to keep
-                shutil.rmtree(staging, ignore_errors=True)
-        elapsed = time.perf_counter() - start
-        claims_file = staging / nb.paper / f"{nb.figure}.claims.json"
-        if not claims_file.exists():
-            failures.append(nb.key)
-            tqdm.write(f"FAILED {nb.key}: the notebook did not publish its claims (no {claims_file.name})",
-                       file=sys.stderr)
-            continue
-        progress_file.unlink(missing_ok=True)
-        record = json.loads(claims_file.read_text())
-        record["wall_time_s"] = round(elapsed, 1)
-        atomic_write_text(claims_file, json.dumps(record, indent=2) + "\n")
-        _promote(staging, target)
-        shutil.rmtree(staging, ignore_errors=True)  # promoted: build/staging is not left behind
+            except Exception as exc:  # papermill re-raises the cell's error; report it and go on
+                if getattr(exc, "ename", "") == "KeyboardInterrupt":  # Ctrl-C reached the kernel first
+                    raise Interrupted(_interrupted(nb, finished)) from None
+                failures.append(nb.key)
+                message = getattr(exc, "evalue", None) or str(exc).strip().splitlines()[-1]
+                tqdm.write(f"FAILED {nb.key}: {getattr(exc, 'ename', type(exc).__name__)}: {message}\n"
+                           f"  executed notebook with the traceback: {executed_dir / nb.path.name}\n"
+                           f"  committed figures were left unchanged", file=sys.stderr)
+                continue
+            finally:
+                os.environ.pop("REPLICATE_PROGRESS", None)
+            elapsed = time.perf_counter() - start
+            claims_file = staging / nb.paper / f"{nb.figure}.claims.json"
+            if not claims_file.exists():
+                failures.append(nb.key)
+                tqdm.write(f"FAILED {nb.key}: the notebook did not publish its claims (no {claims_file.name})",
+                           file=sys.stderr)
+                continue
+            progress_file.unlink(missing_ok=True)
+            record = json.loads(claims_file.read_text())
+            record["wall_time_s"] = round(elapsed, 1)
+            atomic_write_text(claims_file, json.dumps(record, indent=2) + "\n")
+            _promote(staging, target)
+        finally:  # promoted, failed or interrupted: build/staging is not left behind
+            _unstage(staging)
         finished.append(nb.key)
         counted = [c for c in record["claims"] if c.get("kind", "replication") == "replication"]
         status = (f"{sum(c['passed'] for c in counted)}/{len(counted)} replication claims "
@@ -280,8 +261,6 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
                      "consistency checks hold"
         tqdm.write(f"done   {nb.key} in {elapsed:.0f}s ({status}) -> {target / nb.paper}", file=sys.stderr)
     _route_asyncio_log(None)
-    if (paths.build_dir() / "staging").is_dir() and not any((paths.build_dir() / "staging").iterdir()):
-        (paths.build_dir() / "staging").rmdir()
     if committed:
         from replicate.report import replication as report
 

@@ -6,6 +6,8 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
+from replicate.core.errors import ReplicateError
+
 
 @contextmanager
 def atomic_file(path: Path, mode: str = "wb"):
@@ -29,3 +31,14 @@ def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` via :func:`atomic_file`."""
     with atomic_file(path, "w") as fh:
         fh.write(text)
+
+
+def check_writable(folder: Path) -> None:
+    """Create ``folder`` if needed and write (then remove) a temporary file in it, so that an
+    unwritable output folder is reported in one line before any work, not after it."""
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise ReplicateError(f"cannot write into {folder}: {exc.strerror or exc}") from None

@@ -45,3 +45,8 @@ def figures_dir() -> Path:
 
 def notebooks_dir() -> Path:
     return REPO / "notebooks"
+
+
+def within(path: str | os.PathLike, root: str | os.PathLike) -> bool:
+    """True when ``path`` is ``root`` or lies under it, once both are resolved (``..``, links, cwd)."""
+    return Path(path).resolve().is_relative_to(Path(root).resolve())

@@ -23,6 +23,7 @@ from replicate.core.errors import ReplicateError
 
 PROFILES = ("smoke", "paper")
 NOT_KNOBS = ("profile", "deviations")  # set by the runner / derived, never by hand
+_NOT_GIVEN = object()
 
 
 def names(cls) -> tuple[str, ...]:
@@ -108,9 +109,18 @@ class FigureConfig:
     papermill or ``--set`` builds one. Subclasses define ``smoke()`` and may define ``validate()``."""
 
     @classmethod
-    def for_profile(cls, profile: str = "smoke", **overrides):
-        """The ``paper`` or ``smoke`` settings with checked overrides (``None`` = the profile's value)."""
-        return configure(cls, profile, overrides)
+    def for_profile(cls, profile: str = "smoke", *, out_dir=_NOT_GIVEN, **overrides):
+        """The ``paper`` or ``smoke`` settings with checked overrides (``None`` = the profile's value).
+
+        A notebook also passes its ``out_dir`` (``None``: build/figures), so that a folder its
+        ``publish`` could not write is refused in one line here, before any compute.
+        """
+        config = configure(cls, profile, overrides)
+        if out_dir is not _NOT_GIVEN:
+            from replicate.report.claims import output_dir  # here: it loads matplotlib, --set checks need none
+
+            output_dir(out_dir)
+        return config
 
 
 def check_tune_seeds(config) -> None:

@@ -17,7 +17,7 @@ import pandas as pd
 
 from replicate.core import paths
 from replicate.report import plotting
-from replicate.core.fileio import atomic_write_text
+from replicate.core.fileio import atomic_write_text, check_writable
 from replicate.core.errors import ReplicateError
 
 PAPERS = ("li2020", "fedprox2020", "charles2021", "khanduri2021", "notes")
@@ -85,7 +85,24 @@ class ClaimsTable:
 
 
 def output_dir(out_dir: str | os.PathLike | None) -> Path:
-    return Path(out_dir) if out_dir else paths.build_dir() / "figures"
+    """Where a notebook's files go: ``out_dir``, or ``build/figures`` when it is ``None``.
+
+    Checked before anything is computed (a notebook's config passes it here in its first cell, and
+    ``publish`` again): never inside the committed ``figures/`` (only the batch runner's unmodified
+    paper-profile run promotes files there), and writable — each a one-line error.
+    """
+    folder = Path(out_dir) if out_dir else paths.build_dir() / "figures"
+    if paths.within(folder, paths.figures_dir()):
+        raise committed_figures_refused(folder)
+    check_writable(folder)
+    return folder
+
+
+def committed_figures_refused(folder) -> ReplicateError:
+    return ReplicateError(
+        f"out_dir {folder} is inside the committed figures/: only `python -m replicate figures --profile paper` "
+        "without --set writes there (and the reduced-scale commands of replicate/report/coverage.py, into "
+        "figures/cpu_scale); choose another folder, or leave out_dir unset for build/figures")
 
 
 def publish(fig, data: pd.DataFrame, claims: list[Claim], *, paper: str, figure: str,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+from tqdm.auto import tqdm
 
 from replicate.core import paths
 from replicate.core.errors import ReplicateError
@@ -48,12 +49,16 @@ class RunLog:
     compute_s: float = 0.0
     untimed: int = 0
     fresh: set = field(default_factory=set)  # entries this log's worker pools just computed: not "from cache"
-    # The batch runner sets REPLICATE_PROGRESS to a file it polls to show runs done / total and an ETA.
+    # The batch runner sets REPLICATE_PROGRESS to a file it polls to show runs done / total and an ETA;
+    # without it (JupyterLab, nbval) the log shows the same as a bar of its own.
     progress_file: str | None = field(default_factory=lambda: os.environ.get("REPLICATE_PROGRESS"))
-    pool_total: int = 0  # runs handed to worker pools so far
-    pool_done: int = 0
+    display: bool = True  # the bar when there is no progress file; off for a run's private log
+    to_compute: int = 0  # runs announced (``planned``) or started here, that are not in the cache
+    computed: int = 0  # of those, finished (here or by a worker process)
+    pending: int = 0  # announced and not started here nor finished by a worker
     by_dataset: dict = field(default_factory=dict)  # dataset → compute seconds: where a figure's time goes
     seconds: dict = field(default_factory=dict)  # run key → compute seconds, so totals over figures count a run once
+    _bar: object = field(default=None, repr=False, compare=False)
 
     def record(self, elapsed: float | None, cached: bool, dataset: str | None = None, key: str | None = None) -> None:
         self.runs += 1
@@ -69,19 +74,38 @@ class RunLog:
         self._report()
 
     def planned(self, missing: int) -> None:
-        """A worker pool is about to compute ``missing`` runs."""
-        self.pool_total += missing
+        """``missing`` runs are about to be computed (by a worker pool, or here as they are read):
+        the total of runs done / total, known before the first of them starts."""
+        self.to_compute += missing
+        self.pending += missing
         self._report()
 
-    def pool_finished(self) -> None:
-        self.pool_done += 1
+    def started(self) -> None:
+        """A run starts computing in this process; one not announced by ``planned`` adds to the total."""
+        if self.pending:
+            self.pending -= 1
+        else:
+            self.to_compute += 1
+        self._report()
+
+    def finished(self, by_worker: bool = False) -> None:
+        """A run finished computing (``by_worker``: in a worker process, so it was never ``started`` here)."""
+        if by_worker and self.pending:
+            self.pending -= 1
+        self.computed += 1
         self._report()
 
     def _report(self) -> None:
         if self.progress_file:
             atomic_write_text(Path(self.progress_file), json.dumps(
-                {"runs": self.runs, "from_cache": self.from_cache, "pool_total": self.pool_total,
-                 "pool_done": self.pool_done}))
+                {"runs": self.runs, "from_cache": self.from_cache, "to_compute": self.to_compute,
+                 "computed": self.computed}))
+        elif self.display and self.to_compute:
+            if self._bar is None:
+                self._bar = tqdm(total=self.to_compute, desc="runs computed", unit="run", leave=True)
+            self._bar.total, self._bar.n = self.to_compute, self.computed
+            self._bar.set_postfix_str(f"{self.from_cache} read from cache" if self.from_cache else "", refresh=False)
+            self._bar.refresh()
 
     def mark_computed(self, config: RunConfig, stop_loss: float | None = None, extra_metrics=None) -> None:
         """Note that a worker process just computed this entry for us, so that reading it back
@@ -131,6 +155,20 @@ def _with(entry: Path, suffix: str) -> Path:
     return entry.parent / f"{entry.name}{suffix}"  # not with_suffix: "<key>_to_0.29" has a dot of its own
 
 
+def is_cached(name: str) -> bool:
+    """Whether the run named ``name`` (a key of ``RunLog.provenance()["run_seconds"]``) is in the cache."""
+    return any((paths.cache_dir() / folder / f"{name}.csv").exists() for folder in ("runs", "to_target"))
+
+
+def plan(jobs, log: RunLog | None) -> list:
+    """The jobs (``(config, target, extra_metrics)``, as ``pool.Job``) missing from the cache, announced
+    to ``log`` so that its runs done / total is right before the first of them starts."""
+    missing = [job for job in dict.fromkeys(jobs) if load(*job) is None]
+    if log is not None:
+        log.planned(len(missing))
+    return missing
+
+
 def load(config: RunConfig, stop_loss: float | None = None, extra_metrics=None) -> pd.DataFrame | None:
     path = _file(config, stop_loss, ".csv", extra_metrics)
     return pd.read_csv(path) if path.exists() else None
@@ -144,7 +182,7 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
     is at most that value (rounds-to-target sweeps); such runs are cached separately.
     ``problem`` serves a ``dataset="given"`` config (built by the caller, so never cached).
     """
-    log = log if log is not None else RunLog()
+    log = log if log is not None else RunLog(progress_file=None, display=False)  # e.g. in a worker process
     if problem is not None and use_cache:
         raise ReplicateError("a run on a given problem cannot be cached: pass use_cache=False")
     entry = _file(config, stop_loss, "", extra_metrics) if use_cache else None
@@ -152,6 +190,7 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
         log.record(json.loads(_with(entry, ".json").read_text()).get("elapsed_s"),
                    cached=_with(entry, ".csv") not in log.fresh, dataset=config.dataset, key=entry.name)
         return cached
+    log.started()
     start = time.perf_counter()
     problem, algorithm, work, schedule, objective = build(config, problem=problem)
     history = engine.run(problem, algorithm, work, schedule, objective=objective, rounds=config.rounds,
@@ -161,6 +200,7 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
                          desc=f"{config.dataset} {config.algorithm} E={work.amount} K={config.clients_per_round}")
     elapsed = time.perf_counter() - start
     log.record(elapsed, cached=False, dataset=config.dataset, key=entry.name if use_cache else None)
+    log.finished()
     if use_cache:
         buffer = io.StringIO()
         history.to_csv(buffer, index=False)

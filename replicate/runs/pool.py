@@ -64,23 +64,21 @@ def compute(jobs: list[Job | tuple], workers: int = 2, progress: bool = True,
     too little work to pay for starting processes, nothing happens here and each run is
     computed in this process when it is first read.
     """
-    missing = [job for job in dict.fromkeys(Job(*job) for job in jobs) if cache.load(*job) is None]
+    missing = cache.plan([Job(*job) for job in jobs], log)  # the log's runs done / total counts them whoever computes them
     if workers <= 1 or sum(map(_cost, missing)) < PARALLEL_ABOVE:
         return
     from tqdm.auto import tqdm
 
     missing.sort(key=_cost, reverse=True)
-    if log is not None:
-        log.planned(len(missing))
     context = multiprocessing.get_context("spawn")
     with (concurrent.futures.ProcessPoolExecutor(workers, mp_context=context, initializer=_ignore_interrupt) as pool,
-          tqdm(total=len(missing), desc="runs", disable=not progress, leave=False) as bar):
+          tqdm(total=len(missing), desc="runs", disable=not progress or log is not None, leave=False) as bar):
         futures = {pool.submit(_compute, job): job for job in missing}
         for future in concurrent.futures.as_completed(futures):
             future.result()
             if log is not None:
                 log.mark_computed(*futures[future])
-                log.pool_finished()
+                log.finished(by_worker=True)
             bar.update()
 
 

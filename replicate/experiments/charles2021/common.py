@@ -58,7 +58,7 @@ class _Profiled(knobs.FigureConfig):
     @classmethod
     def for_profile(cls, profile: str = "smoke", **overrides):
         """The ``paper`` or ``smoke`` settings with checked overrides (``None`` = the profile's value)."""
-        return dataclasses.replace(knobs.configure(cls, profile, overrides), profile=profile)
+        return dataclasses.replace(super().for_profile(profile, **overrides), profile=profile)
 
     def _common_deviations(self, conditions, servers=("gd",)) -> list[str]:
         notes = [EPS_DEVIATION,

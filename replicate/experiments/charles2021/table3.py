@@ -45,6 +45,10 @@ class Table3Config(knobs.FigureConfig):
     def smoke(cls):
         return cls(datasets=("shakespeare", "cifar100"))
 
+    def dataset_names(self) -> tuple[str, ...]:
+        """The datasets its rows load: Table 3's Shakespeare is TFF's, and CIFAR-100 none (not available)."""
+        return tuple(ROWS[row][0] for row in self.datasets if ROWS[row][0])
+
 
 def _counts(name: str) -> tuple[int, int, int, int]:
     from replicate.runs.config import dataset

@@ -87,6 +87,10 @@ class Fig5Config(knobs.FigureConfig):
     def rounds(self, local_updates: int) -> int:
         return math.ceil(self.samples_per_worker / (self.batch_size * local_updates))
 
+    def dataset_names(self) -> tuple[str, ...]:
+        """The datasets its runs load (``replicate.experiments.requirements``)."""
+        return (f"mnist_stem_{self.heterogeneity}",)
+
     def stem_grid(self) -> list[tuple[float, float]]:
         """(κ̄, c) pairs whose first-epoch momentum weight a = c·η_1² stays below 1 (spec §6.5)."""
         return [(k, c) for k in self.stem_lr for c in self.stem_c if c * (k / 2 ** (1 / 3)) ** 2 < 1]

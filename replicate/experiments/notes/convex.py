@@ -135,12 +135,15 @@ def _convex(config: ConvexConfig, progress: bool, log) -> pd.DataFrame:
         c, info = cached_constants(dataset, weight_decay=config.weight_decay, batch_size=batch_size(dataset),
                                    num_clients=config.clients_for(dataset))
         balanced = bool(np.allclose(c.weights, c.weights[0]))
-        runs = {}
+        runs, settings = {}, []
         for series in config.series():
             th = _theory(c, series, balanced)
             factor = config.notes_gamma_factor if series == "notes" else 8.0
             g = bounds.gamma(th["L"] / th["mu"], config.local_steps, factor)
-            lr0, decay = 2.0 / (th["mu"] * g), config.local_steps / g
+            settings.append((series, th, factor, g, 2.0 / (th["mu"] * g), config.local_steps / g))
+        cache.plan([(config.run_config(dataset, th["engine_scheme"], seed, lr0=lr0, decay=decay), None)
+                    for _, th, _, _, lr0, decay in settings for seed in config.seeds_for(dataset)], log)
+        for series, th, factor, g, lr0, decay in settings:
             for seed in config.seeds_for(dataset):
                 run = config.run_config(dataset, th["engine_scheme"], seed, lr0=lr0, decay=decay)
                 probe = RunProbe(rounds=run.rounds, eval_every=run.eval_every, batch_size=run.batch_size,

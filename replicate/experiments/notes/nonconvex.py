@@ -117,6 +117,8 @@ def _one_model(config: NonconvexConfig, model: str, progress: bool, log) -> pd.D
     certified = float(C.smoothness(problem, config.weight_decay)[0].max()) if model == "logistic" else math.nan
     lr = float(f"{config.lr_times_L / (certified if model == 'logistic' else L0):.3g}")
     runs = []
+    cache.plan([(config.run_config(model, E, seed, lr=lr), None) for E in config.local_steps for seed in config.seeds],
+               log)
     for E in config.local_steps:
         for seed in config.seeds:
             run = config.run_config(model, E, seed, lr=lr)

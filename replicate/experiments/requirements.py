@@ -1,0 +1,66 @@
+"""Which staged datasets (``python -m replicate data fetch NAME``) a figure reads at a profile.
+
+Derived from the figure's config at that profile, so that a notebook is skipped (nbval, see
+``tests/conftest.py``) exactly when a dataset it reads is missing: Li et al.'s Figure 1a needs MNIST
+at paper scale but none at smoke scale, whose runs are synthetic. A config names its datasets in a
+``datasets`` or ``dataset`` field, or in a ``dataset_names()`` method where its names are not the
+loaders' (Charles & Konečný's Table 3 rows).
+"""
+from __future__ import annotations
+
+from replicate.core.errors import ReplicateError
+from replicate.experiments import catalog, knobs
+
+GENERATED = ("synthetic", "quadratic", "given")  # built from a seed, nothing to stage
+NOT_HERE = ("cifar100",)  # never available here; the figure shows the paper's numbers only
+# dataset names (figure rows or loaders) by the staged dataset whose files they read
+STAGED = {
+    "mnist": ("mnist",),  # and every mnist_* loader
+    "femnist": ("femnist", "emnist", "emnist_star"),  # the LEAF FEMNIST copy, and every femnist_* loader
+    "shakespeare": ("shakespeare",),
+    "shakespeare_tff": ("shakespeare_tff",),
+    "sent140": ("sent140",),
+}
+
+
+def staged(name: str) -> str | None:
+    """The staged dataset that dataset ``name`` reads, or ``None`` when it reads none."""
+    if name.startswith(GENERATED) or name in NOT_HERE:
+        return None
+    for store_name, names in STAGED.items():
+        if name in names:
+            return store_name
+    for prefix in ("mnist_", "femnist_"):
+        if name.startswith(prefix):
+            return prefix[:-1]
+    raise ReplicateError(f"no staged dataset is known for {name!r}: add it to replicate/experiments/requirements.py")
+
+
+def dataset_names(config) -> tuple[str, ...]:
+    """The dataset names a figure config reads (its ``dataset_names()``, else its dataset fields)."""
+    if hasattr(config, "dataset_names"):
+        return tuple(config.dataset_names())
+    names = tuple(getattr(config, "datasets", ()) or ())
+    return names + ((config.dataset,) if isinstance(getattr(config, "dataset", None), str) else ())
+
+
+def needs(key: str, profile: str = "smoke", overrides: dict | None = None) -> tuple[str, ...]:
+    """The staged datasets figure ``key`` (``paper/figure``) reads at ``profile``, sorted."""
+    config = knobs.configure(catalog.config_class(key), profile, overrides or {})
+    return tuple(sorted({s for name in dataset_names(config) if (s := staged(name)) is not None}))
+
+
+def missing(key: str, profile: str = "smoke") -> list[str]:
+    """The datasets figure ``key`` reads at ``profile`` that are neither staged nor stageable locally."""
+    from replicate.data import store
+
+    return [name for name in needs(key, profile) if not store.is_available(name)]
+
+
+def skip_reason(key: str, profile: str = "smoke") -> str | None:
+    """Why the notebook of ``key`` cannot run at ``profile`` here (a missing dataset), or ``None``."""
+    absent = missing(key, profile)
+    if not absent:
+        return None
+    return (f"{', '.join(absent)} {'is' if len(absent) == 1 else 'are'} not available: run "
+            f"`python -m replicate data fetch {' '.join(absent)}` (or set REPLICATE_DATA_FROM to a folder with the files)")

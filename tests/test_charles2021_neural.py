@@ -37,10 +37,10 @@ CONFIG = exp.Fig12Config(datasets=("femnist",), client_lrs=(0.01, 0.1, 1.0), rou
 
 def test_run_configs_are_localupdate_with_reddis_models():
     config = exp.Fig12Config().run_config("femnist", 0.0316, 0.01, 2)
-    assert (config.algorithm, config.model, config.dataset) == ("local_update", "conv_dropout", "femnist")
+    assert (config.algorithm_name, config.model, config.dataset) == ("local_update", "conv_dropout", "femnist")
     assert (config.clients_per_round, config.batch_size, config.local_epochs, config.local_steps) == (10, 20, 1, None)
-    assert (config.client_lr, config.server_lr, config.seed, config.lr_schedule) == (0.0316, 0.01, 2, "constant")
-    assert config.message_coefficients is None and config.server_momentum == 0  # a = 1_K, plain GD
+    assert (config.client_lr, config.algorithm.server_lr, config.seed, config.lr_schedule) == (0.0316, 0.01, 2, "constant")
+    assert config.algorithm.a is None and config.algorithm.momentum == 0  # a = 1_K, plain GD
     assert config.rounds == 1500
     text = exp.Fig12Config().run_config("shakespeare_tff", 0.1, 0.01, 0)
     assert (text.model, text.batch_size, text.rounds) == ("char_lstm_tff", 4, 1200)
@@ -96,8 +96,8 @@ def test_eta_is_tuned_per_gamma_on_the_tuning_seed(monkeypatch):
     seen = []
 
     def fake_run(run_config, **_):
-        seen.append((run_config.client_lr, run_config.server_lr, run_config.seed))
-        last = final[(run_config.client_lr, run_config.server_lr)] + 0.1 * run_config.seed
+        seen.append((run_config.client_lr, run_config.algorithm.server_lr, run_config.seed))
+        last = final[(run_config.client_lr, run_config.algorithm.server_lr)] + 0.1 * run_config.seed
         return pd.DataFrame({"round": [0, 10, 20], "train_loss": [4.0, 3.0, last], "test_acc": [0.1, 0.2, 0.3]})
 
     monkeypatch.setattr(exp.cache, "run", fake_run)
@@ -173,7 +173,7 @@ def test_fig6_tunes_each_variant_by_final_accuracy(monkeypatch):
     best = {("gd", 0.01): 0.5, ("gd", 0.1): 0.7, ("heavyball", 0.01): 0.6, ("heavyball", 0.1): math.nan}
 
     def fake_run(run_config, **_):
-        server = "heavyball" if run_config.server_momentum else "gd"
+        server = "heavyball" if run_config.algorithm.momentum else "gd"
         last = best[(server, run_config.client_lr)]
         return pd.DataFrame({"round": [0, 10, 20], "train_loss": [4.0, 3.0, 2.0 if last == last else np.nan],
                              "test_acc": [0.0, 0.3, last]})
@@ -196,8 +196,8 @@ def test_fig6_config_checks():
                                  ("alpha", "gd", 1.0)]
     hb = config.config("heavyball", 0.0, (0.01, 0.1), 0)
     nest = config.config("nesterov", 0.5, (0.01, 0.1), 0)
-    assert (hb.server_momentum, hb.nesterov, hb.prox_mu) == (0.9, False, 0.0)
-    assert (nest.server_momentum, nest.nesterov, nest.prox_mu) == (0.9, True, 0.5)
+    assert (hb.algorithm.momentum, hb.algorithm.nesterov, hb.algorithm.alpha) == (0.9, False, 0.0)
+    assert (nest.algorithm.momentum, nest.algorithm.nesterov, nest.algorithm.alpha) == (0.9, True, 0.5)
 
 
 def test_num_clients_reaches_only_builders_that_take_it():

@@ -9,6 +9,7 @@ import torch
 
 from replicate.core.errors import ReplicateError
 from replicate.data.federated import FederatedDataset, Split
+from replicate.fl.algorithms import FedAvg, FedProx
 from replicate.runs import measures
 from replicate.experiments.fedprox2020 import common, epochs, heterogeneity, mu, stragglers, table1
 from replicate.fl import models, problems
@@ -111,10 +112,14 @@ def test_bad_settings_fail_before_any_run(cls, overrides, match):
 def test_run_configs_follow_the_paper():
     config = common.run_config("mnist", mu=1.0, epochs=20, seed=3, drop=0.5)
     assert (config.dataset, config.client_lr, config.clients_per_round, config.batch_size, config.local_epochs,
-            config.rounds, config.weight_decay, config.clip_norm, config.lr_schedule, config.sampling) == \
-        ("mnist_fedprox", 0.03, 10, 10, 20, 100, 0.0, None, "constant", "uniform")
+            config.rounds, config.weight_decay, config.clip_norm, config.lr_schedule) == \
+        ("mnist_fedprox", 0.03, 10, 10, 20, 100, 0.0, None, "constant")
+    assert config.algorithm == FedProx(1.0, 10, sampling="uniform", straggler_fraction=0.5)
     fedavg = common.run_config("synthetic(1,1)", mu=0.0, epochs=20, seed=0, drop=0.9, algorithm="fedavg")
-    assert (fedavg.scheme, fedavg.num_clients, fedavg.client_lr, fedavg.rounds) == ("weighted", 30, 0.01, 200)
+    assert (fedavg.algorithm, fedavg.num_clients, fedavg.client_lr, fedavg.rounds) == \
+        (FedAvg("weighted", 10, straggler_fraction=0.9), 30, 0.01, 200)
+    with pytest.raises(ReplicateError, match="FedAvg has no proximal term"):
+        common.run_config("mnist", mu=1.0, epochs=20, seed=0, algorithm="fedavg")
 
 
 def _tiny_text(name, vocabulary, classes, seq, seed=0):
@@ -153,7 +158,7 @@ def test_lstm_panels_build_the_authors_models_from_a_run_config(monkeypatch, key
         assert problem.model.table("cpu").shape == (50, 300)
         other = run_configs.build(config.replace(seed=3), device="cpu")[0].model
         assert torch.equal(other.table("cpu"), problem.model.table("cpu"))
-    histories = [common.run(c) for c in (config, config.replace(prox_mu=0.0))]
+    histories = [common.run(c) for c in (config, config.with_algorithm(prox_mu=0.0))]
     for history in histories:
         rounds = [0, 2] if key == "sent140" else [0, 1, 2]  # Sent140 evaluates every 10th round and the last
         assert history["round"].tolist() == rounds and np.isfinite(history[list(common.METRICS)].to_numpy()).all()

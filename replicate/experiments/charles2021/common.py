@@ -29,6 +29,7 @@ from replicate import theory as th
 from replicate.core.errors import ReplicateError
 from replicate.experiments import knobs
 from replicate.runs import cache
+from replicate.fl.algorithms import LocalUpdate
 from replicate.runs.config import RunConfig
 from replicate.fl.problems import QuadraticFederatedProblem
 
@@ -152,10 +153,10 @@ def _rounds_for(rho: float, reach: float = 1e-13) -> int:
 
 def local_update_config(a, gamma: float, server: "th.ServerOpt", rounds: int, alpha: float = 0.0) -> RunConfig:
     """Deterministic LocalUpdate (full participation, full gradients) as a run config on a given problem."""
-    return RunConfig(dataset="given", algorithm="local_update", clients_per_round=None, local_steps=len(a),
-                     batch_size=None, client_lr=gamma, lr_schedule="constant", weight_decay=0.0, clip_norm=None,
-                     prox_mu=alpha, server_lr=server.lr, server_momentum=server.momentum, nesterov=server.nesterov,
-                     message_coefficients=tuple(float(v) for v in a), rounds=rounds)
+    algorithm = LocalUpdate(server_lr=server.lr, a=tuple(float(v) for v in a), momentum=server.momentum,
+                            nesterov=server.nesterov, alpha=alpha)
+    return RunConfig(dataset="given", algorithm=algorithm, local_steps=len(a), batch_size=None, client_lr=gamma,
+                     lr_schedule="constant", weight_decay=0.0, clip_norm=None, rounds=rounds)
 
 
 def run_local_update(problem, x0, a, gamma: float, server: "th.ServerOpt", rounds: int, alpha: float = 0.0):

@@ -32,6 +32,7 @@ import pandas as pd
 from replicate.core.errors import ReplicateError
 from replicate.experiments import knobs
 from replicate.runs import cache, pool
+from replicate.fl.algorithms import LocalUpdate
 from replicate.runs.config import RunConfig
 from replicate.runs.measures import final
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
@@ -104,12 +105,13 @@ class NeuralRuns(knobs.FigureConfig):
         """One (γ, η, seed) on ``dataset``; ``server`` = gd / nesterov / heavyball with momentum β, ``alpha`` = α."""
         task = TASKS[dataset]
         momentum = {"gd": 0.0, "nesterov": beta, "heavyball": beta}[server]
-        return RunConfig(dataset=dataset, num_clients=self.num_clients, model=task.model,
-                         algorithm="local_update", clients_per_round=self.clients_per_round, local_steps=None,
-                         local_epochs=self.local_epochs, batch_size=self.batch_size or task.batch_size,
-                         client_lr=client_lr, lr_schedule="constant", weight_decay=0.0, clip_norm=None,
-                         server_lr=server_lr, server_momentum=momentum, nesterov=server == "nesterov", prox_mu=alpha,
-                         rounds=self.rounds_for(dataset), seed=seed, eval_every=self.eval_every, execution="auto")
+        algorithm = LocalUpdate(server_lr=server_lr, momentum=momentum, nesterov=server == "nesterov",
+                                clients_per_round=self.clients_per_round, alpha=alpha)
+        return RunConfig(dataset=dataset, num_clients=self.num_clients, model=task.model, algorithm=algorithm,
+                         local_steps=None, local_epochs=self.local_epochs,
+                         batch_size=self.batch_size or task.batch_size, client_lr=client_lr, lr_schedule="constant",
+                         weight_decay=0.0, clip_norm=None, rounds=self.rounds_for(dataset), seed=seed,
+                         eval_every=self.eval_every, execution="auto")
 
 
 @dataclass(frozen=True)

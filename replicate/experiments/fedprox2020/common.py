@@ -22,6 +22,8 @@ import numpy as np
 import pandas as pd
 
 from replicate.runs import pool
+from replicate.core.errors import ReplicateError
+from replicate.fl.algorithms import FedAvg, FedProx
 from replicate.runs.config import RunConfig
 from replicate.fl import models
 
@@ -116,11 +118,16 @@ def run_config(key: str, *, mu: float, epochs: int, seed: int, drop: float = 0.0
                rounds: int | None = None, clients_per_round: int | None = None) -> RunConfig:
     """A FedProx-paper run on dataset ``key`` (see ``SETTINGS``)."""
     s = SETTINGS[key]
-    return RunConfig(dataset=s.dataset, num_clients=s.num_clients, model=s.model, algorithm=algorithm,
-                     scheme="weighted" if algorithm == "fedavg" else "scheme1", sampling="uniform",
-                     clients_per_round=clients_per_round or s.clients_per_round, local_steps=None,
-                     local_epochs=epochs, batch_size=BATCH_SIZE, client_lr=s.lr, lr_schedule="constant",
-                     weight_decay=0.0, clip_norm=None, prox_mu=mu, straggler_fraction=drop,
+    k = clients_per_round or s.clients_per_round
+    if algorithm == "fedavg":  # the FedProx code's FedAvg: n_k-weighted, stragglers dropped
+        if mu:
+            raise ReplicateError("FedAvg has no proximal term: μ needs algorithm='fedprox'")
+        settings = FedAvg("weighted", k, straggler_fraction=drop)
+    else:
+        settings = FedProx(mu, k, sampling="uniform", straggler_fraction=drop)
+    return RunConfig(dataset=s.dataset, num_clients=s.num_clients, model=s.model, algorithm=settings,
+                     local_steps=None, local_epochs=epochs, batch_size=BATCH_SIZE, client_lr=s.lr,
+                     lr_schedule="constant", weight_decay=0.0, clip_norm=None,
                      rounds=rounds or s.rounds, seed=seed, eval_every=s.eval_every,
                      execution="stacked" if s.model == "logistic" else "auto")  # LSTMs: engine.preferred_execution
 

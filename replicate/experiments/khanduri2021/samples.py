@@ -30,6 +30,7 @@ from replicate.core.errors import ReplicateError
 from replicate.data.shards import HETEROGENEITY, WORKERS
 from replicate.experiments import knobs
 from replicate.runs import cache, pool
+from replicate.fl.algorithms import FedAvg, Scaffold, Stem
 from replicate.runs.config import RunConfig
 from replicate.runs.measures import final
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
@@ -97,15 +98,15 @@ class Fig5Config(knobs.FigureConfig):
 
     def run_config(self, algorithm: str, local_updates: int, seed: int, lr: float, c: float = 1.0) -> RunConfig:
         rounds = self.rounds(local_updates)
-        common = dict(dataset=f"mnist_stem_{self.heterogeneity}", data_seed=seed, model="lenet", algorithm=algorithm,
+        common = dict(dataset=f"mnist_stem_{self.heterogeneity}", data_seed=seed, model="lenet",
                       local_steps=local_updates, batch_size=self.batch_size, client_lr=lr, weight_decay=0.0,
                       clip_norm=None, rounds=rounds, seed=seed, eval_every=max(1, rounds // self.evals))
         if algorithm == "stem":
-            return RunConfig(**common, clients_per_round=None, lr_schedule="stem", momentum_c=c,
+            return RunConfig(**common, algorithm=Stem(momentum_c=c), lr_schedule="stem",
                              lr_decay=self.batch_size * local_updates / TRAIN_PER_WORKER)
         if algorithm == "fedavg":
-            return RunConfig(**common, scheme="full", clients_per_round=WORKERS, lr_schedule="constant")
-        return RunConfig(**common, clients_per_round=None, lr_schedule="constant")
+            return RunConfig(**common, algorithm=FedAvg("full", WORKERS), lr_schedule="constant")
+        return RunConfig(**common, algorithm=Scaffold(), lr_schedule="constant")
 
     def candidates(self, algorithm: str) -> list[dict]:
         if algorithm == "stem":

@@ -19,12 +19,13 @@ import pandas as pd
 
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check
+from replicate.fl.algorithms import FedAvg
 from replicate.runs.config import RunConfig
 from replicate.experiments import knobs
 from replicate.runs.pool import compute, run_to_target
 from replicate.experiments.li2020.common import (data_seed, COMMON_DEVIATIONS, DATASETS, LABELS, MNIST_UNBALANCED_DEVIATION,
                                                  STEPS_PER_EPOCH, SYNTHETIC_DEVIATION, _gaussian_smooth, batch_size,
-                                                 rounds_to_target)
+                                                 rounds_to_target, LI2020_OBJECTIVE)
 
 
 # Figure 1a (App. D.2): target loss and the minimum loss the authors found, per dataset.
@@ -96,9 +97,9 @@ class Fig1aConfig(knobs.FigureConfig):
         return self.mnist_seeds if dataset.startswith("mnist") else self.seeds
 
     def run_config(self, dataset: str, epochs: int, seed: int) -> RunConfig:
-        return RunConfig(dataset=dataset, scheme="scheme1", clients_per_round=self.clients(dataset),
+        return RunConfig(dataset=dataset, algorithm=FedAvg("scheme1", self.clients(dataset)),
                          local_steps=epochs * STEPS_PER_EPOCH, batch_size=batch_size(dataset), client_lr=self.lr,
-                         rounds=self.max_rounds, seed=seed, data_seed=data_seed(dataset, seed))
+                         rounds=self.max_rounds, seed=seed, data_seed=data_seed(dataset, seed), **LI2020_OBJECTIVE)
 
     def jobs(self) -> list[tuple[RunConfig, float]]:
         return [(self.run_config(d, e, s), FIG1A_TARGET[d])

@@ -16,13 +16,14 @@ import pandas as pd
 
 from replicate.report import plotting
 from replicate.report.claims import check, consistency
+from replicate.fl.algorithms import FedAvg
 from replicate.runs.config import RunConfig
 from replicate.experiments import knobs
 from replicate.runs.pool import compute
 from replicate.core.errors import ReplicateError
 from replicate.experiments.li2020.common import (data_seed, COMMON_DEVIATIONS, DATASETS, LABELS,
                                                  MNIST_UNBALANCED_DEVIATION, STEPS_PER_EPOCH, SYNTHETIC_DEVIATION,
-                                                 _legend_below, _runs, batch_size, tune_lr)
+                                                 _legend_below, _runs, batch_size, tune_lr, LI2020_OBJECTIVE)
 from replicate.runs.measures import finals, fluctuation
 
 
@@ -62,9 +63,9 @@ class SchemesConfig(knobs.FigureConfig):
         self.tuning(), self.fixed()
 
     def run_config(self, dataset: str, scheme: str, lr: float, seed: int) -> RunConfig:
-        return RunConfig(dataset=dataset, scheme=scheme, clients_per_round=self.clients_per_round,
+        return RunConfig(dataset=dataset, algorithm=FedAvg(scheme, self.clients_per_round),
                          local_steps=self.epochs * STEPS_PER_EPOCH, batch_size=batch_size(dataset), client_lr=lr,
-                         rounds=self.rounds, seed=seed, data_seed=data_seed(dataset, seed))
+                         rounds=self.rounds, seed=seed, data_seed=data_seed(dataset, seed), **LI2020_OBJECTIVE)
 
     def tuning(self) -> list[tuple[dict, RunConfig]]:
         return [({"dataset": d, "scheme": "original", "lr": lr, "seed": s}, self.run_config(d, "original", lr, s))

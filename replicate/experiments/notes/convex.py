@@ -29,6 +29,7 @@ from replicate.experiments import knobs
 from replicate.experiments.notes.common import (DATASETS, LABELS, RunProbe, batch_size, cached_constants, log_slope,
                                                 single_threaded, slope_interval)
 from replicate.runs import cache
+from replicate.fl.algorithms import FedAvg
 from replicate.runs.config import RunConfig
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check, consistency
@@ -106,8 +107,8 @@ class ConvexConfig(knobs.FigureConfig):
         return ["full", "notes", *[s for s in self.schemes if s != "full"]]
 
     def run_config(self, dataset: str, scheme: str, seed: int, *, lr0: float, decay: float) -> RunConfig:
-        return RunConfig(dataset=dataset, num_clients=self.clients_for(dataset), scheme=scheme,
-                         clients_per_round=self.clients_per_round, local_steps=self.local_steps,
+        return RunConfig(dataset=dataset, num_clients=self.clients_for(dataset),
+                         algorithm=FedAvg(scheme, self.clients_per_round), local_steps=self.local_steps,
                          batch_size=batch_size(dataset), client_lr=lr0, lr_schedule="inverse", lr_decay=decay,
                          weight_decay=self.weight_decay, clip_norm=None, rounds=self.rounds_for(dataset), seed=seed)
 

@@ -39,6 +39,7 @@ from replicate.core.errors import ReplicateError
 from replicate.experiments import knobs
 from replicate.experiments.notes.common import LABELS, RunProbe, hessian_norms, sample_problem, single_threaded
 from replicate.runs import cache
+from replicate.fl.algorithms import FedAvg
 from replicate.runs.config import RunConfig
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check, consistency
@@ -97,7 +98,7 @@ class NonconvexConfig(knobs.FigureConfig):
                 self.run_config(self.models[0], E, seed, lr=0.1)
 
     def run_config(self, model: str, local_steps: int, seed: int, *, lr: float) -> RunConfig:
-        return RunConfig(dataset=self.dataset, num_clients=self.num_clients, model=model, scheme="full",
+        return RunConfig(dataset=self.dataset, num_clients=self.num_clients, model=model, algorithm=FedAvg("full"),
                          local_steps=local_steps, batch_size=self.batch_size, client_lr=lr, lr_schedule="constant",
                          weight_decay=self.weight_decay, clip_norm=None, rounds=self.steps // local_steps, seed=seed,
                          eval_every=self.log_every // local_steps)

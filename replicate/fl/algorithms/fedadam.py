@@ -20,7 +20,7 @@ import torch
 
 from replicate.core.errors import ReplicateError
 from replicate.fl.algorithms import sampling
-from replicate.fl.algorithms.protocol import PlainSGD, Population, RoundPlan, descend_
+from replicate.fl.algorithms.protocol import LocalSGDClients, Population, RoundPlan
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class AdamState:
 
 
 @dataclass(frozen=True)
-class FedAdam:
+class FedAdam(LocalSGDClients):  # clients: plain SGD from x_t, message the local model
     clients_per_round: int | None = 10  # |S|; None = every client
     server_lr: float = 0.01  # η
     beta1: float = 0.9  # β₁
@@ -45,10 +45,6 @@ class FedAdam:
         if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
             raise ReplicateError(f"FedAdam's β₁, β₂ must lie in [0, 1), got {self.beta1}, {self.beta2}")
 
-    @property
-    def plain_sgd(self) -> PlainSGD:
-        return PlainSGD()  # the client update is plain SGD from x_t, its message the local model
-
     def server_init(self, params: torch.Tensor, population: Population) -> AdamState:
         return AdamState(torch.zeros_like(params), torch.full_like(params, self.tau ** 2))
 
@@ -57,16 +53,6 @@ class FedAdam:
         k = n if self.clients_per_round is None else self.clients_per_round
         clients = torch.arange(n) if k == n else sampling.uniform(n, k, seed, round_)
         return RoundPlan(clients, torch.full((k,), 1.0 / k, dtype=torch.float64))
-
-    def client_init(self, state, params, plan, ctx):
-        return {"w": params.unsqueeze(0).repeat(plan.clients.numel(), 1)}
-
-    def client_step(self, state, grad, ctx):
-        descend_(state["w"], grad(state["w"]), ctx.lr)
-        return state
-
-    def client_message(self, state, params, plan, ctx):
-        return {"w": state["w"]}
 
     def server_step(self, state: AdamState, params, message, plan: RoundPlan, ctx):
         delta = plan.aggregate(params, message["w"]) - params  # Δ_t = (1/|S|) Σ_i (y_i − x_t)

@@ -14,7 +14,7 @@ import pandas as pd
 import torch
 
 from replicate import theory as th
-from replicate.report.claims import check
+from replicate.report.claims import check, consistency
 from replicate.theory import classic
 from replicate.experiments.charles2021.common import SERVER_LABELS, _Profiled, _rounds_for, run_local_update
 
@@ -143,9 +143,9 @@ def table1_2(config: Table12Config) -> pd.DataFrame:
 def table1_2_claims(data: pd.DataFrame, config: Table12Config):
     table1 = data[data["table"] == "Table 1"]
     measured = data[(data["table"] == "Table 2") & (data["kind"] == "measured")]
-    claims = [check(f"{r.algorithm} is LocalUpdate with a = {r.a} ({r.conditions})",
-                    r.max_abs_diff < 1e-12, f"max |Δx| over {config.table1_rounds} rounds vs the textbook form: "
-                                            f"{r.max_abs_diff:.1e}")
+    claims = [consistency(f"{r.algorithm} is LocalUpdate with a = {r.a} ({r.conditions})",
+                          r.max_abs_diff < 1e-12, f"max |Δx| over {config.table1_rounds} rounds vs the textbook form: "
+                                                  f"{r.max_abs_diff:.1e}", basis="identity")
               for r in table1.itertuples()]
     for server in config.servers:
         rows = measured[measured["server"] == server]

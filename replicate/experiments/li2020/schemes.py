@@ -207,7 +207,7 @@ def fig1cd_claims(data: pd.DataFrame, config: Fig1cdConfig, equal: float = 0.05)
         diff = float((curves.transformed2 - curves.scheme2).abs().max())
         claims.append(consistency("mnist balanced: T-Scheme II coincides with Scheme II (balanced data)", diff < 1e-3,
                                   f"largest difference between the two curves: {diff:.2e} (coincide = below 1e-3; "
-                                  "with equal p_k the two schemes are the same algorithm)"))
+                                  "with equal p_k the two schemes are the same algorithm)", basis="identity"))
     if LABELS["mnist_unbalanced"] in final.index.get_level_values("dataset"):
         d = LABELS["mnist_unbalanced"]
         order, per_seed = _ranked(final, d)

@@ -217,6 +217,7 @@ class Reduced:
     scale: str  # what is reduced, against the paper's settings
     command: str  # how it was produced (never by a plain paper-profile run)
     note: str = ""  # what the numbers show beyond the claims (observations, not verdicts)
+    stale: str = ""  # why the committed outputs predate today's claims, and the command that republishes them
 
 
 REDUCED: tuple[Reduced, ...] = (
@@ -285,7 +286,11 @@ REDUCED: tuple[Reduced, ...] = (
             "0.67, 1.37; 2 seeds), and α = 1 lies on α = 0 (0.657 vs 0.661 at round 100). The α claim holds at "
             "its margin on seed 0 (+0.020 over the last 40 rounds; -0.003 on seed 1). Tuning picked η = 0.0316 "
             "for GD and heavy-ball and η = 0.01 for Nesterov; at η = 0.1 both momentum variants diverged to "
-            "chance level (0.07-0.08) and GD reached 0.50. Each run took 7-11 min here, two at a time."),
+            "chance level (0.07-0.08) and GD reached 0.50. Each run took 7-11 min here, two at a time.",
+            "The committed outputs average a 'final' of 2 evaluations (eval_every = 20, last 40 rounds); today's claims need at least 5 (Charles figures' MIN_FINAL_EVALUATIONS) and flag tuned rates at a grid's edge, so they are stale until republished with `python -m replicate figures charles2021/fig6 --profile paper --set 'client_lrs=[0.01]' "
+            "--set 'server_lrs=[0.01, 0.03162, 0.1]' --set 'alphas=[0, 1]' --set rounds=100 --set eval_every=8 "
+            "--set tail_rounds=40 --set 'seeds=[0, 1]' --set out_dir=figures/cpu_scale` (Nesterov's η = 0.01 is the "
+            "grid's smallest; ≈ 18 runs of 9-14 min, hours here)"),
     Reduced("cpu_scale/charles2021/fig12", "Charles & Konečný Figure 12, FEMNIST panel (training loss for "
             "several client rates γ at a fixed server rate η)",
             "100 of 1,500 rounds (evaluated every 20th), γ ∈ {0.01, 0.0316, 0.1} of the 7-value grid, η = 0.01, "
@@ -302,7 +307,10 @@ REDUCED: tuple[Reduced, ...] = (
             "(\"γ changes the loss reached\" fails for the same reason: 3.8 % and 6.9 % apart on seeds 0 and 1). "
             "At 100 rounds every run is still leaving the initial plateau (ln 62 = 4.13 to 3.1-3.4); the paper's "
             "curves span 1,500 rounds, and its fixed η is masked: at another η (or with η tuned, Figure 13) the "
-            "order may differ. A run took 8.5-9.6 min here, two at a time."),
+            "order may differ. A run took 8.5-9.6 min here, two at a time.",
+            "The committed outputs average a 'final' of 2 evaluations (eval_every = 20, last 40 rounds); today's claims need at least 5 (Charles figures' MIN_FINAL_EVALUATIONS) and flag tuned rates at a grid's edge, so they are stale until republished with `python -m replicate figures charles2021/fig12 --profile paper --set 'datasets=[\"femnist\"]' "
+            "--set 'client_lrs=[0.01, 0.0316, 0.1]' --set rounds=100 --set eval_every=8 --set early_rounds=20 "
+            "--set tail_rounds=40 --set 'seeds=[0, 1]' --set out_dir=figures/cpu_scale` (6 runs, ≈ 1 h here)"),
     Reduced("cpu_scale/charles2021/fig13", "Charles & Konečný Figure 13, FEMNIST panel (as Figure 12, with η "
             "tuned per γ)",
             "as the CPU-scale Figure 12, with η ∈ {0.01, 0.0316} tuned per γ on seed 0 by the training loss of the "
@@ -316,7 +324,12 @@ REDUCED: tuple[Reduced, ...] = (
             "seeds 0 / 1) and the largest γ = 0.1 highest (1.94 / 1.74), so a smaller γ ends lower (holds) and "
             "γ changes the loss reached (holds, 19-27 % apart). Early on the three are within 4 % (3.32-3.43 over "
             "rounds ≤ 20), with no consistent order, so 'larger γ faster early' fails. Test accuracy at round "
-            "100: 0.66, 0.67, 0.63."),
+            "100: 0.66, 0.67, 0.63.",
+            "The committed outputs average a 'final' of 2 evaluations (eval_every = 20, last 40 rounds); today's claims need at least 5 (Charles figures' MIN_FINAL_EVALUATIONS) and flag tuned rates at a grid's edge, so they are stale until republished with the η grid extended past its edge (0.0316, the largest, won for every γ): "
+            "`python -m replicate figures charles2021/fig13 --profile paper --set 'datasets=[\"femnist\"]' "
+            "--set 'client_lrs=[0.01, 0.0316, 0.1]' --set 'server_lrs=[0.01, 0.03162, 0.1]' --set rounds=100 "
+            "--set eval_every=8 --set early_rounds=20 --set tail_rounds=40 --set 'seeds=[0, 1]' "
+            "--set out_dir=figures/cpu_scale` (12 runs, ≈ 2 h here)"),
     Reduced("cpu_scale/khanduri2021/fig5", "STEM Figure 5 (MNIST, high heterogeneity: STEM vs FedAvg vs SCAFFOLD "
             "against the samples per worker, I = 10 and 100)",
             "3,200 of 30,000 samples per worker (≈ 6 local epochs), 20 evaluations per run, seeds 0 and 1, rates "

@@ -149,7 +149,11 @@ def _reduced(root: Path) -> list[str]:
              "and are not part of any count in this report.", ""]
     for item, record in present:
         lines += [f"### {item.what}", "", f"Scale: {item.scale}. [figure](figures/{item.key}.png); produced by "
-                  f"`{item.command}` ({_wall(record)}).", ""] + ([item.note, ""] if item.note else []) + [
+                  f"`{item.command}` ({_wall(record)}).", ""] + ([item.note, ""] if item.note else []) + (
+                  [f"**Stale:** {item.stale}", ""] if item.stale else []) + (
+                  ["**Stale:** published before figures recorded their scale: its title lacks the CPU-scale label "
+                   "and its claims record says only `profile: paper`; the command above republishes it.", ""]
+                  if record.get("scale") != "reduced" else []) + [
                   "| claim | paper | ours | margin | verdict at this scale |",
                   "|---|---|---|---|---|"]
         for c in record["claims"]:

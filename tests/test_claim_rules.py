@@ -124,3 +124,18 @@ def test_charles_closed_form_claims_are_consistency_checks():
     assert claims and {c.kind for c in claims} == {"consistency"}
     assert any("heavy-ball below Nesterov" in c.claim for c in claims)
     assert np.all([c.basis == "closed-form" for c in claims])
+    ordering = next(c for c in claims if "heavy-ball below Nesterov" in c.claim)
+    assert ordering.source.startswith("§5, Impact of Server Momentum") and "strict ordering" in ordering.source
+
+
+def test_li2020_table2_counts_the_fitted_partition_as_a_consistency_check():
+    from replicate.experiments.li2020 import table2
+
+    config = table2.Table2Config(datasets=("mnist_balanced", "mnist_unbalanced"))
+    rows = [{"dataset": d, "statistic": s, "ours": v, "paper": p, "draws_lo": np.nan, "draws_hi": np.nan}
+            for d, ours, paper in (("mnist_balanced", (100, 54200, 542, 0), (100, 54200, 542, 0)),
+                                   ("mnist_unbalanced", (100, 62869, 629, 802), (100, 62864, 628, 800)))
+            for s, v, p in zip(table2.STATISTICS, ours, paper)]
+    balanced, unbalanced = table2.table2_claims(pd.DataFrame(rows), config)
+    assert balanced.kind == "replication" and balanced.passed
+    assert unbalanced.kind == "consistency" and unbalanced.basis == "fitted" and unbalanced.passed

@@ -10,7 +10,7 @@ import pandas as pd
 
 from replicate import theory as th
 from replicate.report.claims import consistency
-from replicate.experiments.charles2021.common import (SERVER_LABELS, _Profiled, _subset_claims, _swept_frontier,
+from replicate.experiments.charles2021.common import (SERVER_LABELS, quoted, _Profiled, _subset_claims, _swept_frontier,
                                                       plot_frontiers)
 
 
@@ -51,6 +51,7 @@ def fig9(config: Fig9Config) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+@quoted
 def fig9_claims(data: pd.DataFrame, config: Fig9Config):
     gaps, lows, highs, increasing = _subset_claims(data, config)
     L = config.condition * config.mu

@@ -14,7 +14,7 @@ import pandas as pd
 
 from replicate import theory as th
 from replicate.report.claims import consistency
-from replicate.experiments.charles2021.common import (SERVER_LABELS, _curve, _intercept, _panel, _points,
+from replicate.experiments.charles2021.common import (SERVER_LABELS, quoted, _curve, _intercept, _panel, _points,
                                                       _Profiled, _subset_claims, _swept_frontier, _universal,
                                                       plot_frontiers)
 
@@ -56,6 +56,7 @@ def fig1(config: Fig1Config) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+@quoted
 def fig1_claims(data: pd.DataFrame, config: Fig1Config):
     gaps, short, reach, nonlinearity = [], [], [], []
     for condition in config.conditions:
@@ -123,6 +124,7 @@ def fig2(config: Fig2Config) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+@quoted
 def fig2_claims(data: pd.DataFrame, config: Fig2Config):
     ordered, meet, speedups, defects = True, [], [], {}
     for condition in config.conditions:
@@ -187,6 +189,7 @@ def fig3(config: Fig3Config) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+@quoted
 def fig3_claims(data: pd.DataFrame, config: Fig3Config):
     gaps, lows, highs, increasing = _subset_claims(data, config)
     L = config.condition * config.mu
@@ -246,6 +249,7 @@ def fig4(config: Fig4Config) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+@quoted
 def fig4_claims(data: pd.DataFrame, config: Fig4Config):
     gaps, ranges = [], []
     for server in config.servers:

@@ -14,7 +14,7 @@ import pandas as pd
 
 from replicate import theory as th
 from replicate.report.claims import consistency
-from replicate.experiments.charles2021.common import (SERVER_LABELS, _intercept, _panel, _points, _Profiled,
+from replicate.experiments.charles2021.common import (SERVER_LABELS, quoted, _intercept, _panel, _points, _Profiled,
                                                       _universal, plot_frontiers)
 
 
@@ -114,6 +114,7 @@ def _common_simulated_checks(cusp_errors, gaps, outside, tol):
     ]
 
 
+@quoted
 def fig5_claims(data: pd.DataFrame, config: Fig5Config):
     panels = [f"d = {d}" for d in config.dims]
     tol = 5e-3
@@ -173,6 +174,7 @@ def fig7(config: Fig7Config) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+@quoted
 def fig7_claims(data: pd.DataFrame, config: Fig7Config):
     tol = 5e-3
     panels = [_panel(c) for c in config.conditions]
@@ -229,6 +231,7 @@ def _bulge(maml: pd.DataFrame) -> float:
     return float(np.trapezoid(rho - chord, eps))
 
 
+@quoted
 def fig8_claims(data: pd.DataFrame, config: Fig8Config):
     sim = data[data["kind"] == "simulated"]
     rho = {s: sim[sim["server"] == s].sort_values(["family", "gamma"])["rho"].to_numpy() for s in config.servers}
@@ -285,6 +288,7 @@ def _hausdorff(a: pd.DataFrame, b: pd.DataFrame) -> float:
     return float(max(dist.min(1).max(), dist.min(0).max()))
 
 
+@quoted
 def fig10_claims(data: pd.DataFrame, config: Fig10Config):
     def curve(family, alpha):
         return data[(data["kind"] == "simulated") & (data["family"] == family) & (data["alpha"] == alpha)]

@@ -13,6 +13,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from replicate.core import paths
@@ -48,8 +49,6 @@ VACUOUS_SLACK = 1e3  # a bound this many times above the measured value everywhe
 def bound_claim(claim: str, ratios, result: str, *, margin: str, source: str = "") -> Claim:
     """A "the bound holds" claim from bound/measured ``ratios``: a replication claim where the bound comes
     within ``VACUOUS_SLACK`` of the measurement somewhere, else a consistency check (basis ``vacuous``)."""
-    import numpy as np
-
     ratios = np.asarray(ratios, dtype=float)
     holds = bool((ratios >= 1).all())
     if holds and ratios.min() >= VACUOUS_SLACK:
@@ -75,8 +74,10 @@ class Claim:
 
     A *replication* claim tests the paper's statement on our measurements with a stated margin
     (``margin``) and can fail; where the paper prints a number it is given in ``paper_value``.
-    A *consistency* check is true by construction of what we compute (an identity, a property of
-    a reconstructed formula): useful as a guard, never counted as a replication.
+    A *consistency* check rests on something else (an identity, a property of a reconstructed
+    formula, inputs fitted to the compared numbers, a vacuous bound): useful as a guard, never
+    counted as a replication. ``basis`` says which (``BASES``) and fixes the kind (``KIND_RULE``);
+    ``source`` quotes the seed sentence the claim tests, with its section.
     """
 
     claim: str  # the paper's words (paraphrased)
@@ -194,7 +195,8 @@ REDUCED_LABEL = "CPU SCALE (reduced; not the paper's scale)"
 
 def label_reduced(fig) -> None:
     """Say in a figure's title that it was run below the paper's scale."""
-    title = fig._suptitle.get_text() if fig._suptitle is not None else ""
-    if REDUCED_LABEL not in title:
-        fig.suptitle(f"{REDUCED_LABEL}: {title}" if title else REDUCED_LABEL,
-                     **({"fontsize": fig._suptitle.get_fontsize()} if fig._suptitle is not None else {}))
+    title = fig.get_suptitle()
+    if REDUCED_LABEL in title:
+        return
+    size = fig._suptitle.get_fontsize() if title else None  # keep the figure's own title size
+    fig.suptitle(f"{REDUCED_LABEL}: {title}" if title else REDUCED_LABEL, **({"fontsize": size} if size else {}))

@@ -158,7 +158,7 @@ def plot_tradeoff(data: pd.DataFrame, config: Fig1Config):
     ax.annotate("Minibatch STEM (ν = 0)", (ends.b.iloc[0], ends.I.iloc[0]), textcoords="offset points",
                 xytext=(-110, 14), fontsize=7, arrowprops=dict(arrowstyle="-", lw=0.6))
     ax.annotate("Fed STEM (ν = 1)", (ends.b.iloc[-1], ends.I.iloc[-1]), textcoords="offset points",
-                xytext=(10, -12), fontsize=7)
+                xytext=(12, 4), va="bottom", fontsize=7)  # above and right of the end: clear of the falling curve
     ax.set(xscale="log", yscale="log", xlabel="minibatch size b", ylabel="local updates I",
            xlim=(0.3, config.scale * 3), ylim=(0.1, config.scale * 3))
     ax.set_title(f"(b) Minibatch sizes vs local updates (ε = {config.eps:g}, K = {config.workers})", fontsize=9)

@@ -42,7 +42,8 @@ KIND_RULE = ("A claim is a replication claim exactly when its verdict rests on a
              "fitted to the compared numbers and a margin the measurement can miss. Every other claim (a property "
              "of a closed-form or reconstructed formula, an identity of our implementation, a comparison with "
              "numbers our inputs were fitted to, a bound with slack ≥ 1e3 everywhere) is a consistency check. "
-             "Each claim records this basis; a test applies the rule to every committed claim.")
+             "Each claim records this basis: claim construction refuses a kind that contradicts it, and a test applies "
+             "the rule to every committed claim that records one.")
 VACUOUS_SLACK = 1e3  # a bound this many times above the measured value everywhere cannot fail short of a bug
 
 

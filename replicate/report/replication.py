@@ -103,6 +103,10 @@ def render(root: Path | None = None) -> str:
     lines += [f"- *{name}*: {meaning}." for name, meaning in BASES.items()]
     lines += ["",
              f"**{_counts(all_claims)}** across {len(records)} figures.", ""]
+    unrecorded = [f"{r['paper']}/{r['figure']}" for r in records if not any("basis" in c for c in r["claims"])]
+    if unrecorded:
+        lines += ["Published before claims recorded their basis (their kinds, set by hand, agree with the rule on "
+                  "re-reading; republishing records it): " + ", ".join(unrecorded) + ".", ""]
     lines += _coverage(records)
     lines += ["## Data", ""] + [f"- {note}" for note in DATA_NOTES] + [""]
     for paper in PAPER_TITLES:

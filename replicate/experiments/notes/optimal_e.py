@@ -201,7 +201,8 @@ def optimal_e_claims(data: pd.DataFrame, config: OptimalEConfig) -> list:
     summary = data[data.kind == "summary"]
     claims = []
     for _, row in summary.iterrows():
-        name = f"{row.dataset}: Li et al.'s eq. (8) optimal E, from the estimated constants, is of the order of Figure 1a's measured optimum"
+        name = (f"{row.dataset}: Li et al.'s eq. (8) optimal E, from the estimated constants, is of the order of "
+                "Figure 1a's measured optimum")
         if not np.isfinite(row.E_near_low):
             claims.append(check(name, False, "no measured rounds to compare with", source=SOURCE))
             continue

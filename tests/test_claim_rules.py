@@ -139,3 +139,13 @@ def test_li2020_table2_counts_the_fitted_partition_as_a_consistency_check():
     balanced, unbalanced = table2.table2_claims(pd.DataFrame(rows), config)
     assert balanced.kind == "replication" and balanced.passed
     assert unbalanced.kind == "consistency" and unbalanced.basis == "fitted" and unbalanced.passed
+
+
+def test_stale_figures_are_listed_with_their_command(tmp_path):
+    from replicate.report import replication
+
+    publish(None, pd.DataFrame({"x": [0]}), [check("a", True, "1")], paper="fedprox2020", figure="stragglers",
+            profile="paper", out_dir=tmp_path)
+    text = replication.render(tmp_path)
+    assert "- **fedprox2020/stragglers**:" in text and "python -m replicate figures fedprox2020/stragglers" in text
+    assert "fedprox2020/fig3**" not in text  # listed only where the figure is committed

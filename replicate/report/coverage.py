@@ -348,3 +348,20 @@ REDUCED: tuple[Reduced, ...] = (
             "800 samples before the first step at I = 100. SCAFFOLD diverged at η ≥ 0.05 with I = 10. A wider "
             "grid (the paper profile's) or the paper's unknown (κ̄, c, w) may change the STEM ordering."),
 )
+
+
+# Committed paper-scale figures whose claims or labels changed after they were published (their runs are hours
+# on this CPU, so they were not republished with the change): what changed, and the command that republishes them.
+STALE: dict[str, str] = {
+    "fedprox2020/stragglers": "the '+22 points' headline is now tested against the paper's number (±25 %) per dataset, "
+                              "beside a new μ > 0 vs μ = 0 claim, and the title says 3 of the paper's 5 columns; the "
+                              "committed claims still show the old 'half the headline' PASS (+13.7). Republish: "
+                              "`python -m replicate figures fedprox2020/stragglers --profile paper` (runs take 6,796 s "
+                              "from scratch)",
+    "fedprox2020/fig3": "the claims now quote §5.3 and the column titles are on two lines (no collision); verdicts "
+                        "unchanged for MNIST and EMNIST*. Republish: `python -m replicate figures fedprox2020/fig3 "
+                        "--profile paper` (runs take 7,354 s from scratch, shared with Figure 4)",
+    "fedprox2020/fig4": "the column titles are on two lines (no collision). Republish: `python -m replicate figures "
+                        "fedprox2020/fig4 --profile paper` (the Figure 3 runs)",
+}
+

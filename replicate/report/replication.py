@@ -103,6 +103,10 @@ def render(root: Path | None = None) -> str:
     lines += [f"- *{name}*: {meaning}." for name, meaning in BASES.items()]
     lines += ["",
              f"**{_counts(all_claims)}** across {len(records)} figures.", ""]
+    stale = [(key, why) for key, why in coverage.STALE.items() if (root / f"{key}.claims.json").is_file()]
+    if stale:
+        lines += ["Stale figures (their claims or labels changed after they were published; they are counted as "
+                  "published until republished):", ""] + [f"- **{key}**: {why}." for key, why in stale] + [""]
     unrecorded = [f"{r['paper']}/{r['figure']}" for r in records if not any("basis" in c for c in r["claims"])]
     if unrecorded:
         lines += ["Published before claims recorded their basis (their kinds, set by hand, agree with the rule on "

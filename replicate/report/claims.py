@@ -47,17 +47,6 @@ KIND_RULE = ("A claim is a replication claim exactly when its verdict rests on a
 VACUOUS_SLACK = 1e3  # a bound this many times above the measured value everywhere cannot fail short of a bug
 
 
-def bound_claim(claim: str, ratios, result: str, *, margin: str, source: str = "") -> Claim:
-    """A "the bound holds" claim from bound/measured ``ratios``: a replication claim where the bound comes
-    within ``VACUOUS_SLACK`` of the measurement somewhere, else a consistency check (basis ``vacuous``)."""
-    ratios = np.asarray(ratios, dtype=float)
-    holds = bool((ratios >= 1).all())
-    if holds and ratios.min() >= VACUOUS_SLACK:
-        return consistency(claim, holds, result + f" (slack ≥ {VACUOUS_SLACK:g} everywhere: vacuous on this data)",
-                           basis="vacuous", source=source, margin=margin)
-    return check(claim, holds, result, margin=margin, source=source)
-
-
 # Where a run's outputs go says its scale: the labelled below-paper-scale runs are published under this folder.
 REDUCED_FOLDER = "cpu_scale"
 
@@ -122,6 +111,17 @@ def consistency(claim: str, passed, result: str, deviations=(), *, basis: str = 
         raise ReplicateError(f"a measured claim is a replication claim, not a consistency check ({claim!r})")
     return check(claim, passed, result, deviations, basis=basis, source=source, paper_value=paper_value,
                  margin=margin)
+
+
+def bound_claim(claim: str, ratios, result: str, *, margin: str, source: str = "") -> Claim:
+    """A "the bound holds" claim from bound/measured ``ratios``: a replication claim where the bound comes
+    within ``VACUOUS_SLACK`` of the measurement somewhere, else a consistency check (basis ``vacuous``)."""
+    ratios = np.asarray(ratios, dtype=float)
+    holds = bool((ratios >= 1).all())
+    if holds and ratios.min() >= VACUOUS_SLACK:
+        return consistency(claim, holds, result + f" (slack ≥ {VACUOUS_SLACK:g} everywhere: vacuous on this data)",
+                           basis="vacuous", source=source, margin=margin)
+    return check(claim, holds, result, margin=margin, source=source)
 
 
 def scale_of(profile: str, out_dir) -> str:

@@ -257,7 +257,17 @@ def _mu_frame(best_loss, best_wiggle, best_dis):
 def test_coinciding_curves_are_said_to_coincide():
     far, near = _mu_frame(0.2, 0.0, 0.5), _mu_frame(0.6, 0.3, 2.0)  # near: best μ's curve equals μ = 0's
     assert "coincides" not in mu._shown(far)["dataset"].iloc[0]
-    assert mu._shown(near)["dataset"].iloc[0] == "MNIST (best μ = 1)\nnearly coincides with μ = 0"
+    assert mu._shown(near)["dataset"].iloc[0] == "MNIST (best μ = 1, at the grid's edge)\nnearly coincides with μ = 0"
+
+
+def test_a_best_mu_at_the_grids_edge_is_flagged():
+    data = _mu_frame(0.2, 0.0, 0.5)  # grid {0.01, 0.1, 1}: μ = 1 wins, the largest
+    claim, = mu.fig3_claims(data, mu.Fig3Config(datasets=("mnist",), mus=(0.01, 0.1, 1.0)))
+    assert "best μ = 1 (the grid's edge" in claim.result
+    inside = data[data.mu != 1.0].copy()
+    inside.loc[inside.mu == 0.1, ["best", "shown"]] = True
+    assert "edge" not in mu._shown(pd.concat([inside, data[data.mu == 1.0].assign(best=False, shown=False)]))[
+        "dataset"].iloc[0]
 
 
 def test_mu_claims_pass_and_fail_with_the_data():

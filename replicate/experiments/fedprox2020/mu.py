@@ -105,12 +105,19 @@ def _coincide(data: pd.DataFrame, d: str, mu: float) -> bool:
     return bool(((best - zero).abs() / zero.abs()).median() < COINCIDE)
 
 
+def _at_edge(data: pd.DataFrame, mu: float) -> bool:
+    """Whether the chosen μ is the smallest or largest of the grid that was searched (the best may lie beyond)."""
+    grid = sorted(pd.unique(data.loc[data.mu > 0, "mu"]))
+    return len(grid) > 1 and mu in (grid[0], grid[-1])
+
+
 def _shown(data: pd.DataFrame) -> pd.DataFrame:
     """The plotted curves (μ = 0 and the best μ), each panel titled with its best μ and, where the
     two curves lie on each other, saying so (a reader cannot tell two lines from one)."""
     best = _best(data)
     shown = data[data.shown].copy()
-    titles = {d: f"{d} (best μ = {mu:g})" + ("\nnearly coincides with μ = 0" if _coincide(data, d, mu) else "")
+    titles = {d: f"{d} (best μ = {mu:g}" + (", at the grid's edge)" if _at_edge(data[data.dataset == d], mu) else ")")
+              + ("\nnearly coincides with μ = 0" if _coincide(data, d, mu) else "")
               for d, mu in best.items()}  # two lines: a long title would run into the next column's
     shown["dataset"] = shown["dataset"].map(titles)
     return shown
@@ -155,7 +162,9 @@ def fig3_claims(data: pd.DataFrame, config: Fig3Config) -> list:
     for d, (w0, wb) in _pairs(data, wiggle).items():
         f0, fb = _pairs(data, final)[d]
         lower = bool((fb < f0 * (1 - config.margin)).all())
-        result = (f"best μ = {best[d]:g}; fluctuation μ = 0: {fmt_seeds(w0)} vs best μ: {fmt_seeds(wb)}; final "
+        edge = (" (the grid's edge: a better μ may lie beyond it)"
+                if _at_edge(data[data.dataset == d], best[d]) else "")
+        result = (f"best μ = {best[d]:g}{edge}; fluctuation μ = 0: {fmt_seeds(w0)} vs best μ: {fmt_seeds(wb)}; final "
                   f"training loss {fmt_seeds(f0)} vs {fmt_seeds(fb)} ({len(w0)} seed(s): mean [min, max])")
         if d in NO_HELP_DATASETS:
             claims.append(check(

@@ -108,6 +108,17 @@ class Fig5Config(knobs.FigureConfig):
         return [{"lr": lr} for lr in self.client_lr]
 
 
+def grid_edges(candidates: list[dict], chosen: dict) -> str:
+    """The tuned settings that sit at the smallest or largest value of their grid ("" if none): the best
+    may lie beyond the grid."""
+    edges = []
+    for key, value in chosen.items():
+        grid = sorted({c[key] for c in candidates})
+        if len(grid) > 1 and value in (grid[0], grid[-1]):
+            edges.append(key)
+    return ", ".join(edges)
+
+
 def _final(history: pd.DataFrame, metric: str, tail: float) -> float:
     values = history[metric].to_numpy(dtype=float)
     last = values[-max(1, int(round(tail * len(values)))):]
@@ -143,6 +154,7 @@ def samples(config: Fig5Config, log=None) -> pd.DataFrame:
         per_round = config.batch_size * i
         frames.append(history.assign(kind="curve", algorithm=LABELS[a], local_updates=i, seed=s,
                                      chosen=", ".join(f"{k}={v:g}" for k, v in chosen[(a, i)].items()),
+                                     at_edge=grid_edges(config.candidates(a), chosen[(a, i)]),
                                      samples=history["round"] * per_round,
                                      gradients=_gradients(a, history["round"], per_round)))
     return pd.concat([pd.DataFrame(rows), *frames], ignore_index=True)
@@ -185,10 +197,15 @@ def samples_claims(data: pd.DataFrame, config: Fig5Config) -> list:
         part = reached[reached.local_updates == i].pivot(index="seed", columns="algorithm", values="final_train_loss")
         acc = reached[reached.local_updates == i].pivot(index="seed", columns="algorithm", values="final_test_acc")
         best = bool(((part["STEM"] < part["FedAvg"]) & (part["STEM"] < part["SCAFFOLD"])).all())
+        curves = data[(data.kind == "curve") & (data.local_updates == i)]
+        edges = (curves[curves["at_edge"].fillna("") != ""].drop_duplicates("algorithm") if "at_edge" in curves
+                 else curves.iloc[:0])
+        edge = ("; tuned at the edge of its grid (the best may lie beyond): "
+                + ", ".join(f"{r.algorithm} {r.at_edge}" for r in edges.itertuples()) if len(edges) else "")
         claims.append(check(
             f"I = {i}: STEM reaches a lower training loss than FedAvg and SCAFFOLD (every seed)", best,
             ", ".join(f"{a} {_seeds(part[a], '.3f')}" for a in part.columns)
-            + "; test accuracy " + ", ".join(f"{a} {_seeds(acc[a], '.1%')}" for a in acc.columns),
+            + "; test accuracy " + ", ".join(f"{a} {_seeds(acc[a], '.1%')}" for a in acc.columns) + edge,
             margin=f"final = mean of the last {config.tail:.0%} of evaluations; strict, every seed"))
     return claims
 
@@ -217,7 +234,9 @@ def plot_samples(data: pd.DataFrame, config: Fig5Config):
             for a, part in curves[curves.local_updates == i].groupby("algorithm", sort=False):
                 stats = part.groupby("samples")[metric].agg(["mean", "min", "max"])
                 chosen = part.chosen.iloc[0]
-                ax.plot(stats.index, stats["mean"], color=colours[a], label=f"{a} ({chosen})")
+                edge = part.at_edge.iloc[0] if "at_edge" in part and isinstance(part.at_edge.iloc[0], str) else ""
+                ax.plot(stats.index, stats["mean"], color=colours[a],
+                        label=f"{a} ({chosen}" + (f"; {edge} at its grid's edge)" if edge else ")"))
                 ax.fill_between(stats.index, stats["min"], stats["max"], color=colours[a], alpha=0.2, lw=0)
             if metric == "test_acc":
                 ax.axhline(config.target_accuracy, color="0.5", lw=0.8, ls=":")

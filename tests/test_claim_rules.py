@@ -149,3 +149,14 @@ def test_stale_figures_are_listed_with_their_command(tmp_path):
     text = replication.render(tmp_path)
     assert "- **fedprox2020/stragglers**:" in text and "python -m replicate figures fedprox2020/stragglers" in text
     assert "fedprox2020/fig3**" not in text  # listed only where the figure is committed
+
+
+def test_every_li2020_claim_quotes_a_seed_sentence():
+    """Every committed Li et al. claim text finds its seed sentence in li2020.common.SOURCES (so a republished
+    figure shows it beside the claim)."""
+    from replicate.experiments.li2020.common import SOURCES
+
+    claims = [c["claim"] for p in paths.figures_dir().glob("li2020/*.claims.json")
+              for c in json.loads(p.read_text())["claims"]]
+    assert claims and all(any(words in claim for words, _ in SOURCES) for claim in claims), claims
+    assert all(source.startswith(("§", "App.", "Figure")) for _, source in SOURCES)

@@ -415,3 +415,15 @@ def test_straggler_consistency_check_compares_the_rounds_both_runs_logged():
     moved.loc[moved["round"] == 10, "train_loss"] += 0.1
     claims = stragglers.stragglers_claims(pd.concat([data, moved], ignore_index=True), config)
     assert not claims[-1].passed and "1.0e-01" in claims[-1].result
+
+
+def test_every_fedprox_claim_quotes_a_seed_sentence():
+    """Figures 1, 2 and 4 by words (common.SOURCES); Figure 3, the straggler figure and Table 1 quote directly."""
+    import json
+
+    from replicate.core import paths
+
+    keys = ("fig1", "fig2", "fig4")
+    claims = [c["claim"] for k in keys for c in
+              json.loads((paths.figures_dir() / "fedprox2020" / f"{k}.claims.json").read_text())["claims"]]
+    assert claims and all(any(words in claim for words, _ in common.SOURCES) for claim in claims), claims

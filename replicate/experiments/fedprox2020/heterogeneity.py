@@ -17,6 +17,7 @@ from replicate.experiments import knobs
 from replicate.experiments.fedprox2020.common import (LABELS, SYNTHETIC, DatasetDeviations, curves_grid, fmt_seeds,
                                                        run_config, runs, tail_mean)
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
+from replicate.experiments.fedprox2020.common import quoted
 from replicate.report.claims import check
 
 
@@ -82,6 +83,7 @@ def plot_fig1(data: pd.DataFrame, config: Fig1Config):
                        f"(E = {config.epochs}, K = 10 of 30 devices)")
 
 
+@quoted
 def fig1_claims(data: pd.DataFrame, config: Fig1Config) -> list:
     order = [LABELS[d] for d in config.ordered()]
     final = tail_mean(data, "train_loss", ("dataset", "mu", "seed"), config.tail)

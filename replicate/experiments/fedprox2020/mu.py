@@ -21,6 +21,7 @@ from replicate.experiments import knobs
 from replicate.experiments.fedprox2020.common import (LABELS, SETTINGS, DatasetDeviations, curves_grid, fluctuations,
                                                        fmt_seeds, run_config, runs, tail_mean)
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
+from replicate.experiments.fedprox2020.common import quoted
 from replicate.report.claims import check
 
 FIG3_DATASETS = ("mnist", "emnist_star")
@@ -181,6 +182,7 @@ def fig3_claims(data: pd.DataFrame, config: Fig3Config) -> list:
     return claims
 
 
+@quoted
 def fig4_claims(data: pd.DataFrame, config: Fig3Config) -> list:
     by = ("dataset", "mu", "seed")
     dis = data.groupby(list(by))["dissimilarity"].mean()

@@ -22,6 +22,7 @@ from replicate.experiments.runs.pool import compute
 from replicate.experiments.li2020.common import (data_seed, COMMON_DEVIATIONS, DATASETS, LABELS, MNIST_UNBALANCED_DEVIATION,
                                                  STEPS_PER_EPOCH, SYNTHETIC_DEVIATION, _legend_below, _runs,
                                                  batch_size, fluctuation)
+from replicate.experiments.li2020.common import quoted
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,7 @@ def plot_fig3(data: pd.DataFrame, config: Fig3Config):
     return fig
 
 
+@quoted
 def fig3_claims(data: pd.DataFrame, config: Fig3Config, overlap: float = 0.05, converged: float = 0.2) -> list:
     last = data["round"].max()
     final = data[data["round"] == last].groupby(["dataset", "K"])["train_loss"].mean()

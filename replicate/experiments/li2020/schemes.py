@@ -23,6 +23,7 @@ from replicate.core.errors import ReplicateError
 from replicate.experiments.li2020.common import (data_seed, COMMON_DEVIATIONS, DATASETS, LABELS, MNIST_UNBALANCED_DEVIATION,
                                                  STEPS_PER_EPOCH, SYNTHETIC_DEVIATION, _legend_below, _runs,
                                                  batch_size, final_loss, fluctuation, tune_lr)
+from replicate.experiments.li2020.common import quoted
 
 
 SCHEME_LABELS = {"scheme1": "Scheme I", "scheme2": "Scheme II", "transformed2": "T-Scheme II",
@@ -184,6 +185,7 @@ def fig1cd(config: Fig1cdConfig, progress: bool = True, workers: int = 2, log=No
     return schemes(config, progress, workers, log=log)
 
 
+@quoted
 def fig1cd_claims(data: pd.DataFrame, config: Fig1cdConfig, equal: float = 0.05) -> list:
     final, wiggle, lr = _scheme_stats(data, config)
     claims = []
@@ -252,6 +254,7 @@ def fig4(config: Fig4Config, progress: bool = True, workers: int = 2, log=None) 
     return schemes(config, progress, workers, log=log)
 
 
+@quoted
 def fig4_claims(data: pd.DataFrame, config: Fig4Config) -> list:
     final, wiggle, lr = _scheme_stats(data, config)
     seeds = f"means over {len(config.seeds)} seeds; " if len(config.seeds) > 1 else ""

@@ -10,6 +10,7 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
+from replicate.experiments.li2020.common import quoted
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check
 from replicate.experiments.runs.config import dataset
@@ -83,6 +84,7 @@ def plot_table2(data: pd.DataFrame):
     return fig
 
 
+@quoted
 def table2_claims(data: pd.DataFrame, config: Table2Config) -> list:
     def value(name, stat, col="ours"):
         return float(data[(data.dataset == name) & (data.statistic == stat)][col].iloc[0])

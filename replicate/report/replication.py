@@ -109,8 +109,8 @@ def render(root: Path | None = None) -> str:
                   "published until republished):", ""] + [f"- **{key}**: {why}." for key, why in stale] + [""]
     unrecorded = [f"{r['paper']}/{r['figure']}" for r in records if not any("basis" in c for c in r["claims"])]
     if unrecorded:
-        lines += ["Published before claims recorded their basis and seed quote (their kinds, set by hand, agree with the rule on "
-                  "re-reading; republishing records both): " + ", ".join(unrecorded) + ".", ""]
+        lines += ["Published before claims recorded their basis and seed quote (their kinds, set by hand, agree "
+                  "with the rule on re-reading; republishing records both): " + ", ".join(unrecorded) + ".", ""]
     lines += _coverage(records)
     lines += ["## Data", ""] + [f"- {note}" for note in DATA_NOTES] + [""]
     for paper in PAPER_TITLES:

@@ -266,3 +266,13 @@ def test_log_axes_get_readable_ticks():
 
     assert log_ticks(1.4, 4.2) == [1.5, 2.0, 3.0, 4.0]  # Figure 13's loss range: every tick labelled
     assert len(log_ticks(0.05, 3)) <= 7 and len(log_ticks(1e-9, 1e9)) <= 7
+
+
+def test_neural_claims_quote_appendix_f_and_section_6():
+    data = curves({0.01: [4.0, 3.5, 3.0, 2.0, 1.0, 0.5], 0.1: [4.0, 2.5, 2.0, 1.5, 1.4, 1.3]})
+    faster, apart, overtakes = exp.sweep_claims(data, CONFIG)
+    assert "initially performs better" in faster.source and "what point the algorithm converges to" in apart.source
+    assert "smaller client learning rates eventually reach lower" in overtakes.source
+    paper = _fig6_frame({("gd", 0.0): [0.0, 0.2, 0.4, 0.5, 0.6], ("nesterov", 0.0): [0.0, 0.4, 0.6, 0.7, 0.7],
+                         ("heavyball", 0.0): [0.0, 0.5, 0.6, 0.7, 0.7], ("gd", 0.1): [0.0, 0.2, 0.4, 0.5, 0.61]})
+    assert all("little to no effect" in c.source for c in tuned.tuned_claims(paper, FIG6))

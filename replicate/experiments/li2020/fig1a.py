@@ -26,6 +26,7 @@ from replicate.runs.pool import compute, run_to_target
 from replicate.experiments.li2020.common import (data_seed, COMMON_DEVIATIONS, DATASETS, LABELS, MNIST_UNBALANCED_DEVIATION,
                                                  STEPS_PER_EPOCH, SYNTHETIC_DEVIATION, _gaussian_smooth, batch_size,
                                                  rounds_to_target, LI2020_OBJECTIVE)
+from replicate.experiments.li2020.common import quoted
 
 
 # Figure 1a (App. D.2): target loss and the minimum loss the authors found, per dataset.
@@ -185,6 +186,7 @@ def _fmt_rounds(rounds: pd.Series) -> str:
                      for steps, r in rounds.items())
 
 
+@quoted
 def fig1a_claims(data: pd.DataFrame, config: Fig1aConfig, margin: float = 0.10, agree: float = 0.25) -> list:
     """Replication claims: the shape (falls then rises, on the median over data draws, with the number of
     single draws that show it) and the paper's round counts against ours (MNIST: within ``agree``;

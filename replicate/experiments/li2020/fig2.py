@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from replicate.experiments.li2020.common import quoted
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check
 from replicate.core.errors import ReplicateError
@@ -136,6 +137,7 @@ def plot_fig2(data: pd.DataFrame):
     return fig
 
 
+@quoted
 def fig2_claims(data: pd.DataFrame, config: Fig2Config) -> list:
     f_star = optimal_value()
     final = data[data.panel != "Theorem 5"].sort_values("x").groupby(["panel", "local_steps"]).last()

@@ -24,6 +24,7 @@ from replicate.experiments.li2020.common import (data_seed, COMMON_DEVIATIONS, D
                                                  MNIST_UNBALANCED_DEVIATION, STEPS_PER_EPOCH, SYNTHETIC_DEVIATION,
                                                  _legend_below, _runs, batch_size, LI2020_OBJECTIVE)
 from replicate.runs.measures import fluctuation
+from replicate.experiments.li2020.common import quoted
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,7 @@ def plot_fig3(data: pd.DataFrame, config: Fig3Config):
     return fig
 
 
+@quoted
 def fig3_claims(data: pd.DataFrame, config: Fig3Config, overlap: float = 0.05, converged: float = 0.2) -> list:
     last = data["round"].max()
     final = data[data["round"] == last].groupby(["dataset", "K"])["train_loss"].mean()

@@ -1,4 +1,4 @@
-"""Command line: ``python -m replicate {figures,bench,data,report}``."""
+"""Command line: ``python -m replicate {figures,bench,data,cache,report}``."""
 from __future__ import annotations
 
 import argparse
@@ -88,6 +88,42 @@ def _data(args) -> int:
     return 0
 
 
+def _cache(args) -> int:
+    from pathlib import Path
+
+    from replicate.core import paths
+    from replicate.runs import archive
+
+    if args.action == "import":
+        if args.names:
+            raise ReplicateError("cache import takes the archive alone: it imports every run in it")
+        written, same = archive.load(Path(args.file))
+        print(f"imported {written} runs into {paths.cache_dir()} ({same} already there, identical)")
+        return 0
+    names = None
+    if args.names:
+        from replicate.cli import runner
+
+        names, unnamed = set(), []
+        for nb in runner.resolve(args.names):
+            runs = runner.recorded_runs(nb)
+            if runs is None:
+                unnamed.append(nb.key)
+            else:
+                names |= runs
+        if unnamed:
+            print(f"not exported: {', '.join(unnamed)} (no published record of theirs names its runs; rerun them "
+                  "to publish one, or export the whole cache: no NAMES)", file=sys.stderr)
+    written, stale = archive.export(Path(args.file), names)
+    absent = len(names - set(written) - set(stale)) if names is not None else 0
+    notes = ([f"{len(stale)} stale entries left out (this code would not read them)"] if stale else []) + \
+            ([f"{absent} runs named by the figures' records are not in this cache"] if absent else [])
+    size = Path(args.file).stat().st_size
+    size = f"{size / 2**20:.1f} MiB" if size >= 2**20 else f"{size / 2**10:.0f} KiB"
+    print(f"wrote {args.file} ({size}): {len(written)} runs" + "".join(f"; {n}" for n in notes))
+    return 0
+
+
 def _report(args) -> int:
     from replicate.report import replication as report
 
@@ -135,6 +171,18 @@ def main(argv=None) -> int:
     data.add_argument("--all", action="store_true", help="fetch every registered dataset and report each")
     data.add_argument("--from", dest="source", default=None, help="stage from this local directory instead of downloading")
     data.set_defaults(func=_data)
+    runs = sub.add_parser(
+        "cache", help="carry cached runs between machines as one file",
+        description="export FILE [NAMES]: write the cached runs behind the named figures (the runs their "
+                    "published claims records name; with no NAMES, the whole cache) into one xz-compressed "
+                    "archive, each entry with its config hash, checksums, device type and numerics versions. "
+                    "import FILE: verify every entry (checksums, cache VERSION, NUMERICS, its hash recomputed "
+                    "from its recorded config) and add them to the cache, or refuse the whole archive in one line. "
+                    "See replicate/runs/archive.py.")
+    runs.add_argument("action", choices=["export", "import"])
+    runs.add_argument("file", help="the archive (e.g. runs.tar.xz)")
+    runs.add_argument("names", nargs="*", default=[], help="export: figures, notebooks or papers (default: all runs)")
+    runs.set_defaults(func=_cache)
     rep = sub.add_parser("report", help="regenerate REPLICATION.md from figures/")
     rep.set_defaults(func=_report)
     args = parser.parse_args(argv)

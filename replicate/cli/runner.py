@@ -75,6 +75,18 @@ def resolve(names: list[str], available: list[FigureNotebook] | None = None) -> 
     return chosen
 
 
+def recorded_runs(nb: FigureNotebook) -> set[str] | None:
+    """The cache entries this figure's published records name (``run_seconds`` of its claims record in
+    figures/ and in build/figures, whatever their profile); None when no record names them (never
+    published, or published before records named their runs)."""
+    runs = None
+    for root in (paths.figures_dir(), paths.build_dir() / "figures"):
+        claims = root / nb.paper / f"{nb.figure}.claims.json"
+        if claims.exists() and "run_seconds" in (record := json.loads(claims.read_text())):
+            runs = (runs or set()) | set(record["run_seconds"])
+    return runs
+
+
 def parse_value(text: str):
     """A --set value: JSON when it parses (numbers, null, lists), else the plain string."""
     try:

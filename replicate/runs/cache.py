@@ -136,11 +136,39 @@ def key(config: RunConfig, extra_metrics=None, device: str | None = None) -> str
     included, so a default that changes meaning cannot alias old entries), the device type (CPU and
     CUDA draw different random streams), the extra metrics recorded, ``VERSION`` and the model's and
     algorithm's ``NUMERICS`` versions."""
-    numerics = {name: NUMERICS[name] for name in (config.model, config.algorithm) if NUMERICS.get(name)}
     payload = json.dumps({"version": VERSION, "config": dataclasses.asdict(config),
                           "device": device or engine.default_device().type,
-                          "metrics": metrics_key(extra_metrics), "numerics": numerics}, sort_keys=True)
+                          "metrics": metrics_key(extra_metrics), "numerics": numerics(config)}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:20]
+
+
+def numerics(config: RunConfig) -> dict[str, int]:
+    """The ``NUMERICS`` versions in force for this config's model and algorithm (those above 0)."""
+    return {name: NUMERICS[name] for name in (config.model, config.algorithm) if NUMERICS.get(name)}
+
+
+def sidecar_config(meta: dict) -> RunConfig:
+    """The config a run's JSON sidecar records (its other fields, ``elapsed_s`` and the like, aside)."""
+    names = {f.name for f in dataclasses.fields(RunConfig)}
+    fields = {name: value for name, value in meta.items() if name in names}
+    if isinstance(fields.get("message_coefficients"), list):
+        fields["message_coefficients"] = tuple(fields["message_coefficients"])
+    return RunConfig(**fields)
+
+
+def entry_name(meta: dict) -> str:
+    """The name this code gives the run a JSON sidecar describes (``<key>`` or ``<key>_to_<loss>``):
+    an entry made under another ``VERSION``, ``NUMERICS`` or config has another name."""
+    name = key(sidecar_config(meta), _Named(meta.get("extra_metrics")) if meta.get("extra_metrics") else None,
+               device=str(meta["device"]).split(":")[0])
+    return name if meta.get("target") is None else f"{name}_to_{meta['target']:g}"
+
+
+@dataclass(frozen=True)
+class _Named:
+    """Stands for an ``extra_metrics`` hook known only by its recorded ``key``."""
+
+    key: str
 
 
 def _file(config: RunConfig, stop_loss: float | None, suffix: str, extra_metrics=None):

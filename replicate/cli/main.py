@@ -20,9 +20,14 @@ def _figures(args) -> int:
         if not sep:
             raise ReplicateError(f"--set expects NAME=VALUE, got {item!r}")
         overrides[name] = runner.parse_value(value)
+    if args.time_budget is not None:
+        from replicate.cli import budget
+
+        args.time_budget = budget.parse(args.time_budget)
     if args.check:
         return _check(args, overrides)
-    return 1 if runner.run(args.names, args.profile, overrides, log_output=args.verbose) else 0
+    return 1 if runner.run(args.names, args.profile, overrides, log_output=args.verbose,
+                           time_budget=args.time_budget) else 0
 
 
 def _check(args, overrides) -> int:
@@ -32,7 +37,8 @@ def _check(args, overrides) -> int:
     if overrides or args.profile != "paper":
         raise ReplicateError("--check regenerates the committed figures: use it with --profile paper and no --set")
     fresh = paths.build_dir() / "check"
-    failed = runner.run(args.names, "paper", {"out_dir": str(fresh)}, log_output=args.verbose)
+    failed = runner.run(args.names, "paper", {"out_dir": str(fresh)}, log_output=args.verbose,
+                        time_budget=args.time_budget)
     results = [check.compare(nb.key, paths.figures_dir(), fresh) for nb in runner.resolve(args.names)]
     print(check.report(results))
     return 1 if failed or not all(r.ok for r in results) else 0
@@ -144,6 +150,10 @@ def main(argv=None) -> int:
     fig.add_argument("--check", action="store_true",
                      help="with --profile paper: regenerate into build/check and compare with the committed "
                           "CSVs and claim verdicts within the stated tolerance (replicate/cli/check.py)")
+    fig.add_argument("--time-budget", metavar="DURATION", default=None,
+                     help="e.g. 25m, 90s, 1h30m: notebooks whose runs are all cached first, then the others in "
+                          "the order given; when the budget is spent, stop as Ctrl-C does (finished runs "
+                          "cached, figures finished so far published) and exit with status 75")
     fig.add_argument("-v", "--verbose", action="store_true", help="stream notebook output (progress bars)")
     fig.set_defaults(func=_figures)
     bench = sub.add_parser(
@@ -192,9 +202,11 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # one line, no traceback: everything finished is already on disk
+        from replicate.cli.budget import STATUS, BudgetSpent
         from replicate.cli.runner import Interrupted
 
-        message = str(exc) if isinstance(exc, Interrupted) else "interrupted; rerun the same command to resume"
+        message = str(exc) if isinstance(exc, Interrupted | BudgetSpent) else \
+            "interrupted; rerun the same command to resume"
         print(f"\n{message}", file=sys.stderr)
-        return 130
+        return STATUS if isinstance(exc, BudgetSpent) else 130
 

@@ -4,10 +4,12 @@ import json
 import tarfile
 
 import pytest
+import torch
 
 from replicate.cli.main import main
 from replicate.core.errors import ReplicateError
 from replicate.experiments.li2020 import fig2
+from replicate.fl import engine
 from replicate.report.claims import publish
 from replicate.runs import archive, cache
 from replicate.runs.config import RunConfig
@@ -56,8 +58,8 @@ def test_export_import_and_replot_without_computing(tmp_path, monkeypatch, capsy
     assert "not exported: li2020/fig1a" in err  # its committed record predates run names
     manifest = json.loads(_members(file)["manifest.json"])
     assert manifest["cache_version"] == cache.VERSION and len(manifest["entries"]) == 4
-    assert {e["device"] for e in manifest["entries"]} == {"cpu"} and all(len(e["csv_sha256"]) == 64
-                                                                         for e in manifest["entries"])
+    assert all(e["device"].split(":")[0] == engine.default_device().type and len(e["csv_sha256"]) == 64
+               for e in manifest["entries"])
 
     monkeypatch.setenv("REPLICATE_CACHE", str(tmp_path / "empty"))
     assert main(["cache", "import", str(file)]) == 0
@@ -74,8 +76,8 @@ def test_export_import_and_replot_without_computing(tmp_path, monkeypatch, capsy
 
 def test_reimport_skips_identical_and_refuses_a_different_entry(tmp_path, monkeypatch):
     file, empty_cache = _one_run_archive(tmp_path, monkeypatch)
-    assert archive.load(file) == (2, 0)
-    assert archive.load(file) == (0, 2)
+    assert archive.load(file) == (2, 0, {})
+    assert archive.load(file) == (0, 2, {})
     stored = empty_cache / "runs" / f"{cache.key(QUAD)}.csv"
     stored.write_text(stored.read_text() + "\n")
     with pytest.raises(ReplicateError, match=f"entry runs/{cache.key(QUAD)} differs from the one in"):
@@ -150,3 +152,23 @@ def test_stale_entries_stay_out_of_an_export(tmp_path, monkeypatch):
         with pytest.raises(ReplicateError, match="nothing to export: no runs are in .*1 stale entries"):
             archive.export(tmp_path / "none.tar.xz")
     assert archive.export(tmp_path / "one.tar.xz")[0] == [cache.key(QUAD)]
+
+
+def test_import_says_when_runs_ran_on_another_device_type(tmp_path, monkeypatch, capsys):
+    """A run's key holds its device type: runs computed on CUDA are imported whole, and the import says
+    that this CPU machine's notebooks will not read them."""
+    from replicate.core import paths
+
+    monkeypatch.setattr("replicate.fl.engine.default_device", lambda: torch.device("cpu"))  # on any machine
+    cache.run(QUAD, progress=False)
+    stored = paths.cache_dir() / "runs" / f"{cache.key(QUAD)}"
+    meta = json.loads(stored.with_suffix(".json").read_text()) | {"device": "cuda:0"}
+    gpu = paths.cache_dir() / "runs" / cache.entry_name(meta)
+    assert gpu.name == cache.key(QUAD, device="cuda") != stored.name
+    gpu.with_suffix(".json").write_text(json.dumps(meta))
+    gpu.with_suffix(".csv").write_bytes(stored.with_suffix(".csv").read_bytes())
+    assert sorted(archive.export(tmp_path / "runs.tar.xz")[0]) == sorted([stored.name, gpu.name])
+    monkeypatch.setenv("REPLICATE_CACHE", str(tmp_path / "other_machine_cache"))
+    assert main(["cache", "import", str(tmp_path / "runs.tar.xz")]) == 0
+    out = capsys.readouterr().out
+    assert "imported 2 runs" in out and "; 1 of them ran on cuda, which this machine's notebooks do not read" in out

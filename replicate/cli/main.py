@@ -103,8 +103,11 @@ def _cache(args) -> int:
     if args.action == "import":
         if args.names:
             raise ReplicateError("cache import takes the archive alone: it imports every run in it")
-        written, same = archive.load(Path(args.file))
-        print(f"imported {written} runs into {paths.cache_dir()} ({same} already there, identical)")
+        written, same, elsewhere = archive.load(Path(args.file))
+        print(f"imported {written} runs into {paths.cache_dir()} ({same} already there, identical)"
+              + "".join(f"; {count} of them ran on {device}, which this machine's notebooks do not read (they "
+                        f"read runs of its own device type: CPU and CUDA draw different random streams)"
+                        for device, count in sorted(elsewhere.items())))
         return 0
     names = None
     if args.names:

@@ -26,6 +26,7 @@ from pathlib import Path
 from replicate.core import paths
 from replicate.core.errors import ReplicateError
 from replicate.core.fileio import atomic_file
+from replicate.fl import engine
 from replicate.runs import cache
 
 FORMAT = 1  # the archive layout; bump when the manifest changes meaning
@@ -135,9 +136,10 @@ def _read(file: Path) -> dict[str, bytes]:
     return members
 
 
-def load(file: Path) -> tuple[int, int]:
+def load(file: Path) -> tuple[int, int, dict[str, int]]:
     """Import an archive written by ``export`` into the cache: all of it or, on any mismatch, nothing.
-    Returns (entries written, entries already there with the same bytes)."""
+    Returns (entries written, entries already there with the same bytes, how many entries ran on each
+    device type other than this machine's: its notebooks do not read those, as the key holds the device)."""
     file = Path(file)
     members = _read(file)
     if MANIFEST not in members:
@@ -155,12 +157,15 @@ def load(file: Path) -> tuple[int, int]:
     unlisted = set(members) - {entry.member(s) for entry, _ in listed for s in (".json", ".csv")}
     if unlisted:
         raise ReplicateError(f"{file}: {sorted(unlisted)[0]} is not in its manifest; nothing imported")
-    new, same = [], 0
+    new, same, elsewhere = [], 0, {}
     for entry, item in listed:
         data = {suffix: members.get(entry.member(suffix)) for suffix in (".json", ".csv")}
         why = _refusal(entry, item, data)
         if why:
             raise ReplicateError(f"{file}: entry {entry.member('')} refused: {why}; nothing imported")
+        device = str(json.loads(data[".json"])["device"]).split(":")[0]
+        if device != engine.default_device().type:
+            elsewhere[device] = elsewhere.get(device, 0) + 1
         here = [entry.path(suffix) for suffix in (".json", ".csv")]
         if here[1].exists():
             if [p.read_bytes() for p in here] != [data[".json"], data[".csv"]]:
@@ -173,7 +178,7 @@ def load(file: Path) -> tuple[int, int]:
         for suffix in (".json", ".csv"):
             with atomic_file(entry.path(suffix)) as out:
                 out.write(data[suffix])
-    return len(new), same
+    return len(new), same, elsewhere
 
 
 def _refusal(entry: Entry, item: dict, data: dict) -> str | None:

@@ -109,11 +109,14 @@ def export(file: Path, names: set[str] | None = None) -> tuple[list[str], list[s
                              + (f" ({len(stale)} stale entries, which this code would not read)" if stale else ""))
     manifest = {"format": FORMAT, "cache_version": cache.VERSION, "numerics": dict(cache.NUMERICS),
                 "commit": _commit(), "entries": listed}
-    with atomic_file(Path(file)) as out, tarfile.open(fileobj=out, mode="w:xz") as tar:
-        for member, data in [(MANIFEST, json.dumps(manifest, indent=1).encode()), *blobs]:
-            info = tarfile.TarInfo(member)
-            info.size, info.mode = len(data), 0o644
-            tar.addfile(info, io.BytesIO(data))
+    try:
+        with atomic_file(Path(file)) as out, tarfile.open(fileobj=out, mode="w:xz") as tar:
+            for member, data in [(MANIFEST, json.dumps(manifest, indent=1).encode()), *blobs]:
+                info = tarfile.TarInfo(member)
+                info.size, info.mode = len(data), 0o644
+                tar.addfile(info, io.BytesIO(data))
+    except OSError as exc:
+        raise ReplicateError(f"cannot write {file}: {exc.strerror or exc}") from None
     return [item["name"] for item in listed], stale
 
 

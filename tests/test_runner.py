@@ -440,12 +440,12 @@ def test_time_budget_stops_the_running_notebook_as_ctrl_c_does(project, monkeypa
                                  "notes_figC": _publish("figC")})
     start = time.monotonic()
     assert main(["figures", "notes/figA", "notes/figB", "notes/figC", "--profile", "paper",
-                 "--time-budget", "2s"]) == budget.STATUS == 75
+                 "--time-budget", "4s"]) == budget.STATUS == 75  # figA takes well under 4 s
     assert time.monotonic() - start < 20
     lines = [line for line in capsys.readouterr().err.replace("\r", "\n").splitlines()
              if line.strip() and "figures (paper)" not in line and not line.startswith("done ")]
     assert len(lines) == 1, lines
-    assert lines[0].startswith("time budget of 2 s spent during notes/figB: its finished runs are cached in")
+    assert lines[0].startswith("time budget of 4 s spent during notes/figB: its finished runs are cached in")
     assert "finished and saved: notes/figA; not started: notes/figC; rerun the same command" in lines[0]
     assert (project / "figures" / "notes" / "figA.csv").exists() and "notes/figA" in (project / "REPLICATION.md").read_text()
     assert committed_b.read_text() == "x\nbefore\n" and not (project / "figures" / "notes" / "figC.csv").exists()

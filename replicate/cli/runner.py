@@ -6,7 +6,8 @@ moved into ``figures/`` — and only for the paper profile (or ``--set out_dir``
 point inside ``figures/``). A failed notebook is reported with its error and leaves the
 committed figures untouched; the batch carries on and exits non-zero at the end.
 Runs inside notebooks are cached (``replicate.runs.cache``), so rerunning an
-interrupted batch resumes where it stopped.
+interrupted batch resumes where it stopped. With a time budget (``replicate.cli.budget``) the
+batch stops at its deadline as Ctrl-C stops it, after publishing what finished before.
 """
 from __future__ import annotations
 

@@ -237,3 +237,22 @@ def test_a_new_algorithm_runs_through_the_run_layer_from_its_registry_entry_alon
     history = cache.run(config, progress=False)
     assert history["objective"].iloc[-1] < history["objective"].iloc[0]
     assert RunConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
+
+
+def test_a_cpu_machine_reads_imported_cuda_runs_only_when_told_and_never_computes_them(monkeypatch):
+    """REPLICATE_DEVICE=cuda on a machine without CUDA: runs are read under their CUDA key (imported
+    ones), a missing one is refused in one line, and CPU and CUDA entries never mix."""
+    cpu = cache.run(QUAD, progress=False)
+    cpu_entry = paths.cache_dir() / "runs" / cache.key(QUAD, device="cpu")
+    cuda_entry = paths.cache_dir() / "runs" / cache.key(QUAD, device="cuda")
+    for suffix in (".csv", ".json"):  # as `cache import` would bring a CUDA machine's run
+        (cuda_entry.parent / f"{cuda_entry.name}{suffix}").write_bytes(
+            (cpu_entry.parent / f"{cpu_entry.name}{suffix}").read_bytes())
+    monkeypatch.setenv("REPLICATE_DEVICE", "cuda")
+    monkeypatch.setattr("replicate.fl.engine.run", lambda *a, **k: pytest.fail("computed a CUDA run on a CPU"))
+    assert cache.run(QUAD, progress=False).equals(cpu)  # read, not computed
+    with pytest.raises(ReplicateError, match="not in the cache and runs are read for CUDA"):
+        cache.run(QUAD.replace(rounds=3), progress=False)
+    monkeypatch.setenv("REPLICATE_DEVICE", "gpu")
+    with pytest.raises(ReplicateError, match="REPLICATE_DEVICE must be cpu, cuda or cuda:N"):
+        cache.run(QUAD, progress=False)

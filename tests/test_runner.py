@@ -388,3 +388,108 @@ def test_an_unwritable_out_dir_is_one_line_before_anything_runs(project, monkeyp
     with pytest.raises(ReplicateError, match="cannot write into"):
         Fig2Config.for_profile("smoke", out_dir=None)
     assert Fig2Config.for_profile("smoke") == Fig2Config.smoke()  # without out_dir: no check (library use)
+
+
+def test_time_budget_is_a_duration_checked_before_anything_runs(project, monkeypatch, capsys):
+    from replicate.cli import budget
+    from replicate.cli.main import main
+
+    assert [budget.parse(text) for text in ("25m", "90s", "1h30m", "1.5h", " 2m30s ")] == [1500, 90, 5400, 5400, 150]
+    assert [budget.describe(s) for s in (90, 1500, 5400, 3600)] == ["90 s", "25 min", "1 h 30 min", "1 h"]
+    for bad in ("", "25", "m", "5x", "0s", "-5m", "30s5m"):
+        with pytest.raises(ReplicateError, match="--time-budget"):
+            budget.parse(bad)
+    _notebook(project / "notebooks", "notes_figA", GOOD)
+    _never_runs(monkeypatch)
+    assert main(["figures", "notes/figA", "--time-budget", "soon"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--time-budget expects a duration such as 25m" in err[0]
+
+
+def _fake_executor(monkeypatch, bodies):
+    """papermill.execute_notebook, as each notebook's ``bodies[name](parameters)`` does it."""
+    import papermill
+
+    def execute(input_path, _output, parameters, **_):
+        bodies[input_path.rsplit("/", 1)[-1].removesuffix(".ipynb")](parameters)
+    monkeypatch.setattr(papermill, "execute_notebook", execute)
+
+
+def _publish(figure):
+    def body(parameters):
+        import pandas as pd
+
+        publish(None, pd.DataFrame({"x": [1]}), [check("x is one", True, "1")], paper="notes", figure=figure,
+                profile=parameters["profile"], out_dir=parameters["out_dir"])
+    return body
+
+
+def test_time_budget_stops_the_running_notebook_as_ctrl_c_does(project, monkeypatch, capsys):
+    """The deadline interrupts the notebook that runs then: one line, exit status 75, the notebooks that
+    finished before it published (and REPLICATION.md written), the interrupted one untouched."""
+    import time
+
+    from replicate.cli import budget
+    from replicate.cli.main import main
+
+    for name in ("notes_figA", "notes_figB", "notes_figC"):
+        _notebook(project / "notebooks", name, GOOD)
+    committed_b = project / "figures" / "notes" / "figB.csv"
+    committed_b.write_text("x\nbefore\n")
+    _fake_executor(monkeypatch, {"notes_figA": _publish("figA"), "notes_figB": lambda _: time.sleep(30),
+                                 "notes_figC": _publish("figC")})
+    start = time.monotonic()
+    assert main(["figures", "notes/figA", "notes/figB", "notes/figC", "--profile", "paper",
+                 "--time-budget", "4s"]) == budget.STATUS == 75  # figA takes well under 4 s
+    assert time.monotonic() - start < 20
+    lines = [line for line in capsys.readouterr().err.replace("\r", "\n").splitlines()
+             if line.strip() and "figures (paper)" not in line and not line.startswith("done ")]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("time budget of 4 s spent during notes/figB: its finished runs are cached in")
+    assert "finished and saved: notes/figA; not started: notes/figC; rerun the same command" in lines[0]
+    assert (project / "figures" / "notes" / "figA.csv").exists() and "notes/figA" in (project / "REPLICATION.md").read_text()
+    assert committed_b.read_text() == "x\nbefore\n" and not (project / "figures" / "notes" / "figC.csv").exists()
+    assert not (paths.build_dir() / "staging").exists()
+
+
+def test_a_notebook_ending_as_the_budget_runs_out_is_published(project, monkeypatch):
+    """An interrupt sent as a notebook ends is taken before publishing, not in the middle of it; the
+    next notebook does not start."""
+    import time
+
+    from replicate.cli.budget import BudgetSpent
+
+    _notebook(project / "notebooks", "notes_figA", GOOD)
+    _notebook(project / "notebooks", "notes_figB", GOOD)
+
+    def swallows_the_interrupt(parameters):
+        try:
+            time.sleep(30)
+        except KeyboardInterrupt:  # as a cell that catches it and finishes anyway
+            pass
+        _publish("figA")(parameters)
+
+    _fake_executor(monkeypatch, {"notes_figA": swallows_the_interrupt, "notes_figB": _publish("figB")})
+    with pytest.raises(BudgetSpent, match="spent between notebooks; finished and saved: notes/figA; not started: "
+                                          "notes/figB"):
+        runner.run(["notes"], "smoke", time_budget=1.0)
+    assert (paths.build_dir() / "figures" / "notes" / "figA.csv").exists()
+    assert not (paths.build_dir() / "figures" / "notes" / "figB.csv").exists()
+
+
+def test_with_a_budget_figures_whose_runs_are_all_cached_go_first(project):
+    for name in ("notes_figA", "notes_figB", "notes_figC"):
+        _notebook(project / "notebooks", name, GOOD)
+    record = {"profile": "paper", "wall_time_s": 5.0, "run_seconds": {"aaa": 100.0, "bbb_to_0.5": 3.0}}
+    (project / "figures" / "notes" / "figC.claims.json").write_text(json.dumps(record))
+    (project / "figures" / "notes" / "figA.claims.json").write_text(json.dumps({**record, "runs_compute_s": 9.0}
+                                                                               | {"run_seconds": {"ccc": 1.0}}))
+    notebooks = runner.resolve(["notes"])
+    order = lambda: [nb.figure for nb in runner.ready_first(notebooks, "paper", project / "figures", {})]  # noqa: E731
+    assert order() == ["figA", "figB", "figC"]  # nothing cached: the order given
+    for folder, name in (("runs", "aaa"), ("to_target", "bbb_to_0.5")):
+        (paths.cache_dir() / folder).mkdir(parents=True, exist_ok=True)
+        (paths.cache_dir() / folder / f"{name}.csv").write_text("round\n0\n")
+    assert order() == ["figC", "figA", "figB"]  # figC only re-plots
+    assert [nb.figure for nb in runner.ready_first(notebooks, "smoke", project / "figures", {})] == \
+        ["figA", "figB", "figC"]  # its record is of the paper profile

@@ -1,4 +1,4 @@
-"""Command line: ``python -m replicate {figures,bench,data,report}``."""
+"""Command line: ``python -m replicate {figures,bench,data,cache,report}``."""
 from __future__ import annotations
 
 import argparse
@@ -20,9 +20,14 @@ def _figures(args) -> int:
         if not sep:
             raise ReplicateError(f"--set expects NAME=VALUE, got {item!r}")
         overrides[name] = runner.parse_value(value)
+    if args.time_budget is not None:
+        from replicate.cli import budget
+
+        args.time_budget = budget.parse(args.time_budget)
     if args.check:
         return _check(args, overrides)
-    return 1 if runner.run(args.names, args.profile, overrides, log_output=args.verbose) else 0
+    return 1 if runner.run(args.names, args.profile, overrides, log_output=args.verbose,
+                           time_budget=args.time_budget) else 0
 
 
 def _check(args, overrides) -> int:
@@ -32,7 +37,8 @@ def _check(args, overrides) -> int:
     if overrides or args.profile != "paper":
         raise ReplicateError("--check regenerates the committed figures: use it with --profile paper and no --set")
     fresh = paths.build_dir() / "check"
-    failed = runner.run(args.names, "paper", {"out_dir": str(fresh)}, log_output=args.verbose)
+    failed = runner.run(args.names, "paper", {"out_dir": str(fresh)}, log_output=args.verbose,
+                        time_budget=args.time_budget)
     results = [check.compare(nb.key, paths.figures_dir(), fresh) for nb in runner.resolve(args.names)]
     print(check.report(results))
     return 1 if failed or not all(r.ok for r in results) else 0
@@ -88,6 +94,45 @@ def _data(args) -> int:
     return 0
 
 
+def _cache(args) -> int:
+    from pathlib import Path
+
+    from replicate.core import paths
+    from replicate.runs import archive
+
+    if args.action == "import":
+        if args.names:
+            raise ReplicateError("cache import takes the archive alone: it imports every run in it")
+        written, same, elsewhere = archive.load(Path(args.file))
+        print(f"imported {written} runs into {paths.cache_dir()} ({same} already there, identical)"
+              + "".join(f"; {count} of them ran on {device}, which notebooks here read only with "
+                        f"REPLICATE_DEVICE={device} (the cache never mixes device types: CPU and CUDA draw "
+                        f"different random streams)" for device, count in sorted(elsewhere.items())))
+        return 0
+    names = None
+    if args.names:
+        from replicate.cli import runner
+
+        names, unnamed = set(), []
+        for nb in runner.resolve(args.names):
+            runs = runner.recorded_runs(nb)
+            if runs is None:
+                unnamed.append(nb.key)
+            else:
+                names |= runs
+        if unnamed:
+            print(f"not exported: {', '.join(unnamed)} (no published record of theirs names its runs; rerun them "
+                  "to publish one, or export the whole cache: no NAMES)", file=sys.stderr)
+    written, stale = archive.export(Path(args.file), names)
+    absent = len(names - set(written) - set(stale)) if names is not None else 0
+    notes = ([f"{len(stale)} stale entries left out (this code would not read them)"] if stale else []) + \
+            ([f"{absent} runs named by the figures' records are not in this cache"] if absent else [])
+    size = Path(args.file).stat().st_size
+    size = f"{size / 2**20:.1f} MiB" if size >= 2**20 else f"{size / 2**10:.0f} KiB"
+    print(f"wrote {args.file} ({size}): {len(written)} runs" + "".join(f"; {n}" for n in notes))
+    return 0
+
+
 def _report(args) -> int:
     from replicate.report import replication as report
 
@@ -108,6 +153,10 @@ def main(argv=None) -> int:
     fig.add_argument("--check", action="store_true",
                      help="with --profile paper: regenerate into build/check and compare with the committed "
                           "CSVs and claim verdicts within the stated tolerance (replicate/cli/check.py)")
+    fig.add_argument("--time-budget", metavar="DURATION", default=None,
+                     help="e.g. 25m, 90s, 1h30m: notebooks whose runs are all cached first, then the others in "
+                          "the order given; when the budget is spent, stop as Ctrl-C does (finished runs "
+                          "cached, figures finished so far published) and exit with status 75")
     fig.add_argument("-v", "--verbose", action="store_true", help="stream notebook output (progress bars)")
     fig.set_defaults(func=_figures)
     bench = sub.add_parser(
@@ -135,6 +184,18 @@ def main(argv=None) -> int:
     data.add_argument("--all", action="store_true", help="fetch every registered dataset and report each")
     data.add_argument("--from", dest="source", default=None, help="stage from this local directory instead of downloading")
     data.set_defaults(func=_data)
+    runs = sub.add_parser(
+        "cache", help="carry cached runs between machines as one file",
+        description="export FILE [NAMES]: write the cached runs behind the named figures (the runs their "
+                    "published claims records name; with no NAMES, the whole cache) into one xz-compressed "
+                    "archive, each entry with its config hash, checksums, device type and numerics versions. "
+                    "import FILE: verify every entry (checksums, cache VERSION, NUMERICS, its hash recomputed "
+                    "from its recorded config) and add them to the cache, or refuse the whole archive in one line. "
+                    "See replicate/runs/archive.py.")
+    runs.add_argument("action", choices=["export", "import"])
+    runs.add_argument("file", help="the archive (e.g. runs.tar.xz)")
+    runs.add_argument("names", nargs="*", default=[], help="export: figures, notebooks or papers (default: all runs)")
+    runs.set_defaults(func=_cache)
     rep = sub.add_parser("report", help="regenerate REPLICATION.md from figures/")
     rep.set_defaults(func=_report)
     args = parser.parse_args(argv)
@@ -144,9 +205,11 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # one line, no traceback: everything finished is already on disk
+        from replicate.cli.budget import STATUS, BudgetSpent
         from replicate.cli.runner import Interrupted
 
-        message = str(exc) if isinstance(exc, Interrupted) else "interrupted; rerun the same command to resume"
+        message = str(exc) if isinstance(exc, Interrupted | BudgetSpent) else \
+            "interrupted; rerun the same command to resume"
         print(f"\n{message}", file=sys.stderr)
-        return 130
+        return STATUS if isinstance(exc, BudgetSpent) else 130
 

@@ -6,7 +6,8 @@ moved into ``figures/`` — and only for the paper profile (or ``--set out_dir``
 point inside ``figures/``). A failed notebook is reported with its error and leaves the
 committed figures untouched; the batch carries on and exits non-zero at the end.
 Runs inside notebooks are cached (``replicate.runs.cache``), so rerunning an
-interrupted batch resumes where it stopped.
+interrupted batch resumes where it stopped. With a time budget (``replicate.cli.budget``) the
+batch stops at its deadline as Ctrl-C stops it, after publishing what finished before.
 """
 from __future__ import annotations
 
@@ -16,17 +17,20 @@ import shutil
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
 from replicate.core import paths
+from replicate.cli.budget import Budget, BudgetSpent, describe
 from replicate.cli.progress import Progress, previous
 from replicate.report.claims import PROFILES, committed_figures_refused
 from replicate.core.fileio import atomic_file, atomic_write_text, check_writable
 from replicate.core.errors import ReplicateError
 from replicate.experiments import catalog, knobs
+from replicate.runs import cache
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,18 @@ def resolve(names: list[str], available: list[FigureNotebook] | None = None) -> 
                                  f"to see the {len(available)} available (e.g. {available[0].key if available else '-'})")
         chosen += [nb for nb in match if nb not in chosen]
     return chosen
+
+
+def recorded_runs(nb: FigureNotebook) -> set[str] | None:
+    """The cache entries this figure's published records name (``run_seconds`` of its claims record in
+    figures/ and in build/figures, whatever their profile); None when no record names them (never
+    published, or published before records named their runs)."""
+    runs = None
+    for root in (paths.figures_dir(), paths.build_dir() / "figures"):
+        claims = root / nb.paper / f"{nb.figure}.claims.json"
+        if claims.exists() and "run_seconds" in (record := json.loads(claims.read_text())):
+            runs = (runs or set()) | set(record["run_seconds"])
+    return runs
 
 
 def parse_value(text: str):
@@ -184,8 +200,10 @@ def _route_asyncio_log(kernel_log: Path | None):
 
 
 def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
-        log_output: bool = False) -> int:
-    """Execute the selected notebooks; returns the number that failed."""
+        log_output: bool = False, time_budget: float | None = None) -> int:
+    """Execute the selected notebooks; returns the number that failed. With ``time_budget`` (seconds),
+    the notebooks whose recorded runs are all cached go first (``ready_first``), no notebook starts once
+    it is spent and the one running then is interrupted as by Ctrl-C (``BudgetSpent``)."""
     import papermill
 
     if profile not in PROFILES:
@@ -208,8 +226,14 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
         tqdm.write(f"writing into {target}, not figures/: only an unmodified paper-profile run updates the "
                    "committed figures", file=sys.stderr)
     failures, finished = [], []
+    budget = Budget(time_budget) if time_budget else None
+    if budget is not None:
+        notebooks = ready_first(notebooks, profile, target, overrides)
     bar = tqdm(notebooks, desc=f"figures ({profile})", unit="notebook", file=sys.stderr)
     for nb in bar:
+        left = notebooks[notebooks.index(nb):]
+        if budget is not None and budget.spent():
+            raise _stop(None, finished, left, budget, committed)
         staging = _staging(nb)
         executed_dir.mkdir(parents=True, exist_ok=True)
         progress_file = staging / "progress.json"
@@ -219,17 +243,18 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
         _route_asyncio_log(kernel_log)  # left in place if interrupted: the process is about to exit
         try:
             try:
-                with Progress(bar, nb.key, previous(nb.paper, nb.figure, profile, target, overrides), progress_file):
+                with (Progress(bar, nb.key, previous(nb.paper, nb.figure, profile, target, overrides), progress_file),
+                      budget.watching() if budget is not None else nullcontext()):
                     papermill.execute_notebook(str(nb.path), str(executed_dir / nb.path.name),
                                                parameters=parameters(nb, profile, staging, overrides),
                                                kernel_name="python3", progress_bar=False, log_output=log_output,
                                                cwd=str(paths.notebooks_dir()),
                                                kernel_manager_class=_quiet_kernel_manager(kernel_log))
             except KeyboardInterrupt:
-                raise Interrupted(_interrupted(nb, finished)) from None
+                raise _stop(nb, finished, left[1:], budget, committed) from None
             except Exception as exc:  # papermill re-raises the cell's error; report it and go on
                 if getattr(exc, "ename", "") == "KeyboardInterrupt":  # Ctrl-C reached the kernel first
-                    raise Interrupted(_interrupted(nb, finished)) from None
+                    raise _stop(nb, finished, left[1:], budget, committed) from None
                 failures.append(nb.key)
                 message = getattr(exc, "evalue", None) or str(exc).strip().splitlines()[-1]
                 tqdm.write(f"FAILED {nb.key}: {getattr(exc, 'ename', type(exc).__name__)}: {message}\n"
@@ -268,6 +293,35 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
     if failures:
         tqdm.write(f"{len(failures)} notebook(s) failed: {', '.join(failures)}", file=sys.stderr)
     return len(failures)
+
+
+def ready_first(notebooks: list[FigureNotebook], profile: str, target: Path, overrides: dict) -> list[FigureNotebook]:
+    """The order of a batch with a time budget: first the notebooks whose last record at this profile
+    names runs that are all in the cache (they only re-plot, so every figure whose runs are there is
+    published), then the others; each group in the order given (``resolve``)."""
+    def ready(nb: FigureNotebook) -> bool:
+        record = previous(nb.paper, nb.figure, profile, target, overrides)
+        return "run_seconds" in record and all(map(cache.is_cached, record["run_seconds"]))
+
+    return sorted(notebooks, key=lambda nb: not ready(nb))
+
+
+def _stop(nb: FigureNotebook | None, finished: list[str], left: list[FigureNotebook], budget: Budget | None,
+          committed: bool) -> KeyboardInterrupt:
+    """The exception that ends the batch in ``nb`` (None: between two notebooks): ``BudgetSpent`` once the
+    time budget is spent, else (Ctrl-C) ``Interrupted``."""
+    if budget is None or not (budget.fired or nb is None):
+        return Interrupted(_interrupted(nb, finished))
+    if committed and finished:  # what this slice published goes into REPLICATION.md, as at a batch's end
+        from replicate.report import replication as report
+
+        report.write()
+    where = f"during {nb.key}: its finished runs are cached in {paths.cache_dir()}" if nb else "between notebooks"
+    names = [item.key for item in left]
+    waiting = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return BudgetSpent(f"time budget of {describe(budget.seconds)} spent {where}; "
+                       f"finished and saved: {', '.join(finished) or 'none'}; not started: {waiting or 'none'}; "
+                       "rerun the same command to go on (unfinished figures' committed files were not touched)")
 
 
 def _interrupted(nb: FigureNotebook, finished: list[str]) -> str:

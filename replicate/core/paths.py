@@ -3,7 +3,10 @@ read here, at the top, and nowhere deeper in the package."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
+
+from replicate.core.errors import ReplicateError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -27,6 +30,16 @@ def local_data_source() -> Path | None:
         return _env("REPLICATE_DATA_FROM", REPO)
     shared = REPO.parent / "shared" / "data"
     return shared if shared.is_dir() else None
+
+
+def run_device() -> str | None:
+    """The device runs are computed on and read back for (`REPLICATE_DEVICE`: cpu, cuda or cuda:N;
+    default: CUDA when present). A CPU machine given `REPLICATE_DEVICE=cuda` reads the CUDA runs
+    imported into its cache and refuses to compute any that are missing."""
+    value = os.environ.get("REPLICATE_DEVICE")
+    if value and not re.fullmatch(r"cpu|cuda(:\d+)?", value):
+        raise ReplicateError(f"REPLICATE_DEVICE must be cpu, cuda or cuda:N, got {value!r}")
+    return value or None
 
 
 def build_dir() -> Path:

@@ -26,7 +26,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from replicate.core import rng
+from replicate.core import paths, rng
 from replicate.core.errors import ReplicateError
 from replicate.fl import sgd
 from replicate.fl.algorithms.protocol import Algorithm, LocalWork, RoundContext
@@ -74,7 +74,8 @@ class LocalObjective:
 
 
 def default_device() -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    """Where runs compute (and which cache entries they read): ``REPLICATE_DEVICE``, else CUDA when present."""
+    return torch.device(paths.run_device() or ("cuda" if torch.cuda.is_available() else "cpu"))
 
 
 def train_clients(problem, algorithm, state, ctx: RoundContext, clients, batches, objective: LocalObjective,

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+import torch
 from tqdm.auto import tqdm
 
 from replicate.core import paths
@@ -135,11 +136,35 @@ def key(config: RunConfig, extra_metrics=None, device: str | None = None) -> str
     included, so a default that changes meaning cannot alias old entries), the device type (CPU and
     CUDA draw different random streams), the extra metrics recorded, ``VERSION`` and the model's and
     algorithm's ``NUMERICS`` versions."""
-    numerics = {name: NUMERICS[name] for name in (config.model, config.algorithm_name) if NUMERICS.get(name)}
     payload = json.dumps({"version": VERSION, "config": config.to_dict(),
                           "device": device or engine.default_device().type,
-                          "metrics": metrics_key(extra_metrics), "numerics": numerics}, sort_keys=True)
+                          "metrics": metrics_key(extra_metrics), "numerics": numerics(config)}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:20]
+
+
+def numerics(config: RunConfig) -> dict[str, int]:
+    """The ``NUMERICS`` versions in force for this config's model and algorithm (those above 0)."""
+    return {name: NUMERICS[name] for name in (config.model, config.algorithm_name) if NUMERICS.get(name)}
+
+
+def sidecar_config(meta: dict) -> RunConfig:
+    """The config a run's JSON sidecar records (its other fields, ``elapsed_s`` and the like, aside)."""
+    return RunConfig.from_dict(meta)
+
+
+def entry_name(meta: dict) -> str:
+    """The name this code gives the run a JSON sidecar describes (``<key>`` or ``<key>_to_<loss>``):
+    an entry made under another ``VERSION``, ``NUMERICS`` or config has another name."""
+    name = key(sidecar_config(meta), _Named(meta.get("extra_metrics")) if meta.get("extra_metrics") else None,
+               device=str(meta["device"]).split(":")[0])
+    return name if meta.get("target") is None else f"{name}_to_{meta['target']:g}"
+
+
+@dataclass(frozen=True)
+class _Named:
+    """Stands for an ``extra_metrics`` hook known only by its recorded ``key``."""
+
+    key: str
 
 
 def _file(config: RunConfig, stop_loss: float | None, suffix: str, extra_metrics=None):
@@ -190,8 +215,13 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
                    cached=_with(entry, ".csv") not in log.fresh, dataset=config.dataset, key=entry.name)
         return cached
     log.started()
+    device = engine.default_device()
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ReplicateError(f"run {entry.name if entry else config.dataset} is not in the cache and runs are read "
+                             "for CUDA (REPLICATE_DEVICE), but this machine has none: compute it on a CUDA machine "
+                             "and `cache import` it, or unset REPLICATE_DEVICE to compute CPU runs here")
     start = time.perf_counter()
-    problem, algorithm, work, schedule, objective = build(config, problem=problem)
+    problem, algorithm, work, schedule, objective = build(config, device=device, problem=problem)
     history = engine.run(problem, algorithm, work, schedule, objective=objective, rounds=config.rounds,
                          seed=config.seed, eval_every=config.eval_every, progress=progress,
                          execution=config.execution, extra_metrics=extra_metrics,

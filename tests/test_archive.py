@@ -1,0 +1,176 @@
+"""``cache export`` / ``cache import``: one archive of cached runs, verified before anything is written."""
+import io
+import json
+import tarfile
+
+import pytest
+import torch
+
+from replicate.cli.main import main
+from replicate.core.errors import ReplicateError
+from replicate.experiments.li2020 import fig2
+from replicate.fl import engine
+from replicate.report.claims import publish
+from replicate.runs import archive, cache
+from replicate.fl.algorithms import FedAvg
+from replicate.runs.config import RunConfig
+
+QUAD = RunConfig(dataset="quadratic", algorithm=FedAvg("full"), local_steps=5, batch_size=None, client_lr=0.4,
+                 lr_schedule="constant", weight_decay=0.0, clip_norm=None, rounds=20)
+SYNTHETIC = RunConfig(dataset="synthetic(1,1)", num_clients=10, rounds=3)
+TINY = fig2.Fig2Config(local_steps=(1, 5), decay=(1e-6, 1e-2), rounds=30, theorem5_lrs=(0.02,), theorem5_steps=(2,))
+
+
+def _members(file) -> dict:
+    with tarfile.open(file) as tar:
+        return {info.name: tar.extractfile(info).read() for info in tar}
+
+
+def _write(file, members: dict) -> None:
+    with tarfile.open(file, "w:xz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def _one_run_archive(tmp_path, monkeypatch):
+    """Two runs exported from this machine's cache; then the cache is another machine's, empty."""
+    cache.run(QUAD, progress=False)
+    cache.run(SYNTHETIC, progress=False, stop_loss=1e9)  # a stopped run: to_target/<key>_to_1e+09
+    file = tmp_path / "runs.tar.xz"
+    written, stale = archive.export(file)
+    assert sorted(written) == sorted([cache.key(QUAD), f"{cache.key(SYNTHETIC)}_to_1e+09"]) and stale == []
+    monkeypatch.setenv("REPLICATE_CACHE", str(tmp_path / "other_machine_cache"))
+    return file, tmp_path / "other_machine_cache"
+
+
+def test_export_import_and_replot_without_computing(tmp_path, monkeypatch, capsys):
+    """A figure's runs, named by its claims record, go into one file; imported into an empty cache,
+    the figure re-plots from it with nothing computed."""
+    log = cache.RunLog(display=False)
+    first = fig2.fig2(TINY, progress=False, log=log)
+    publish(None, first, [], paper="li2020", figure="fig2", profile="smoke", provenance=log.provenance())
+    cache.run(QUAD.replace(rounds=7), progress=False)  # in the cache, not behind the figure
+    file = tmp_path / "fig2.tar.xz"
+    assert main(["cache", "export", str(file), "li2020/fig2", "li2020/fig1a"]) == 0
+    out, err = capsys.readouterr()
+    assert f"wrote {file}" in out and ": 4 runs" in out
+    assert "not exported: li2020/fig1a" in err  # its committed record predates run names
+    manifest = json.loads(_members(file)["manifest.json"])
+    assert manifest["cache_version"] == cache.VERSION and len(manifest["entries"]) == 4
+    assert all(e["device"].split(":")[0] == engine.default_device().type and len(e["csv_sha256"]) == 64
+               for e in manifest["entries"])
+
+    monkeypatch.setenv("REPLICATE_CACHE", str(tmp_path / "empty"))
+    assert main(["cache", "import", str(file)]) == 0
+    assert "imported 4 runs" in capsys.readouterr().out
+    monkeypatch.setattr("replicate.fl.engine.run", lambda *a, **k: pytest.fail("a run was computed"))
+    again = cache.RunLog(display=False)
+    replot = fig2.fig2(TINY, progress=False, log=again)
+    assert again.runs == again.from_cache == 4
+    assert replot.equals(first)
+    assert main(["cache", "import", str(file)]) == 0  # again: identical entries are skipped
+    out = capsys.readouterr().out
+    assert "imported 0 runs" in out and "4 already there, identical" in out
+
+
+def test_reimport_skips_identical_and_refuses_a_different_entry(tmp_path, monkeypatch):
+    file, empty_cache = _one_run_archive(tmp_path, monkeypatch)
+    assert archive.load(file) == (2, 0, {})
+    assert archive.load(file) == (0, 2, {})
+    stored = empty_cache / "runs" / f"{cache.key(QUAD)}.csv"
+    stored.write_text(stored.read_text() + "\n")
+    with pytest.raises(ReplicateError, match=f"entry runs/{cache.key(QUAD)} differs from the one in"):
+        archive.load(file)
+
+
+def test_a_tampered_entry_is_refused_and_nothing_is_written(tmp_path, monkeypatch):
+    file, empty_cache = _one_run_archive(tmp_path, monkeypatch)
+    members = _members(file)
+    name = f"runs/{cache.key(QUAD)}.csv"
+    members[name] = members[name].replace(b"0.", b"1.", 1)
+    _write(tmp_path / "bad.tar.xz", members)
+    with pytest.raises(ReplicateError, match=f"entry runs/{cache.key(QUAD)} refused: the CSV does not match"):
+        archive.load(tmp_path / "bad.tar.xz")
+    assert not empty_cache.exists() or not any(empty_cache.rglob("*.csv"))
+
+
+def test_another_version_or_numerics_is_refused(tmp_path, monkeypatch):
+    file, empty_cache = _one_run_archive(tmp_path, monkeypatch)
+    version = cache.VERSION
+    with monkeypatch.context() as patch:
+        patch.setattr(cache, "VERSION", version + 1)
+        with pytest.raises(ReplicateError, match=f"cache VERSION {version}, this code's is {version + 1}"):
+            archive.load(file)
+    with monkeypatch.context() as patch:
+        patch.setitem(cache.NUMERICS, "fedavg", 7)
+        with pytest.raises(ReplicateError, match=r"refused: computed under NUMERICS \{\}, this code's are \{'fedavg': 7\}"):
+            archive.load(file)
+    members = _members(file)  # a sidecar whose config does not hash to its name, checksums made to fit
+    manifest = json.loads(members["manifest.json"])
+    name = f"runs/{cache.key(QUAD)}.json"
+    members[name] = members[name].replace(b'"rounds": 20', b'"rounds": 21')
+    entry = next(e for e in manifest["entries"] if e["folder"] == "runs")
+    entry["json_sha256"] = archive._sha256(members[name])
+    members["manifest.json"] = json.dumps(manifest).encode()
+    _write(tmp_path / "forged.tar.xz", members)
+    with pytest.raises(ReplicateError, match="its recorded config hashes to .* under this code"):
+        archive.load(tmp_path / "forged.tar.xz")
+    assert not empty_cache.exists() or not any(empty_cache.rglob("*.csv"))
+
+
+def test_paths_outside_the_cache_are_refused(tmp_path, monkeypatch):
+    file, empty_cache = _one_run_archive(tmp_path, monkeypatch)
+    members = _members(file)
+    _write(tmp_path / "escape.tar.xz", {**members, "../x": b"boo"})
+    with pytest.raises(ReplicateError, match="member '../x' is not a cache entry"):
+        archive.load(tmp_path / "escape.tar.xz")
+    manifest = json.loads(members["manifest.json"])
+    manifest["entries"][0]["folder"] = "../runs"
+    _write(tmp_path / "listed.tar.xz", {**members, "manifest.json": json.dumps(manifest).encode()})
+    with pytest.raises(ReplicateError, match="nothing imported"):
+        archive.load(tmp_path / "listed.tar.xz")
+    assert not (tmp_path / "x").exists() and not (empty_cache.parent / "runs").exists()
+
+
+def test_a_truncated_archive_is_one_line(tmp_path, monkeypatch, capsys):
+    file, empty_cache = _one_run_archive(tmp_path, monkeypatch)
+    data = file.read_bytes()
+    (tmp_path / "cut.tar.xz").write_bytes(data[: len(data) // 2])
+    assert main(["cache", "import", str(tmp_path / "cut.tar.xz")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is not a complete cache archive" in err[0] and "nothing imported" in err[0]
+    assert main(["cache", "import", str(tmp_path / "absent.tar.xz")]) == 2
+    assert "no such archive" in capsys.readouterr().err
+    assert not empty_cache.exists() or not any(empty_cache.rglob("*.csv"))
+
+
+def test_stale_entries_stay_out_of_an_export(tmp_path, monkeypatch):
+    cache.run(QUAD, progress=False)
+    with monkeypatch.context() as patch:
+        patch.setitem(cache.NUMERICS, "fedavg", 7)  # as after a numerics bump: the entry is no longer read
+        with pytest.raises(ReplicateError, match="nothing to export: no runs are in .*1 stale entries"):
+            archive.export(tmp_path / "none.tar.xz")
+    assert archive.export(tmp_path / "one.tar.xz")[0] == [cache.key(QUAD)]
+
+
+def test_import_says_when_runs_ran_on_another_device_type(tmp_path, monkeypatch, capsys):
+    """A run's key holds its device type: runs computed on CUDA are imported whole, and the import says
+    that notebooks here read them only with REPLICATE_DEVICE=cuda."""
+    from replicate.core import paths
+
+    monkeypatch.setattr("replicate.fl.engine.default_device", lambda: torch.device("cpu"))  # on any machine
+    cache.run(QUAD, progress=False)
+    stored = paths.cache_dir() / "runs" / f"{cache.key(QUAD)}"
+    meta = json.loads(stored.with_suffix(".json").read_text()) | {"device": "cuda:0"}
+    gpu = paths.cache_dir() / "runs" / cache.entry_name(meta)
+    assert gpu.name == cache.key(QUAD, device="cuda") != stored.name
+    gpu.with_suffix(".json").write_text(json.dumps(meta))
+    gpu.with_suffix(".csv").write_bytes(stored.with_suffix(".csv").read_bytes())
+    assert sorted(archive.export(tmp_path / "runs.tar.xz")[0]) == sorted([stored.name, gpu.name])
+    monkeypatch.setenv("REPLICATE_CACHE", str(tmp_path / "other_machine_cache"))
+    assert main(["cache", "import", str(tmp_path / "runs.tar.xz")]) == 0
+    out = capsys.readouterr().out
+    assert "imported 2 runs" in out and "; 1 of them ran on cuda, which notebooks here read only with " \
+        "REPLICATE_DEVICE=cuda" in out

@@ -237,6 +237,20 @@ def split_by_sample(n: int, train_fraction: float, g: torch.Generator) -> tuple[
     return np.flatnonzero(chosen), np.flatnonzero(~chosen)
 
 
+def sample_and_split(sizes, fraction: float, min_samples: int, train_fraction: float, seed: int, dataset: str):
+    """LEAF's ``-s niid --sf fraction -k min_samples -t sample --tf train_fraction`` over users of the given
+    sizes: yields ``(user index, samples kept, (train rows, test rows))`` for every user kept, in draw order,
+    from the streams (seed, dataset, "sample") and (seed, dataset, "split")."""
+    sampled = niid_sample(sizes, fraction, data_generator(seed, dataset, "sample"))
+    split_g = data_generator(seed, dataset, "split")
+    for k, n in sampled:
+        if n <= min_samples:
+            continue
+        rows = split_by_sample(n, train_fraction, split_g)
+        if rows is not None:
+            yield k, n, rows
+
+
 # ---- FEMNIST: parsed once, cached as .npz --------------------------------------------------
 
 def _image_features(x: list) -> np.ndarray:

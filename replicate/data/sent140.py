@@ -37,7 +37,7 @@ from replicate.core.errors import ReplicateError
 from replicate.data import cache, store
 from replicate.data.checks import check_seed
 from replicate.data.federated import FederatedDataset, Split
-from replicate.data.leaf import LeafUser, data_generator, niid_sample, read_leaf_split, split_by_sample
+from replicate.data.leaf import LeafUser, data_generator, read_leaf_split, sample_and_split, split_by_sample
 
 MAX_WORDS = 25
 TEXT_FIELD = 4  # LEAF's x = [id, date, query, user, text, source]
@@ -227,15 +227,9 @@ def sent140_leaf(fraction: float = 0.3, min_samples: int = 30, train_fraction: f
         raise ReplicateError(f"min_samples must be an integer >= 0, got {min_samples!r}")
     users = raw_users(folder)
     names = list(users)
-    sampled = niid_sample([len(users[u].y) for u in names], fraction, data_generator(seed, "sent140_leaf", "sample"))
-    split_g = data_generator(seed, "sent140_leaf", "split")
     kept, train, test = [], [], []
-    for k, n in sampled:
-        if n <= min_samples:
-            continue
-        rows = split_by_sample(n, train_fraction, split_g)
-        if rows is None:
-            continue
+    for k, _, rows in sample_and_split([len(users[u].y) for u in names], fraction, min_samples, train_fraction, seed,
+                                       "sent140_leaf"):
         texts, labels = _texts_and_labels(names[k], users[names[k]])
         kept.append(names[k])
         train.append(([texts[i] for i in rows[0]], labels[rows[0]]))

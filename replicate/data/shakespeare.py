@@ -44,7 +44,7 @@ from replicate.core.errors import ReplicateError
 from replicate.data import store
 from replicate.data.checks import check_seed
 from replicate.data.federated import FederatedDataset, Split
-from replicate.data.leaf import data_generator, niid_sample, split_by_sample
+from replicate.data.leaf import sample_and_split
 
 # LEAF models/utils/language_utils.py ALL_LETTERS, identical in FedProx utils/language_utils.py:
 # newline, space, punctuation, digits, upper and lower case: 80 characters.
@@ -176,17 +176,10 @@ def shakespeare(fraction: float = 0.2, min_samples: int = 0, train_fraction: flo
         raise ReplicateError(f"train_fraction must be in (0, 1), got {train_fraction!r}")
     clients = shakespeare_clients(read_text(path))
     users = list(clients)
-    sampled = niid_sample([len(clients[u]) - SEQUENCE_LENGTH for u in users], fraction,
-                          data_generator(seed, "shakespeare", "sample"))
-    split_g = data_generator(seed, "shakespeare", "split")
     parts: tuple[list, list, list, list] = ([], [], [], [])
     kept = []
-    for k, n in sampled:
-        if n <= min_samples:
-            continue
-        rows = split_by_sample(n, train_fraction, split_g)
-        if rows is None:
-            continue
+    for k, n, rows in sample_and_split([len(clients[u]) - SEQUENCE_LENGTH for u in users], fraction, min_samples,
+                                       train_fraction, seed, "shakespeare"):
         x, y = windows(clients[users[k]][:n + SEQUENCE_LENGTH])
         kept.append(users[k])
         for i, idx in enumerate(rows):

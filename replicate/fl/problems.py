@@ -84,7 +84,8 @@ class SampleProblem:
         return self.dataset.weights()
 
     def population(self) -> Population:
-        return Population(self.dataset.weights(), self.sizes.cpu())
+        # on the host with the sampling streams (Population): a GPU tensor would meet a CPU generator
+        return Population(self.dataset.weights().cpu(), self.sizes.cpu())
 
     def cpu_execution(self) -> str:
         return self.model.cpu_execution()
@@ -296,7 +297,7 @@ class QuadraticFederatedProblem:
         return self.p
 
     def population(self) -> Population:
-        return Population(self.p, torch.ones(self.num_clients, dtype=torch.int64))
+        return Population(self.p.cpu(), torch.ones(self.num_clients, dtype=torch.int64, device="cpu"))
 
     def init(self, seed: int) -> torch.Tensor:
         return self.x0.clone().to(self.device)

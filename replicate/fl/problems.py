@@ -188,21 +188,21 @@ class SampleProblem:
         groups, current, filled = [], [], 0  # devices whose pieces fill one chunk
         for k, q in zip(order.tolist(), pieces[order].tolist()):
             if current and filled + q > per_chunk:
-                groups.append(torch.tensor(current))
+                groups.append(torch.tensor(current, device=sizes.device))
                 current, filled = [], 0
             current.append(k)
             filled += q
-        groups.append(torch.tensor(current))
+        groups.append(torch.tensor(current, device=sizes.device))
 
         def gradients(group: torch.Tensor) -> torch.Tensor:
             """(len(group), P) float64: each device's mean-loss gradient on its first n'_k rows."""
             counts = sizes[group]
             q = torch.div(counts + piece - 1, piece, rounding_mode="floor")
-            owner = torch.repeat_interleave(torch.arange(group.numel()), q)  # piece -> device in group
-            start = (torch.arange(owner.numel()) - (torch.cumsum(q, 0) - q)[owner]) * piece
+            owner = torch.repeat_interleave(torch.arange(group.numel(), device=q.device), q)  # piece -> device in group
+            start = (torch.arange(owner.numel(), device=q.device) - (torch.cumsum(q, 0) - q)[owner]) * piece
             length = (counts[owner] - start).clamp(max=piece)
             first_row = offsets[group][owner] + start
-            ar = torch.arange(min(piece, int(counts.max())))
+            ar = torch.arange(min(piece, int(counts.max())), device=q.device)
 
             def piece_gradients(sl: slice) -> torch.Tensor:  # (pieces, P): each piece's mean gradient
                 mask = ar.unsqueeze(0) < length[sl].unsqueeze(1)

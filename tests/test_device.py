@@ -1,8 +1,7 @@
 """Device placement, checked without a GPU: no tensor of a run may land on torch's default device.
 
-A CUDA run fails (or silently copies to the host and back) wherever a tensor is made without a
-device, say ``torch.zeros(m, P)`` next to CUDA parameters. On a CPU those mistakes are invisible:
-the default device is the problem's. So the problem is built on the CPU and the run goes under
+A CUDA run fails wherever a tensor made without a device (so on the CPU), say ``torch.zeros(m, P)``,
+meets the CUDA parameters. On a CPU those mistakes are invisible: the default device is the problem's. So the problem is built on the CPU and the run goes under
 ``torch.device("meta")``: every factory call that relies on the default device (PyTorch's own list
 of them) then makes a meta tensor, and ``DefaultDeviceTrap`` fails the call that made it, with
 its traceback. Meta tensors must not merely be left to fail where they meet CPU tensors: indexing a

@@ -13,7 +13,7 @@ import torch
 from replicate.core.errors import ReplicateError
 from replicate.data.federated import FederatedDataset, Split
 from replicate.fl import batches as fl_batches
-from replicate.fl.algorithms import FedAvg, FedProx, LocalUpdate, LocalWork, RoundPlan, Scaffold
+from replicate.fl.algorithms import FedAdam, FedAvg, FedProx, LocalUpdate, LocalWork, RoundPlan, Scaffold
 from replicate.fl.algorithms import sampling
 from replicate.fl.algorithms.protocol import descend_
 from replicate.fl.engine import LocalObjective, run
@@ -147,6 +147,36 @@ def test_scaffold_option_one_three_rounds_by_hand(execution):
     assert (option_two - expected[2]).abs().max() > 1e-4  # the two options really differ
 
 
+@pytest.mark.parametrize("execution", ["stacked", "sequential", "oracle"])
+def test_fedadam_three_rounds_by_hand(execution):
+    """Reddi et al.'s Algorithm 2 (Adam at the server, no bias correction), worked out on the quadratic."""
+    eta, beta1, beta2, tau = 0.1, 0.9, 0.99, 1e-3
+    x, m, v = X0.clone(), torch.zeros(2, dtype=torch.float64), torch.full((2,), tau ** 2, dtype=torch.float64)
+    expected = []
+    for _ in range(3):
+        deltas = []
+        for k in range(3):
+            y = x.clone()
+            for _ in range(2):
+                y = y - ETA * grad_k(k, y)
+            deltas.append(y - x)
+        delta = torch.stack(deltas).mean(0)  # every client, equal weights
+        m = beta1 * m + (1 - beta1) * delta
+        v = beta2 * v + (1 - beta2) * delta ** 2
+        x = x + eta * m / (v.sqrt() + tau)
+        expected.append(x.clone())
+    for rounds in (1, 2, 3):
+        kwargs = {"trainer": SEQUENTIAL} if execution == "oracle" else {"execution": execution}
+        got = final_params(quadratic(), FedAdam(None, server_lr=eta), LocalWork(2), ETA, rounds=rounds, **kwargs)
+        torch.testing.assert_close(got, expected[rounds - 1], rtol=0, atol=1e-14)
+    assert (expected[2] - X0).abs().max() > 0.1
+
+
+def test_fedadam_engine_matches_oracle_with_sampling_and_the_fused_solver():
+    assert_engine_matches_oracle(logistic64(small_clients=2), FedAdam(4, server_lr=0.05), LocalWork(3, "steps", 8),
+                                 executions=("stacked", "sequential"))
+
+
 @pytest.mark.parametrize("execution", ["stacked", "sequential"])
 def test_scaffold_four_rounds_by_hand(execution):
     eta = 0.25  # exact in float32 too: see the next test
@@ -182,7 +212,7 @@ def test_local_update_two_rounds_by_hand(momentum, nesterov):
         v = momentum * v - eta * q
         x = x + momentum * v - eta * q if nesterov else x + v
         expected.append(x.clone())
-    algorithm = LocalUpdate(server_lr=eta, a=a, momentum=momentum, nesterov=nesterov, prox_mu=alpha)
+    algorithm = LocalUpdate(server_lr=eta, a=a, momentum=momentum, nesterov=nesterov, alpha=alpha)
     for rounds in (1, 2):
         got = final_params(quadratic(), algorithm, LocalWork(2), gamma, rounds=rounds)
         torch.testing.assert_close(got, expected[rounds - 1], rtol=0, atol=1e-14)
@@ -287,9 +317,9 @@ def test_scaffold_engine_matches_oracle(algorithm, unit):
 @pytest.mark.parametrize("algorithm", [
     LocalUpdate(server_lr=0.2),
     LocalUpdate(server_lr=0.5, a=(0.3, 0.0, 2.0, 1.0), clients_per_round=5),
-    LocalUpdate(server_lr=0.3, momentum=0.5, prox_mu=0.2),
+    LocalUpdate(server_lr=0.3, momentum=0.5, alpha=0.2),
     LocalUpdate(server_lr=0.3, a=(1.0, 0.5, 0.0, 2.0), momentum=0.9, nesterov=True, clients_per_round=4,
-                prox_mu=0.1),
+                alpha=0.1),
 ], ids=["plain", "a-sampled", "momentum-prox", "nesterov-a-sampled-prox"])
 def test_local_update_engine_matches_oracle(algorithm):
     assert_engine_matches_oracle(logistic64(small_clients=2), algorithm, LocalWork(4, "steps", 8), rounds=3,
@@ -465,7 +495,7 @@ def test_fedavg_with_every_client_dropped_keeps_the_model():
     (lambda: FedAvg("scheme3"), "unknown sampling scheme"),
     (lambda: FedProx(sampling="weighted"), "unknown FedProx sampling"),
     (lambda: FedProx(prox_mu=-0.1), "prox_mu"),
-    (lambda: LocalUpdate(prox_mu=-0.1), "proximal strength"),
+    (lambda: LocalUpdate(alpha=-0.1), "proximal strength"),
     (lambda: LocalWork(0, "epochs", 10), "local epochs"),
     (lambda: LocalWork(2, "rounds", 10), "'steps' or 'epochs'"),
     (lambda: LocalWork(2, "epochs"), "need a batch size"),

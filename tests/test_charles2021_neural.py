@@ -5,6 +5,8 @@ profiles."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -31,16 +33,23 @@ def curves(losses: dict[float, list[float]], seeds=(0, 1), server_lr=0.01) -> pd
     return data
 
 
-CONFIG = exp.Fig12Config(datasets=("femnist",), client_lrs=(0.01, 0.1, 1.0), rounds=50, eval_every=10, early_rounds=20,
-                         tail_rounds=20)
+@dataclass(frozen=True)
+class TwoEvaluations(exp.Fig12Config):
+    """The made-up curves below have 2 evaluations in their final window; the real threshold is 5."""
+
+    MIN_FINAL_EVALUATIONS: ClassVar[int] = 2
+
+
+CONFIG = TwoEvaluations(datasets=("femnist",), client_lrs=(0.01, 0.1, 1.0), rounds=50, eval_every=10, early_rounds=20,
+                        tail_rounds=20)
 
 
 def test_run_configs_are_localupdate_with_reddis_models():
     config = exp.Fig12Config().run_config("femnist", 0.0316, 0.01, 2)
-    assert (config.algorithm, config.model, config.dataset) == ("local_update", "conv_dropout", "femnist")
+    assert (config.algorithm_name, config.model, config.dataset) == ("local_update", "conv_dropout", "femnist")
     assert (config.clients_per_round, config.batch_size, config.local_epochs, config.local_steps) == (10, 20, 1, None)
-    assert (config.client_lr, config.server_lr, config.seed, config.lr_schedule) == (0.0316, 0.01, 2, "constant")
-    assert config.message_coefficients is None and config.server_momentum == 0  # a = 1_K, plain GD
+    assert (config.client_lr, config.algorithm.server_lr, config.seed, config.lr_schedule) == (0.0316, 0.01, 2, "constant")
+    assert config.algorithm.a is None and config.algorithm.momentum == 0  # a = 1_K, plain GD
     assert config.rounds == 1500
     text = exp.Fig12Config().run_config("shakespeare_tff", 0.1, 0.01, 0)
     assert (text.model, text.batch_size, text.rounds) == ("char_lstm_tff", 4, 1200)
@@ -96,8 +105,8 @@ def test_eta_is_tuned_per_gamma_on_the_tuning_seed(monkeypatch):
     seen = []
 
     def fake_run(run_config, **_):
-        seen.append((run_config.client_lr, run_config.server_lr, run_config.seed))
-        last = final[(run_config.client_lr, run_config.server_lr)] + 0.1 * run_config.seed
+        seen.append((run_config.client_lr, run_config.algorithm.server_lr, run_config.seed))
+        last = final[(run_config.client_lr, run_config.algorithm.server_lr)] + 0.1 * run_config.seed
         return pd.DataFrame({"round": [0, 10, 20], "train_loss": [4.0, 3.0, last], "test_acc": [0.1, 0.2, 0.3]})
 
     monkeypatch.setattr(exp.cache, "run", fake_run)
@@ -152,8 +161,13 @@ def _fig6_frame(acc: dict[tuple[str, float], list[float]], seeds=(0, 1)) -> pd.D
     return pd.DataFrame(rows)
 
 
-FIG6 = tuned.Fig6Config(servers=("gd", "nesterov", "heavyball"), alphas=(0.0, 0.1), rounds=40, eval_every=10,
-                        tail_rounds=20, seeds=(0, 1))
+@dataclass(frozen=True)
+class Fig6TwoEvaluations(tuned.Fig6Config):
+    MIN_FINAL_EVALUATIONS: ClassVar[int] = 2
+
+
+FIG6 = Fig6TwoEvaluations(servers=("gd", "nesterov", "heavyball"), alphas=(0.0, 0.1), rounds=40, eval_every=10,
+                          tail_rounds=20, seeds=(0, 1))
 
 
 def test_fig6_claims_pass_and_fail():
@@ -173,7 +187,7 @@ def test_fig6_tunes_each_variant_by_final_accuracy(monkeypatch):
     best = {("gd", 0.01): 0.5, ("gd", 0.1): 0.7, ("heavyball", 0.01): 0.6, ("heavyball", 0.1): math.nan}
 
     def fake_run(run_config, **_):
-        server = "heavyball" if run_config.server_momentum else "gd"
+        server = "heavyball" if run_config.algorithm.momentum else "gd"
         last = best[(server, run_config.client_lr)]
         return pd.DataFrame({"round": [0, 10, 20], "train_loss": [4.0, 3.0, 2.0 if last == last else np.nan],
                              "test_acc": [0.0, 0.3, last]})
@@ -196,8 +210,8 @@ def test_fig6_config_checks():
                                  ("alpha", "gd", 1.0)]
     hb = config.config("heavyball", 0.0, (0.01, 0.1), 0)
     nest = config.config("nesterov", 0.5, (0.01, 0.1), 0)
-    assert (hb.server_momentum, hb.nesterov, hb.prox_mu) == (0.9, False, 0.0)
-    assert (nest.server_momentum, nest.nesterov, nest.prox_mu) == (0.9, True, 0.5)
+    assert (hb.algorithm.momentum, hb.algorithm.nesterov, hb.algorithm.alpha) == (0.9, False, 0.0)
+    assert (nest.algorithm.momentum, nest.algorithm.nesterov, nest.algorithm.alpha) == (0.9, True, 0.5)
 
 
 def test_num_clients_reaches_only_builders_that_take_it():
@@ -205,3 +219,61 @@ def test_num_clients_reaches_only_builders_that_take_it():
 
     with pytest.raises(ReplicateError, match="has no parameter 'num_clients'"):
         dataset("mnist_balanced", None, 5)  # refused by name before any file is read
+
+
+def test_a_final_of_too_few_evaluations_decides_no_verdict():
+    """Figure 6's α claim once passed by 0.0001 on a "final" of two evaluations: with the real threshold (5)
+    the same curves cannot pass, and the claim states the count."""
+    paper = _fig6_frame({("gd", 0.0): [0.0, 0.2, 0.4, 0.5, 0.6], ("nesterov", 0.0): [0.0, 0.4, 0.6, 0.7, 0.7],
+                         ("heavyball", 0.0): [0.0, 0.5, 0.6, 0.7, 0.7], ("gd", 0.1): [0.0, 0.2, 0.4, 0.5, 0.61]})
+    strict = tuned.Fig6Config(servers=("gd", "nesterov", "heavyball"), alphas=(0.0, 0.1), rounds=40, eval_every=10,
+                              tail_rounds=20, seeds=(0, 1))
+    _, alpha = tuned.tuned_claims(paper, strict)
+    assert not alpha.passed and "2 evaluations (fewer than 5" in alpha.margin
+    _, alpha = tuned.tuned_claims(paper, FIG6)
+    assert alpha.passed and "2 evaluations" in alpha.margin and "fewer" not in alpha.margin
+    data = curves({0.01: [4.0, 3.5, 3.0, 2.0, 1.0, 0.5], 0.1: [4.0, 2.5, 2.0, 1.5, 1.4, 1.3]})
+    loose = exp.sweep_claims(data, CONFIG)
+    strict = exp.sweep_claims(data, exp.Fig12Config(**{f: getattr(CONFIG, f) for f in
+                                                       ("datasets", "client_lrs", "rounds", "eval_every",
+                                                        "early_rounds", "tail_rounds")}))
+    assert loose[1].passed and loose[2].passed and not strict[1].passed and not strict[2].passed
+
+
+def test_a_tuned_rate_at_its_grid_edge_is_flagged(monkeypatch):
+    """Figure 13: η = the grid's largest for a γ is said in the claims and the legend."""
+    config = exp.Fig13Config(datasets=("femnist",), client_lrs=(0.01, 0.1), server_lrs=(0.01, 0.03162, 0.1),
+                             rounds=20, eval_every=10, tail_rounds=10, early_rounds=10, seeds=(0, 1), workers=1)
+    final = {0.01: 0.5, 0.03162: 1.0, 0.1: 2.0}  # η → last loss: η = 0.01, the grid's smallest, wins for both γ
+
+    def fake_run(run_config, **_):
+        return pd.DataFrame({"round": [0, 10, 20], "train_loss": [4.0, 3.0, final[run_config.algorithm.server_lr]],
+                             "test_acc": [0.1, 0.2, 0.3]})
+
+    monkeypatch.setattr(exp.cache, "run", fake_run)
+    monkeypatch.setattr(exp.pool, "compute", lambda *a, **k: None)
+    data = exp.sweep(config)
+    assert exp.summary(data, config).eta_at_edge.all()
+    claims = exp.sweep_claims(data, config)
+    assert all("tuned η at the edge of its grid [0.01, 0.03162, 0.1] for γ = [0.01, 0.1]" in c.result for c in claims)
+    fig = exp.plot_sweep(data, config)
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert all("(η at its grid's edge)" in label for label in labels)
+    assert not exp.at_grid_edge(0.03162, config.server_lrs) and not exp.at_grid_edge(0.1, (0.1,))
+
+
+def test_log_axes_get_readable_ticks():
+    from replicate.report.plotting import log_ticks
+
+    assert log_ticks(1.4, 4.2) == [1.5, 2.0, 3.0, 4.0]  # Figure 13's loss range: every tick labelled
+    assert len(log_ticks(0.05, 3)) <= 7 and len(log_ticks(1e-9, 1e9)) <= 7
+
+
+def test_neural_claims_quote_appendix_f_and_section_6():
+    data = curves({0.01: [4.0, 3.5, 3.0, 2.0, 1.0, 0.5], 0.1: [4.0, 2.5, 2.0, 1.5, 1.4, 1.3]})
+    faster, apart, overtakes = exp.sweep_claims(data, CONFIG)
+    assert "initially performs better" in faster.source and "what point the algorithm converges to" in apart.source
+    assert "smaller client learning rates eventually reach lower" in overtakes.source
+    paper = _fig6_frame({("gd", 0.0): [0.0, 0.2, 0.4, 0.5, 0.6], ("nesterov", 0.0): [0.0, 0.4, 0.6, 0.7, 0.7],
+                         ("heavyball", 0.0): [0.0, 0.5, 0.6, 0.7, 0.7], ("gd", 0.1): [0.0, 0.2, 0.4, 0.5, 0.61]})
+    assert all("little to no effect" in c.source for c in tuned.tuned_claims(paper, FIG6))

@@ -321,7 +321,7 @@ def test_bench_times_every_solver_on_the_same_workload():
     assert all(row[f"{s}_s_per_round"] > 0 for s in bench.SOLVERS)
     assert row["speedup"] == pytest.approx(row["oracle_s_per_round"] / row["fused_s_per_round"])
     assert "| tiny | 3 |" in bench.table(rows)
-    profiled = bench.step_profile(tiny["tiny"][0].replace(clients_per_round=3), steps=3)
+    profiled = bench.step_profile(tiny["tiny"][0].with_algorithm(clients_per_round=3), steps=3)
     assert sum(profiled["shares"].values()) == pytest.approx(1.0) and profiled["ms_per_step"] > 0
 
 

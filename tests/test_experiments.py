@@ -9,9 +9,10 @@ from replicate.data.quadratic import li2020_counterexample
 from replicate.core.errors import ReplicateError
 from replicate.experiments.li2020 import fig2
 from replicate.runs import cache
+from replicate.fl.algorithms import FedAvg, FedProx, LocalUpdate, Scaffold
 from replicate.runs.config import RunConfig, make
 
-QUAD = RunConfig(dataset="quadratic", scheme="full", local_steps=5, batch_size=None, client_lr=0.4,
+QUAD = RunConfig(dataset="quadratic", algorithm=FedAvg("full"), local_steps=5, batch_size=None, client_lr=0.4,
                  lr_schedule="constant", weight_decay=0.0, clip_norm=None, rounds=30)
 
 
@@ -43,7 +44,7 @@ def test_a_numerics_bump_changes_only_the_keys_of_that_model_or_algorithm(monkey
     before = (cache.key(QUAD), cache.key(lstm))
     monkeypatch.setitem(cache.NUMERICS, "sent_lstm", 1)
     assert cache.key(QUAD) == before[0] and cache.key(lstm) != before[1]
-    scaffold = QUAD.replace(algorithm="scaffold", clients_per_round=None)
+    scaffold = QUAD.replace(algorithm=Scaffold())
     old = cache.key(scaffold)
     monkeypatch.setitem(cache.NUMERICS, "scaffold", cache.NUMERICS["scaffold"] + 1)
     assert cache.key(scaffold) != old and cache.key(QUAD) == before[0]
@@ -86,7 +87,7 @@ def test_theorem5_bound_grid():
 
 
 def test_stopped_runs_end_at_the_target_and_are_cached_apart():
-    synthetic = RunConfig(dataset="synthetic(1,1)", num_clients=10, clients_per_round=3, local_steps=5,
+    synthetic = RunConfig(dataset="synthetic(1,1)", num_clients=10, algorithm=FedAvg(clients_per_round=3), local_steps=5,
                           batch_size=8, rounds=40)
     full = cache.run(synthetic, progress=False)
     goal = float(full["train_loss"].iloc[8])
@@ -103,8 +104,10 @@ def test_cache_key_covers_the_whole_config_the_device_and_the_extra_metrics():
     import dataclasses
     import hashlib
 
-    payload = json.dumps({"version": cache.VERSION, "config": dataclasses.asdict(QUAD), "device": "cpu",
-                          "metrics": None, "numerics": {}}, sort_keys=True)
+    config = {f.name: getattr(QUAD, f.name) for f in dataclasses.fields(QUAD)}
+    config["algorithm"] = {"name": "fedavg", **dataclasses.asdict(QUAD.algorithm)}
+    payload = json.dumps({"version": cache.VERSION, "config": config, "device": "cpu", "metrics": None,
+                          "numerics": {}}, sort_keys=True)
     assert cache.key(QUAD, device="cpu") == hashlib.sha256(payload.encode()).hexdigest()[:20]
     assert cache.key(QUAD, device="cpu") != cache.key(QUAD, device="cuda")
     assert cache.key(QUAD) == cache.key(QUAD, device="cpu")  # this machine has no GPU: the default device
@@ -122,18 +125,26 @@ def test_cache_key_covers_the_whole_config_the_device_and_the_extra_metrics():
 
 
 @pytest.mark.parametrize("bad, match", [
-    (dict(algorithm="fedsgd"), "unknown algorithm 'fedsgd'"),
-    (dict(algorithm="fedprox", prox_mu=-0.1), "prox_mu"),
-    (dict(algorithm="fedprox", local_steps=None, local_epochs=0, batch_size=10), "epochs"),
-    (dict(algorithm="fedprox", straggler_fraction=1.5), r"straggler_fraction must be in \[0, 1\]"),
-    (dict(algorithm="fedavg", scheme="weighted", straggler_fraction=-0.1), "straggler_fraction"),
-    (dict(local_epochs=2), "exactly one of local_steps and local_epochs"),
+    (lambda: dict(algorithm="fedsgd"), "not a registered algorithm's settings"),
+    (lambda: dict(algorithm=FedProx(prox_mu=-0.1)), "prox_mu"),
+    (lambda: dict(algorithm=FedProx(), local_steps=None, local_epochs=0, batch_size=10), "epochs"),
+    (lambda: dict(algorithm=FedProx(straggler_fraction=1.5)), r"straggler_fraction must be in \[0, 1\]"),
+    (lambda: dict(algorithm=FedAvg("weighted", straggler_fraction=-0.1)), "straggler_fraction"),
+    (lambda: dict(local_epochs=2), "exactly one of local_steps and local_epochs"),
 ])
 def test_bad_run_settings_fail_before_any_compute(bad, match, monkeypatch):
     monkeypatch.setattr("replicate.fl.engine.run", lambda *a, **k: pytest.fail("computed despite bad input"))
     monkeypatch.setattr("replicate.runs.config.dataset", lambda *a: pytest.fail("loaded data"))
     with pytest.raises(ReplicateError, match=match):
-        cache.run(RunConfig(dataset="synthetic(1,1)", **bad), progress=False)
+        cache.run(RunConfig(dataset="synthetic(1,1)", **bad()), progress=False)
+
+
+def test_a_run_config_round_trips_through_its_json_form():
+    config = RunConfig("synthetic(1,1)", algorithm=LocalUpdate(0.5, a=(1.0, 2.0), momentum=0.9, alpha=0.1),
+                       local_steps=2, batch_size=8)
+    again = RunConfig.from_dict(json.loads(json.dumps(config.to_dict())))
+    assert again == config and cache.key(again) == cache.key(config)
+    assert config.with_algorithm(momentum=0.5).algorithm.momentum == 0.5 and config.clients_per_round is None
 
 
 def test_charles_runs_take_the_same_run_path_uncached():
@@ -216,3 +227,13 @@ def test_sequential_figures_announce_their_runs_before_computing_them(monkeypatc
         log = _AnnouncedOnly()
         figure(config, progress=False, log=log)
         assert log.computed == log.to_compute > 0 and log._bar.n == log._bar.total
+
+
+def test_a_new_algorithm_runs_through_the_run_layer_from_its_registry_entry_alone():
+    """FedAdam touched its module, the registry and its tests: the run layer needs nothing else."""
+    from replicate.fl.algorithms import FedAdam
+
+    config = QUAD.replace(algorithm=FedAdam(None, server_lr=0.05), rounds=5)
+    history = cache.run(config, progress=False)
+    assert history["objective"].iloc[-1] < history["objective"].iloc[0]
+    assert RunConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config

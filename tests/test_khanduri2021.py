@@ -117,15 +117,31 @@ def test_figure5_claims_hold_and_fail_on_known_curves():
 
 def test_figure5_config_checks_and_run_configs():
     from replicate.experiments.khanduri2021 import samples
-
+    from replicate.fl.algorithms import Stem
     config = samples.Fig5Config.for_profile("paper")
     assert config.rounds(10) == 375 and config.rounds(100) == 38  # ⌈30,000 / (8·I)⌉
     assert (0.1, 200.0) not in config.stem_grid() and (0.1, 100.0) in config.stem_grid()  # a = c·η_1² < 1
     stem = config.run_config("stem", 10, 2, lr=0.1, c=10.0)
-    assert (stem.algorithm, stem.clients_per_round, stem.lr_schedule, stem.momentum_c) == ("stem", None, "stem", 10.0)
+    assert (stem.algorithm, stem.clients_per_round, stem.lr_schedule) == (Stem(momentum_c=10.0), None, "stem")
     assert stem.lr_decay == pytest.approx(80 / 540) and stem.data_seed == stem.seed == 2
     assert config.run_config("fedavg", 10, 0, lr=0.05).clients_per_round == 100
     with pytest.raises(ReplicateError, match="c·η²"):
         samples.Fig5Config.for_profile("paper", stem_lr=[1.0], stem_c=[200.0])
     with pytest.raises(ReplicateError, match="tune_seeds"):
         samples.Fig5Config.for_profile("paper", seeds=[0], tune_seeds=2)
+
+
+def test_figure5_flags_tuned_rates_at_their_grid_edge():
+    """The CPU-scale run kept STEM's κ̄ = 0.1, c = 150: the largest of both grids; say so."""
+    from replicate.experiments.khanduri2021 import samples
+
+    config = samples.Fig5Config.for_profile("paper", stem_lr=[0.05, 0.1], stem_c=[50, 100, 150])
+    candidates = config.candidates("stem")
+    assert samples.grid_edges(candidates, {"lr": 0.1, "c": 150.0}) == "lr, c"
+    assert samples.grid_edges(candidates, {"lr": 0.1, "c": 100.0}) == "lr"
+    assert samples.grid_edges([{"lr": 0.1}], {"lr": 0.1}) == ""  # a one-value grid has no edge to speak of
+    keys = [(a, i, s) for a in ("STEM", "FedAvg", "SCAFFOLD") for i in (10, 100) for s in (0, 1)]
+    data = _fake_fig5({k: 300.0 for k in keys}, {k: 0.2 for k in keys})
+    data["at_edge"] = np.where(data.algorithm == "STEM", "lr, c", "")
+    claims = samples.samples_claims(data, config)
+    assert all("STEM lr, c" in c.result for c in claims[1:]) and "FedAvg" not in claims[1].result.split("beyond")[1]

@@ -160,19 +160,20 @@ def test_schemes_of_one_seed_see_the_same_devices(config):
     for seed in config.seeds:
         tuned = config.tuned({d: 0.9 for d in config.datasets})
         runs = [c for _, c in config.fixed() + config.tuning() + tuned if c.dataset == dataset and c.seed == seed]
-        uniform = [c for c in runs if c.scheme != "scheme1"]
-        assert {c.scheme for c in uniform} == {"original", "scheme2", "transformed2"}
+        uniform = [c for c in runs if c.algorithm.scheme != "scheme1"]
+        assert {c.algorithm.scheme for c in uniform} == {"original", "scheme2", "transformed2"}
         assert len({(c.clients_per_round, c.local_steps, c.batch_size, c.rounds) for c in runs}) == 1
         for r in range(5):
             population = Population(weights, torch.ones(100, dtype=torch.int64))
-            plans = [FedAvg(c.scheme, c.clients_per_round).plan(population, c.work(), c.seed, r).clients for c in uniform]
+            plans = [c.algorithm.plan(population, c.work(), c.seed, r).clients for c in uniform]
             assert all(torch.equal(plans[0], p) for p in plans[1:])
 
 
 def test_figure_configs_follow_the_paper():
     fig1a_config = fig1a.Fig1aConfig.for_profile("paper")
     run = fig1a_config.run_config("synthetic(1,1)", 20, 0)
-    assert (run.scheme, run.clients_per_round, run.local_steps, run.batch_size, run.client_lr) == ("scheme1", 30, 200, 24, 0.1)
+    assert (run.algorithm.scheme, run.clients_per_round, run.local_steps, run.batch_size, run.client_lr) == ("scheme1", 30, 200, 24, 0.1)
+    assert (run.lr_schedule, run.weight_decay, run.clip_norm) == ("li2020", 1e-4, 60.0)  # Li et al.'s preset
     assert fig1a_config.run_config("mnist_balanced", 5, 0).clients_per_round == 30
     run = fig1a_config.run_config("mnist_unbalanced", 5, 0)
     assert (run.clients_per_round, run.local_steps, run.batch_size) == (30, 50, 64)

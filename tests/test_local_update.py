@@ -35,10 +35,10 @@ def test_fedavg_is_local_update_with_ones_and_eta_equal_gamma(prox_mu):
     reference = FedAvg("full") if not prox_mu else FedProx(prox_mu, clients_per_round=problem.num_clients)
     assert torch.equal(reference.plan(problem.population(), update, 2, 0).clients, torch.arange(12))
     _, fedavg = run(problem, reference, update, schedule, rounds=4, seed=2, return_params=True)
-    _, ours = run(problem, LocalUpdate(server_lr=0.3, prox_mu=prox_mu), update, schedule, rounds=4, seed=2,
+    _, ours = run(problem, LocalUpdate(server_lr=0.3, alpha=prox_mu), update, schedule, rounds=4, seed=2,
                   return_params=True)
     torch.testing.assert_close(ours, fedavg, rtol=1e-5, atol=1e-6)
-    _, other = run(problem, LocalUpdate(server_lr=0.15, prox_mu=prox_mu), update, schedule, rounds=4, seed=2,
+    _, other = run(problem, LocalUpdate(server_lr=0.15, alpha=prox_mu), update, schedule, rounds=4, seed=2,
                    return_params=True)
     assert (other - fedavg).abs().max() > 1e-3  # η ≠ γ is a different algorithm
 
@@ -83,7 +83,7 @@ def test_server_step_equals_model_averaging_for_normalised_plans(scheme):
 def test_engine_equals_sequential_oracle_with_coefficients_momentum_and_sampling():
     problem = SampleProblem(toy_dataset(small_clients=2), LogisticRegression(5, 3))
     algorithm = LocalUpdate(server_lr=0.5, a=(0.3, 0.0, 2.0, 1.0), momentum=0.9, nesterov=True, clients_per_round=5,
-                            prox_mu=0.2)
+                            alpha=0.2)
     update = LocalWork(4, "steps", 8)
     schedule = LRSchedule("constant", 0.1)
     fast, w_fast = run(problem, algorithm, update, schedule, rounds=5, seed=4, return_params=True)
@@ -143,4 +143,4 @@ def test_invalid_configurations_are_rejected():
     with pytest.raises(ReplicateError):
         LocalUpdate(a=(1.0, 1.0)).plan(population(torch.full((4,), 0.25)), LocalWork(3), 0, 0)
     with pytest.raises(ReplicateError):
-        LocalUpdate(prox_mu=-0.1)
+        LocalUpdate(alpha=-0.1)

@@ -203,9 +203,44 @@ def test_nonconvex_claims_can_fail():
 
 def test_optimal_e_claim_can_fail():
     row = {"kind": "summary", "dataset": "d", "E_star": 5000.0, "E_near_low": 100.0, "E_near_high": 300.0,
-           "E_measured": 100.0, "E_grid_high": 500.0, "rounds_min": 36.0, "kappa_G2": 1.0, "numerator": 1.0,
+           "E_measured": 100.0, "E_grid_low": 10.0, "E_grid_high": 500.0, "rounds_min": 36.0, "kappa_G2": 1.0, "numerator": 1.0,
            "G2": 1.0, "kappa": 1.0, "E_star_kept_paper_dist": 1.0, "E_star_kept_measured_dist": 1.0,
            "init_dist_sq": 1.0}
     config = optimal_e.OptimalEConfig()
     assert not optimal_e.optimal_e_claims(pd.DataFrame([row]), config)[0].passed  # 1.22 decades
     assert optimal_e.optimal_e_claims(pd.DataFrame([row | {"E_star": 200.0}]), config)[0].passed
+
+
+def _summary(E_measured, low, high, E_star=500.0):
+    return pd.DataFrame([{"kind": "summary", "dataset": "made up", "E_star": E_star, "kappa_G2": 1.0, "numerator": 1.0,
+                          "kappa": 1e5, "G2": 1.0, "rounds_min": 20.0, "E_measured": E_measured,
+                          "E_near_low": low, "E_near_high": high, "E_grid_low": 10.0, "E_grid_high": 1500.0,
+                          "E_star_kept_paper_dist": 500.0, "E_star_kept_measured_dist": 1.0, "init_dist_sq": 1.0}])
+
+
+def test_optimal_e_claim_needs_an_interior_measured_optimum():
+    """Li et al.'s eq. (8) (not the notes' eq. (8)): a measured minimum at the E grid's end locates no
+    optimum (Li et al. §6: no trade-off on mnist balanced), so E* cannot match it, however close."""
+    config = optimal_e.OptimalEConfig()
+    inside, = optimal_e.optimal_e_claims(_summary(300.0, 200.0, 600.0), config)
+    edge, = optimal_e.optimal_e_claims(_summary(1500.0, 600.0, 1500.0), config)
+    far, = optimal_e.optimal_e_claims(_summary(300.0, 200.0, 600.0, E_star=50_000.0), config)
+    assert inside.passed and not edge.passed and not far.passed
+    assert "no optimum is located" in edge.result and "Li et al.'s eq. (8)" in edge.claim
+    assert "§6, Impact of E" in edge.source and "mnist balanced" in edge.source
+
+
+def test_convex_bound_claims_with_huge_slack_are_not_counted(tiny_datasets):
+    config = convex.ConvexConfig.for_profile("smoke", rounds=6, weight_decay=0.01, clients_per_round=3)
+    data = convex.convex(config, progress=False)
+    claims = convex.convex_claims(data, config)
+    bounds_ = [c for c in claims if "the bound holds" in c.claim]
+    assert bounds_ and all(c.kind == ("consistency" if c.basis == "vacuous" else "replication") for c in bounds_)
+    loose = data.copy()
+    loose.loc[loose.kind == "run", "gap"] = loose.loc[loose.kind == "run", "bound"] * 1e-6
+    assert all(c.basis == "vacuous" and c.passed for c in convex.convex_claims(loose, config)
+               if "the bound holds" in c.claim)
+    broken = data.copy()
+    broken.loc[broken.kind == "run", "gap"] = broken.loc[broken.kind == "run", "bound"] * 2
+    assert all(c.kind == "replication" and not c.passed for c in convex.convex_claims(broken, config)
+               if "the bound holds" in c.claim)

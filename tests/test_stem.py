@@ -8,7 +8,6 @@ import torch
 
 from replicate.core.errors import ReplicateError
 from replicate.data.shards import class_shards
-from replicate.runs.config import RunConfig
 from replicate.fl.algorithms import LocalWork, Stem
 from replicate.fl.models import CNN
 from replicate.fl.schedules import LRSchedule
@@ -72,8 +71,6 @@ def test_stem_engine_matches_oracle(unit):
 def test_stem_settings_are_checked():
     with pytest.raises(ReplicateError, match="momentum constant"):
         Stem(0.0)
-    with pytest.raises(ReplicateError, match="full participation"):
-        RunConfig("mnist_stem", algorithm="stem", clients_per_round=10)
     rate = torch.tensor([[0.25]], dtype=torch.float64)
     assert float(Stem(4.0).momentum_weight(rate)) == 0.25 and float(Stem(100.0).momentum_weight(rate)) == 1.0
 

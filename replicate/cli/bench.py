@@ -34,28 +34,29 @@ import torch
 from replicate.fl import engine
 from replicate.fl import oracle
 from replicate.core.errors import ReplicateError
+from replicate.fl.algorithms import FedAvg, FedProx
 from replicate.runs.config import RunConfig, build
 
 WORKLOADS = {
     "synthetic(1,1), E=20, b=24": (
-        RunConfig(dataset="synthetic(1,1)", scheme="scheme1", local_steps=20, batch_size=24, client_lr=0.1,
+        RunConfig(dataset="synthetic(1,1)", algorithm=FedAvg("scheme1"), local_steps=20, batch_size=24, client_lr=0.1,
                   lr_schedule="li2020", weight_decay=1e-4, clip_norm=60.0), (10, 100)),
     "mnist unbalanced, E=100, b=64": (
-        RunConfig(dataset="mnist_unbalanced", scheme="scheme1", local_steps=100, batch_size=64, client_lr=0.1,
+        RunConfig(dataset="mnist_unbalanced", algorithm=FedAvg("scheme1"), local_steps=100, batch_size=64, client_lr=0.1,
                   lr_schedule="li2020", weight_decay=1e-4, clip_norm=60.0), (30,)),
     "FedProx 90% stragglers, synthetic(1,1) N=30, E=20 epochs, b=10": (
-        RunConfig(dataset="synthetic(1,1)", num_clients=30, algorithm="fedprox", prox_mu=1.0,
-                  straggler_fraction=0.9, local_steps=None, local_epochs=20, batch_size=10, client_lr=0.01,
+        RunConfig(dataset="synthetic(1,1)", num_clients=30, algorithm=FedProx(1.0, straggler_fraction=0.9),
+                  local_steps=None, local_epochs=20, batch_size=10, client_lr=0.01,
                   lr_schedule="constant", weight_decay=0.0, clip_norm=None), (10,)),
 }
 LSTM_WORKLOADS = {
     "Shakespeare LSTM 2×256, 5 steps": RunConfig(
-        dataset="shakespeare", model="char_lstm", algorithm="fedprox", prox_mu=0.001, sampling="uniform",
-        clients_per_round=10, local_steps=5, batch_size=10, client_lr=0.8, lr_schedule="constant",
+        dataset="shakespeare", model="char_lstm", algorithm=FedProx(0.001, 10, sampling="uniform"),
+        local_steps=5, batch_size=10, client_lr=0.8, lr_schedule="constant",
         weight_decay=0.0, clip_norm=None),
     "Sent140 LSTM 2×100 (frozen embedding), 20 steps": RunConfig(
-        dataset="sent140", model="sent_lstm", algorithm="fedprox", prox_mu=0.01, sampling="uniform",
-        clients_per_round=10, local_steps=20, batch_size=10, client_lr=0.3, lr_schedule="constant",
+        dataset="sent140", model="sent_lstm", algorithm=FedProx(0.01, 10, sampling="uniform"),
+        local_steps=20, batch_size=10, client_lr=0.3, lr_schedule="constant",
         weight_decay=0.0, clip_norm=None),
 }
 LSTM_SOLVERS = {"stacked": {"execution": "stacked"}, "client loop": {"execution": "sequential"},
@@ -95,7 +96,7 @@ def run(rounds: int = 5, repeats: int = 3, device=None, workloads=None) -> list[
             print(f"skipping {name}: {exc}")
             continue
         for k in ks:
-            config = base.replace(clients_per_round=k)
+            config = base.with_algorithm(clients_per_round=k)
             row = {"workload": name, "K": k}
             for solver, fn in SOLVERS.items():
                 n = max(1, rounds // 4) if solver == "oracle" else rounds
@@ -201,7 +202,7 @@ def profile_table(device=None) -> str:
     if device.type != "cpu":
         return "(step breakdown: CPU only)"
     try:
-        p = step_profile(config.replace(clients_per_round=k))
+        p = step_profile(config.with_algorithm(clients_per_round=k))
     except ReplicateError as exc:
         return f"(step breakdown skipped: {exc})"
     peak = gemm_peak_gflops()

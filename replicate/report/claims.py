@@ -13,6 +13,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from replicate.core import paths
@@ -26,6 +27,35 @@ PROFILES = ("smoke", "paper")
 
 KINDS = ("replication", "consistency")
 SMOKE_VERDICT = "smoke scale: not a replication verdict"
+# What a claim's verdict rests on. Only a measurement can make a replication claim (see KIND_RULE).
+BASES = {
+    "measured": "our measurement (a training run, a dataset's statistics) of what the paper states, with inputs "
+                "not fitted to the compared numbers and a margin the measurement can miss",
+    "closed-form": "a property of a closed-form or reconstructed formula, evaluated (also on random inputs) "
+                   "without running an algorithm",
+    "identity": "an identity of our implementation (two forms of one algorithm agree to rounding)",
+    "fitted": "inputs chosen to fit the very numbers compared (e.g. a generator seed picked as the best fit)",
+    "vacuous": "a bound whose slack on our data is so large (≥ 1e3 at every point) that only a bug could break it",
+}
+KIND_RULE = ("A claim is a replication claim exactly when its verdict rests on a measurement: our numbers from "
+             "running an algorithm or building a dataset, compared with what the paper states, with inputs not "
+             "fitted to the compared numbers and a margin the measurement can miss. Every other claim (a property "
+             "of a closed-form or reconstructed formula, an identity of our implementation, a comparison with "
+             "numbers our inputs were fitted to, a bound with slack ≥ 1e3 everywhere) is a consistency check. "
+             "Each claim records this basis: claim construction refuses a kind that contradicts it, and a test applies "
+             "the rule to every committed claim that records one.")
+VACUOUS_SLACK = 1e3  # a bound this many times above the measured value everywhere cannot fail short of a bug
+
+
+# Where a run's outputs go says its scale: the labelled below-paper-scale runs are published under this folder.
+REDUCED_FOLDER = "cpu_scale"
+
+
+def kind_for(basis: str) -> str:
+    """The kind a claim of this basis must have (``KIND_RULE``)."""
+    if basis not in BASES:
+        raise ReplicateError(f"claim basis must be one of {tuple(BASES)}, got {basis!r}")
+    return "replication" if basis == "measured" else "consistency"
 
 
 @dataclass(frozen=True)
@@ -34,8 +64,10 @@ class Claim:
 
     A *replication* claim tests the paper's statement on our measurements with a stated margin
     (``margin``) and can fail; where the paper prints a number it is given in ``paper_value``.
-    A *consistency* check is true by construction of what we compute (an identity, a property of
-    a reconstructed formula): useful as a guard, never counted as a replication.
+    A *consistency* check rests on something else (an identity, a property of a reconstructed
+    formula, inputs fitted to the compared numbers, a vacuous bound): useful as a guard, never
+    counted as a replication. ``basis`` says which (``BASES``) and fixes the kind (``KIND_RULE``);
+    ``source`` quotes the seed sentence the claim tests, with its section.
     """
 
     claim: str  # the paper's words (paraphrased)
@@ -45,6 +77,8 @@ class Claim:
     paper_value: str = ""  # the paper's printed number(s), shown beside ours
     margin: str = ""  # the magnitude or margin the test demands
     deviations: tuple[str, ...] = field(default_factory=tuple)
+    basis: str = "measured"  # what the verdict rests on (BASES); fixes the kind (KIND_RULE)
+    source: str = ""  # the seed sentence the claim tests, quoted, with its section
 
     def verdict(self, profile: str) -> str:
         """PASS/FAIL for replication claims, holds/VIOLATED for consistency checks; at smoke scale
@@ -56,18 +90,46 @@ class Claim:
         return "PASS" if self.passed else "FAIL"
 
 
-def check(claim: str, passed, result: str, deviations=(), *, kind: str = "replication",
-          paper_value: str = "", margin: str = "") -> Claim:
-    """A replication claim (or ``kind="consistency"``); see :class:`Claim`."""
-    if kind not in KINDS:
+def check(claim: str, passed, result: str, deviations=(), *, kind: str | None = None, basis: str = "measured",
+          paper_value: str = "", margin: str = "", source: str = "") -> Claim:
+    """A claim whose kind follows from its ``basis`` (``KIND_RULE``); see :class:`Claim`. A ``kind`` given
+    explicitly must agree with the basis."""
+    expected = kind_for(basis)
+    if kind is not None and kind not in KINDS:
         raise ReplicateError(f"claim kind must be one of {KINDS}, got {kind!r}")
-    return Claim(claim=claim, passed=bool(passed), result=result, kind=kind, paper_value=paper_value,
-                 margin=margin, deviations=tuple(deviations))
+    if kind is not None and kind != expected:
+        raise ReplicateError(f"a claim on a {basis!r} basis is a {expected} claim, not {kind!r} ({claim!r})")
+    return Claim(claim=claim, passed=bool(passed), result=result, kind=expected, paper_value=paper_value,
+                 margin=margin, deviations=tuple(deviations), basis=basis, source=source)
 
 
-def consistency(claim: str, passed, result: str, deviations=()) -> Claim:
-    """A check true by construction (not counted as a replication claim)."""
-    return check(claim, passed, result, deviations, kind="consistency")
+def consistency(claim: str, passed, result: str, deviations=(), *, basis: str = "closed-form",
+                source: str = "", paper_value: str = "", margin: str = "") -> Claim:
+    """A check that is not a replication claim (never counted): by default a property of a closed-form
+    formula; ``basis`` says otherwise (an identity, fitted inputs, a vacuous bound)."""
+    if basis == "measured":
+        raise ReplicateError(f"a measured claim is a replication claim, not a consistency check ({claim!r})")
+    return check(claim, passed, result, deviations, basis=basis, source=source, paper_value=paper_value,
+                 margin=margin)
+
+
+def bound_claim(claim: str, ratios, result: str, *, margin: str, source: str = "") -> Claim:
+    """A "the bound holds" claim from bound/measured ``ratios``: a replication claim where the bound comes
+    within ``VACUOUS_SLACK`` of the measurement somewhere, else a consistency check (basis ``vacuous``)."""
+    ratios = np.asarray(ratios, dtype=float)
+    holds = bool((ratios >= 1).all())
+    if holds and ratios.min() >= VACUOUS_SLACK:
+        return consistency(claim, holds, result + f" (slack ≥ {VACUOUS_SLACK:g} everywhere: vacuous on this data)",
+                           basis="vacuous", source=source, margin=margin)
+    return check(claim, holds, result, margin=margin, source=source)
+
+
+def scale_of(profile: str, out_dir) -> str:
+    """The scale a figure was run at: ``smoke``; ``reduced`` for the labelled below-paper-scale runs
+    (published under ``figures/cpu_scale``: the paper profile with ``--set`` overrides); else ``paper``."""
+    if profile == "smoke":
+        return "smoke"
+    return "reduced" if out_dir is not None and REDUCED_FOLDER in Path(out_dir).parts else "paper"
 
 
 class ClaimsTable:
@@ -118,13 +180,17 @@ def publish(fig, data: pd.DataFrame, claims: list[Claim], *, paper: str, figure:
     if profile not in PROFILES:
         raise ReplicateError(f"profile must be one of {PROFILES}, got {profile!r}")
     stem = output_dir(out_dir) / paper / figure
+    scale = scale_of(profile, out_dir)
     if fig is not None:
+        if scale == "reduced":
+            label_reduced(fig)
         plotting.save(fig, stem)
     atomic_write_text(stem.with_suffix(".csv"), data.to_csv(index=False, float_format="%.6g"))
     record = {
         "paper": paper,
         "figure": figure,
         "profile": profile,
+        "scale": scale,
         "claims": [asdict(c) | {"deviations": list(c.deviations), "verdict": c.verdict(profile)} for c in claims],
         "deviations": list(deviations),
         "notes": notes,
@@ -134,9 +200,21 @@ def publish(fig, data: pd.DataFrame, claims: list[Claim], *, paper: str, figure:
     frame = pd.DataFrame([{"kind": c.kind, "claim": c.claim, "paper": c.paper_value, "ours": c.result,
                            "margin": c.margin, "verdict": c.verdict(profile)} for c in claims])
     counted = [c for c in claims if c.kind == "replication"]
-    title = (f"{paper}/{figure} [{profile} profile]: {sum(c.passed for c in counted)} of {len(counted)} "
+    title = (f"{paper}/{figure} [{profile} profile, {scale} scale]: {sum(c.passed for c in counted)} of {len(counted)} "
              f"replication claims {'would ' if profile == 'smoke' else ''}hold; "
              f"{len(claims) - len(counted)} consistency check(s)")
     if profile == "smoke":
         title += f" — {SMOKE_VERDICT}"
     return ClaimsTable(title, frame)
+
+
+REDUCED_LABEL = "CPU SCALE (reduced; not the paper's scale)"
+
+
+def label_reduced(fig) -> None:
+    """Say in a figure's title that it was run below the paper's scale."""
+    title = fig.get_suptitle()
+    if REDUCED_LABEL in title:
+        return
+    size = fig._suptitle.get_fontsize() if title else None  # keep the figure's own title size
+    fig.suptitle(f"{REDUCED_LABEL}: {title}" if title else REDUCED_LABEL, **({"fontsize": size} if size else {}))

@@ -76,17 +76,36 @@ def inset_zoom(ax, data: pd.DataFrame, x: str, y: str, hue: str, x_range, bounds
     return inner
 
 
+NICE_MANTISSAS = (1, 1.5, 2, 3, 4, 5, 7)  # log-axis tick values per decade when a decade or less is shown
+
+
+def log_ticks(low: float, high: float) -> list[float]:
+    """Readable tick values for a log axis over [low, high]: the nice mantissas of every decade in range,
+    thinned to at most 7 (every decade alone when many decades are shown)."""
+    import math
+
+    decades = range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+    for mantissas in (NICE_MANTISSAS, (1, 2, 5), (1,)):
+        ticks = [m * 10.0**d for d in decades for m in mantissas if low <= m * 10.0**d <= high]
+        if len(ticks) <= 7:
+            return ticks
+    return ticks[::len(ticks) // 7 + 1]
+
+
 def plain_log_ticks(ax) -> None:
-    """Log-scale y ticks as plain numbers (3.9, not 3.9×10⁰); a linear axis when the data span less
-    than a factor 3 (a log axis would show one or two ticks). Call it after plotting."""
-    from matplotlib.ticker import FormatStrFormatter
+    """Log-scale y ticks as plain numbers at readable values (1.5, 2, 3, 4, not 3.9×10⁰ or unlabelled
+    minor ticks); a linear axis when the data span less than a factor 3 (a log axis would show one or
+    two ticks). Call it after plotting."""
+    from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullFormatter, NullLocator
 
     low, high = ax.get_ylim()
     if low > 0 and high / low < 3:
         ax.set_yscale("linear")
         return
+    ax.yaxis.set_major_locator(FixedLocator(log_ticks(max(low, 1e-12), high)))
     ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
-    ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_minor_formatter(NullFormatter())
 
 
 def save(fig, path_stem: Path) -> list[Path]:

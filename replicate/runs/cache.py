@@ -7,7 +7,6 @@ instead of recomputing. Bump ``VERSION`` when the engine's numbers change.
 """
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import io
 import json
@@ -25,7 +24,7 @@ from replicate.fl import engine
 from replicate.core.fileio import atomic_write_text
 from replicate.runs.config import RunConfig, build
 
-VERSION = 4  # 4: the key holds the full config, the device type and the extra metrics (engine v3)
+VERSION = 4  # 4: the key holds the full config (the algorithm's own settings), the device type and the extra metrics
 # Numerics versions per model or algorithm name: bump an entry when a change alters that model's or
 # algorithm's results (a reordered sum is enough: the LSTM runs are chaotic, one rounding apart grows
 # to another seed's curve within ten rounds), so only the runs it touches are recomputed. Absent = 0.
@@ -136,8 +135,8 @@ def key(config: RunConfig, extra_metrics=None, device: str | None = None) -> str
     included, so a default that changes meaning cannot alias old entries), the device type (CPU and
     CUDA draw different random streams), the extra metrics recorded, ``VERSION`` and the model's and
     algorithm's ``NUMERICS`` versions."""
-    numerics = {name: NUMERICS[name] for name in (config.model, config.algorithm) if NUMERICS.get(name)}
-    payload = json.dumps({"version": VERSION, "config": dataclasses.asdict(config),
+    numerics = {name: NUMERICS[name] for name in (config.model, config.algorithm_name) if NUMERICS.get(name)}
+    payload = json.dumps({"version": VERSION, "config": config.to_dict(),
                           "device": device or engine.default_device().type,
                           "metrics": metrics_key(extra_metrics), "numerics": numerics}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:20]
@@ -197,14 +196,14 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
                          seed=config.seed, eval_every=config.eval_every, progress=progress,
                          execution=config.execution, extra_metrics=extra_metrics,
                          stop=None if stop_loss is None else (lambda row: row["train_loss"] <= stop_loss),
-                         desc=f"{config.dataset} {config.algorithm} E={work.amount} K={config.clients_per_round}")
+                         desc=f"{config.dataset} {config.algorithm_name} E={work.amount} K={config.clients_per_round}")
     elapsed = time.perf_counter() - start
     log.record(elapsed, cached=False, dataset=config.dataset, key=entry.name if use_cache else None)
     log.finished()
     if use_cache:
         buffer = io.StringIO()
         history.to_csv(buffer, index=False)
-        meta = dataclasses.asdict(config) | {"elapsed_s": round(elapsed, 3), "device": str(problem.device),
+        meta = config.to_dict() | {"elapsed_s": round(elapsed, 3), "device": str(problem.device),
                                              "extra_metrics": metrics_key(extra_metrics), "version": VERSION}
         if stop_loss is not None:
             meta["target"] = stop_loss

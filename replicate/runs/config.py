@@ -1,20 +1,25 @@
-"""A training run as one frozen dataclass of flat scalars, and how to build it.
+"""A training run as one frozen dataclass, and how to build it.
 
 Flow (as in the notebooks): ``parameters`` cell → ``RunConfig(...)`` → ``run(config)``.
-Names carry their placement (``client_lr``-style) and the paper's symbol in a comment.
+A run config composes the algorithm's own frozen dataclass (``FedAvg(scheme=…)``,
+``FedProx(prox_mu=…)``, ``LocalUpdate(alpha=…)``, …: its settings, named as in its paper,
+checked by it) with what every run has: data, model, local work, client rate and schedule,
+local objective, rounds and seed. Defaults are neutral (constant rate, no weight decay, no
+clipping); a paper's conventions are a preset its experiments pass, e.g. Li et al.'s
+``LI2020_OBJECTIVE`` (their schedule, λ = 1e-4, clipping at 60).
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from replicate.fl import engine
 from replicate.fl import models
 from replicate.fl import problems
 from replicate.core.errors import ReplicateError
-from replicate.fl.algorithms import ALGORITHMS, LocalWork
+from replicate.fl.algorithms import ALGORITHMS, FedAvg, LocalWork, name_of
 from replicate.fl.schedules import LRSchedule
 
 _SYNTHETIC = re.compile(r"^synthetic\(([0-9.]+),\s*([0-9.]+)\)$")
@@ -27,25 +32,15 @@ class RunConfig:
     num_clients: int | None = None  # N for synthetic sets, the first N writers of femnist; None = builder default
     model: str = "logistic"  # "logistic", "mlp", "cnn", "lenet", "conv_dropout", "char_lstm" (Shakespeare), "sent_lstm" (Sent140)
     hidden: int | None = None  # width of the model's hidden layer / LSTM; None = the model's (authors' code)
-    algorithm: str = "fedavg"  # a name of replicate.fl.algorithms.ALGORITHMS
-    scheme: str = "scheme1"  # FedAvg's sampling and averaging scheme (Li et al. §3.3)
-    sampling: str = "uniform"  # FedProx: "uniform" (final code) or "proportional" (draft Algorithm 2)
-    clients_per_round: int | None = 10  # K (None = every client: SCAFFOLD, LocalUpdate)
-    local_steps: int | None = 50  # E, in SGD steps (the authors' num_epoch × 10)
+    algorithm: object = field(default_factory=FedAvg)  # an algorithm's settings: an instance of an ALGORITHMS class
+    local_steps: int | None = 50  # E, in SGD steps (Li et al.: the authors' num_epoch × 10)
     local_epochs: int | None = None  # E, in epochs of ⌈n_k/b⌉ steps (FedProx); set local_steps=None
     batch_size: int | None = 64  # b; None = full local gradient
-    client_lr: float = 0.1  # η0
-    lr_schedule: str = "li2020"  # see replicate.fl.schedules
-    lr_decay: float = 0.0  # a in η0/(5 + a·r)
-    weight_decay: float = 1e-4  # λ
-    clip_norm: float | None = 60.0
-    prox_mu: float = 0.0  # μ (FedProx), α (LocalUpdate)
-    straggler_fraction: float = 0.0  # d: FedProx keeps stragglers' partial work, FedAvg drops them
-    server_lr: float = 1.0  # η_s (η_g of SCAFFOLD, η of LocalUpdate)
-    server_momentum: float = 0.0  # β (LocalUpdate's ServerOpt)
-    nesterov: bool = False
-    momentum_c: float = 1.0  # c of STEM's momentum weight a = min{1, c·η²}
-    message_coefficients: tuple[float, ...] | None = None  # a of LocalUpdate; None = 1_K
+    client_lr: float = 0.1  # η0 (γ of Charles & Konečný, η of STEM)
+    lr_schedule: str = "constant"  # see replicate.fl.schedules
+    lr_decay: float = 0.0  # the schedule's decay constant (a in η0/(5 + a·r), ...)
+    weight_decay: float = 0.0  # λ, added to every local gradient
+    clip_norm: float | None = None  # clip each local loss gradient's norm (Li et al.'s code: 60)
     rounds: int = 200  # T/E
     seed: int = 0  # init, sampling, mini-batch, straggler and dropout streams derive from it by role
     eval_every: int = 1
@@ -59,33 +54,19 @@ class RunConfig:
             raise ReplicateError(f"rounds must be >= 1, got {self.rounds}")
         if self.execution not in engine.EXECUTIONS:
             raise ReplicateError(f"execution must be one of {', '.join(engine.EXECUTIONS)}, got {self.execution!r}")
-        self.build_algorithm()  # every setting is checked here, before any data is loaded or run
-        self.work()
+        name_of(self.algorithm)  # a registered algorithm's settings (each checks its own in __post_init__)
+        self.work()  # every setting is checked here, before any data is loaded or run
         self.objective()
         LRSchedule(self.lr_schedule, self.client_lr, self.lr_decay)
 
-    def build_algorithm(self):
-        """The algorithm this config names, from the registry, with its placement-named settings."""
-        if self.algorithm not in ALGORITHMS:
-            raise ReplicateError(f"unknown algorithm {self.algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
-        settings = {
-            "fedavg": dict(scheme=self.scheme, clients_per_round=self.clients_per_round, server_lr=self.server_lr,
-                           straggler_fraction=self.straggler_fraction),
-            "fedprox": dict(prox_mu=self.prox_mu, clients_per_round=self.clients_per_round, sampling=self.sampling,
-                            straggler_fraction=self.straggler_fraction, server_lr=self.server_lr),
-            "scaffold": dict(clients_per_round=self.clients_per_round, server_lr=self.server_lr),
-            "stem": dict(momentum_c=self.momentum_c),
-            "local_update": dict(server_lr=self.server_lr, a=self.message_coefficients, momentum=self.server_momentum,
-                                 nesterov=self.nesterov, clients_per_round=self.clients_per_round,
-                                 prox_mu=self.prox_mu),
-        }[self.algorithm]
-        if self.algorithm == "fedavg" and self.prox_mu:
-            raise ReplicateError("prox_mu (μ) needs algorithm='fedprox' (FedAvg has no proximal term)")
-        if self.algorithm == "stem" and self.clients_per_round is not None:
-            raise ReplicateError("stem runs every client every round (full participation): set clients_per_round=None")
-        if self.algorithm in ("fedavg", "fedprox") and self.clients_per_round is None:
-            raise ReplicateError(f"{self.algorithm} needs clients_per_round (K)")
-        return ALGORITHMS[self.algorithm](**settings)
+    @property
+    def algorithm_name(self) -> str:
+        return name_of(self.algorithm)
+
+    @property
+    def clients_per_round(self) -> int | None:
+        """K of the algorithm (None: every client), for cost estimates and labels."""
+        return getattr(self.algorithm, "clients_per_round", None)
 
     def work(self) -> LocalWork:
         if self.local_epochs is not None:
@@ -97,6 +78,25 @@ class RunConfig:
 
     def replace(self, **changes) -> "RunConfig":
         return dataclasses.replace(self, **changes)
+
+    def with_algorithm(self, **changes) -> "RunConfig":
+        """This config with some of its algorithm's settings changed."""
+        return self.replace(algorithm=dataclasses.replace(self.algorithm, **changes))
+
+    def to_dict(self) -> dict:
+        """Every field as JSON-ready values; the algorithm as ``{"name": …, **its settings}``."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["algorithm"] = {"name": self.algorithm_name, **dataclasses.asdict(self.algorithm)}
+        return out
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "RunConfig":
+        """The inverse of ``to_dict`` (unknown keys, e.g. a cache sidecar's timings, are ignored)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        settings = dict(values["algorithm"])
+        algorithm = ALGORITHMS[settings.pop("name")](**{k: tuple(v) if isinstance(v, list) else v
+                                                         for k, v in settings.items()})
+        return cls(**{k: v for k, v in values.items() if k in known and k != "algorithm"}, algorithm=algorithm)
 
     @classmethod
     def fields(cls) -> tuple[str, ...]:
@@ -145,4 +145,4 @@ def build(config: RunConfig, device=None, problem=None):
         model = models.for_dataset(config.model, ds, hidden=config.hidden)
         problem = problems.SampleProblem(ds, model, device=device)
     schedule = LRSchedule(config.lr_schedule, config.client_lr, config.lr_decay)
-    return problem, config.build_algorithm(), config.work(), schedule, config.objective()
+    return problem, config.algorithm, config.work(), schedule, config.objective()

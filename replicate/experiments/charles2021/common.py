@@ -29,6 +29,7 @@ from replicate import theory as th
 from replicate.core.errors import ReplicateError
 from replicate.experiments import knobs
 from replicate.runs import cache
+from replicate.fl.algorithms import LocalUpdate
 from replicate.runs.config import RunConfig
 from replicate.fl.problems import QuadraticFederatedProblem
 
@@ -152,10 +153,10 @@ def _rounds_for(rho: float, reach: float = 1e-13) -> int:
 
 def local_update_config(a, gamma: float, server: "th.ServerOpt", rounds: int, alpha: float = 0.0) -> RunConfig:
     """Deterministic LocalUpdate (full participation, full gradients) as a run config on a given problem."""
-    return RunConfig(dataset="given", algorithm="local_update", clients_per_round=None, local_steps=len(a),
-                     batch_size=None, client_lr=gamma, lr_schedule="constant", weight_decay=0.0, clip_norm=None,
-                     prox_mu=alpha, server_lr=server.lr, server_momentum=server.momentum, nesterov=server.nesterov,
-                     message_coefficients=tuple(float(v) for v in a), rounds=rounds)
+    algorithm = LocalUpdate(server_lr=server.lr, a=tuple(float(v) for v in a), momentum=server.momentum,
+                            nesterov=server.nesterov, alpha=alpha)
+    return RunConfig(dataset="given", algorithm=algorithm, local_steps=len(a), batch_size=None, client_lr=gamma,
+                     lr_schedule="constant", weight_decay=0.0, clip_norm=None, rounds=rounds)
 
 
 def run_local_update(problem, x0, a, gamma: float, server: "th.ServerOpt", rounds: int, alpha: float = 0.0):
@@ -221,3 +222,69 @@ def _coincides(rows: pd.DataFrame, part: pd.DataFrame, hue: str, earlier: list) 
         if np.isfinite(gap).mean() > 0.5 and np.nanmax(gap) < 1e-3:
             return f" (lies on {other})"
     return ""
+
+
+# ---- the seed sentences the frontier claims test (§5 and App. D of the paper) ---------------------------
+
+_S5 = "§5 (Figure 1): "
+SOURCES = {
+    "Varying γ at fixed K and varying K at fixed γ": _S5 + "\"When [...], we obtain nearly identical curves.\"",
+    "Only growing K reaches ρ = 0": _S5 + "\"Intuitively, [K → ∞] recovers one-shot averaging while [γ → ∞] does not.\"",
+    "Varying γ at fixed K": _S5 + "\"except that when we fix [K] and vary [γ], we do not reach [ρ = 0].\"",
+    "The trade-off becomes closer to linear": _S5 + "\"Notably, the convergence-accuracy trade-off becomes closer to "
+                                                    "a linear trade-off as [L/μ] decreases.\"",
+    "Strict ordering of frontiers": "§5, Impact of Server Momentum: \"We see a strict ordering of the server "
+                                    "optimization methods. Heavy-ball momentum is better than Nesterov momentum, which "
+                                    "is better than no momentum.\"",
+    "The benefit of momentum grows": "§5, Impact of Server Momentum: \"the benefit of momentum is more pronounced as "
+                                     "[L/μ] increases.\"",
+    "All ServerOpts meet at ρ = 0": "§5, Impact of Server Momentum: \"as [K → ∞], we recover one-shot averaging, which "
+                                    "converges in a single communication round with or without momentum.\"",
+    "The heavy-ball frontier is symmetric": "§5, Impact of Server Momentum: \"The Pareto frontiers for heavy-ball "
+                                            "momentum appear to be symmetric about the line [ρ = ε].\"",
+    "The α > 0 frontier is a subset": "§5, Proximal Client Updates: \"the frontier for [α > 0] was simply a subset of "
+                                      "the frontier for [α = 0].\"",
+    "As α grows the frontier becomes": "§5, Proximal Client Updates: \"As [α] increases, the frontier becomes a smaller "
+                                       "subset [...] FedProx cannot recover one-shot averaging.\"",
+    "For each ServerOpt the MAML frontier": "§5, Comparing MAML to FedAvg: \"For each ServerOpt, the MAML frontier is a "
+                                            "subset of the FedAvg frontier.\"",
+    "The MAML frontier is a strict subset": "§5, Comparing MAML to FedAvg: \"In Figure 4 this causes the frontier for "
+                                            "[MAML] to be more restrictive than for [FedAvg].\"",
+    "MAML and FedAvg frontiers are identical": "§5, Comparing MAML to FedAvg: \"The Pareto frontiers are identical for "
+                                               "small [γ] (mirroring Figure 4), but diverge when [γ > 1/(KL)].\"",
+    "Beyond γ = 1/(KL+α)": "§5, Comparing MAML to FedAvg: \"The frontier for MAML then moves further from 0.\"",
+    "The cusp of the MAML curve": "§5, Comparing MAML to FedAvg: \"This seems to occur at the same suboptimality [...] "
+                                  "as the intersection of the FedAvg curve with the [ε]-axis.\"",
+    "The simulated MAML frontier is noisy": "§5, Comparing MAML to FedAvg: \"The MAML frontier is noisy for [small d] "
+                                            "[...], but stabilizes for [large d].\"",
+    "The larger L/μ, the sooner MAML": "App. D.1 (Figure 7): \"for small [L/μ], we see that the MAML curve recovers most "
+                                       "of the FedAvg curve before diverging, while for large [L/μ], the two diverge "
+                                       "almost immediately.\"",
+    "Momentum helps convergence everywhere": "App. D.1 (Figure 8): \"we see that momentum helps convergence in all "
+                                             "cases, FedAvg or MAML.\"",
+    "Momentum makes the region": "App. D.1 (Figure 8): \"As we add momentum, the region to the right of the MAML curve "
+                                 "becomes more convex, becoming more rounded for heavy-ball momentum than for Nesterov "
+                                 "momentum.\"",
+    "Adding a proximal term only changes": "App. D.2 (Figure 9): \"adding a proximal term simply alters how much of the "
+                                           "Pareto frontier is traversed; it does not change the fundamental shape.\"",
+    "The α-effect is a subdued version": "App. D.2 (Figure 9): \"We see a similar, though more subdued, version of the "
+                                         "behavior in Figure 3.\"",
+    "Increasing α shrinks": "App. D.2 (Figure 10): \"while increasing [α] shrinks the space of the Pareto curve of "
+                            "FedAvg, it does not seem to change the MAML curves by a meaningful amount.\"",
+    "The MAML curves barely change with α": "App. D.2 (Figure 10): \"it does not seem to change the MAML curves by a "
+                                            "meaningful amount.\"",
+}
+
+
+def quoted(claims_function):
+    """Attach to each claim the seed sentence it tests (``SOURCES``, matched by the claim's opening words)."""
+    import functools
+
+    @functools.wraps(claims_function)
+    def wrapper(*args, **kwargs):
+        out = []
+        for claim in claims_function(*args, **kwargs):
+            source = next((s for prefix, s in SOURCES.items() if claim.claim.startswith(prefix)), claim.source)
+            out.append(dataclasses.replace(claim, source=source))
+        return out
+    return wrapper

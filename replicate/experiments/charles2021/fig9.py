@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 
 from replicate import theory as th
-from replicate.report.claims import check, consistency
-from replicate.experiments.charles2021.common import (SERVER_LABELS, _Profiled, _subset_claims, _swept_frontier,
+from replicate.report.claims import consistency
+from replicate.experiments.charles2021.common import (SERVER_LABELS, quoted, _Profiled, _subset_claims, _swept_frontier,
                                                       plot_frontiers)
 
 
@@ -51,6 +51,7 @@ def fig9(config: Fig9Config) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+@quoted
 def fig9_claims(data: pd.DataFrame, config: Fig9Config):
     gaps, lows, highs, increasing = _subset_claims(data, config)
     L = config.condition * config.mu
@@ -60,9 +61,9 @@ def fig9_claims(data: pd.DataFrame, config: Fig9Config):
     edges = [float(th.kappa_maml(config.mu, L, th.gamma_max_maml(L, config.steps_max, a), config.steps_max, a))
              for a in config.alphas]
     return [
-        check("Adding a proximal term only changes how much of the MAML frontier is traversed", max(gaps) < 1e-3,
+        consistency("Adding a proximal term only changes how much of the MAML frontier is traversed", max(gaps) < 1e-3,
               f"largest vertical gap of an α > 0 point to the α = 0 MAML curve: {max(gaps):.1e}"),
-        check("The α-effect is a subdued version of Fig. 3: visible, but smaller than FedProx's",
+        consistency("The α-effect is a subdued version of Fig. 3: visible, but smaller than FedProx's",
               all(lows[("gd", a)] >= lows[("gd", 0.0)] for a in config.alphas)
               and VISIBLE <= lost_maml < 0.25 * lost_fedprox,
               f"loss of the smallest ρ (GD) at α = {alpha_max:g}: MAML {lost_maml:.3f} vs FedProx (Fig. 3) "

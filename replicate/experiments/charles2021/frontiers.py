@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from replicate import theory as th
-from replicate.report.claims import check, consistency
-from replicate.experiments.charles2021.common import (SERVER_LABELS, _curve, _intercept, _panel, _points,
+from replicate.report.claims import consistency
+from replicate.experiments.charles2021.common import (SERVER_LABELS, quoted, _curve, _intercept, _panel, _points,
                                                       _Profiled, _subset_claims, _swept_frontier, _universal,
                                                       plot_frontiers)
 
@@ -56,6 +56,7 @@ def fig1(config: Fig1Config) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+@quoted
 def fig1_claims(data: pd.DataFrame, config: Fig1Config):
     gaps, short, reach, nonlinearity = [], [], [], []
     for condition in config.conditions:
@@ -76,16 +77,16 @@ def fig1_claims(data: pd.DataFrame, config: Fig1Config):
         chord = eps.max() * (1 - rho / rho.max())
         nonlinearity.append(np.max(np.abs(eps - chord)) / eps.max())
     return [
-        check("Varying γ at fixed K and varying K at fixed γ give nearly identical curves (where both exist)",
+        consistency("Varying γ at fixed K and varying K at fixed γ give nearly identical curves (where both exist)",
               max(gaps) < 5e-3, f"largest vertical gap between a γ-sweep and a K-sweep: {max(gaps):.1e} "
               "(linear interpolation between the integer K = 1 and K = 2 points)"),
-        check("Only growing K reaches ρ = 0 (one-shot averaging, at the ε-intercept of the frontier)",
+        consistency("Only growing K reaches ρ = 0 (one-shot averaging, at the ε-intercept of the frontier)",
               all(r < 1e-3 and e < 1e-3 for r, e in reach),
               "smallest ρ of the K-sweeps: " + ", ".join(f"{r:.1e}" for r, _ in reach)),
-        check(f"Varying γ at fixed K = {min(config.fixed_steps)} stops short of ρ = 0",
+        consistency(f"Varying γ at fixed K = {min(config.fixed_steps)} stops short of ρ = 0",
               all(lo >= floor - 1e-12 and lo > 0.1 for lo, floor in short),
               "smallest ρ of the γ-sweeps per L/μ: " + ", ".join(f"{lo:.3f} (limit {fl:.3f})" for lo, fl in short)),
-        check("The trade-off becomes closer to linear as L/μ decreases",
+        consistency("The trade-off becomes closer to linear as L/μ decreases",
               bool(np.all(np.diff(np.asarray(nonlinearity)[np.argsort(config.conditions)]) > 0)),
               "max distance from the chord / ε-intercept per L/μ: "
               + ", ".join(f"{c:g}: {v:.3f}" for c, v in zip(config.conditions, nonlinearity))),
@@ -123,6 +124,7 @@ def fig2(config: Fig2Config) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+@quoted
 def fig2_claims(data: pd.DataFrame, config: Fig2Config):
     ordered, meet, speedups, defects = True, [], [], {}
     for condition in config.conditions:
@@ -138,9 +140,9 @@ def fig2_claims(data: pd.DataFrame, config: Fig2Config):
     hb = max(v for (c, s), v in defects.items() if s == "heavyball")
     others = min(v for (c, s), v in defects.items() if s != "heavyball")
     return [
-        check("Strict ordering of frontiers: heavy-ball below Nesterov below no momentum", ordered,
+        consistency("Strict ordering of frontiers: heavy-ball below Nesterov below no momentum", ordered,
               "at every κ > 1 in every panel: ρ_HB < ρ_Nesterov < ρ_GD" if ordered else "ordering violated"),
-        check("The benefit of momentum grows with L/μ", bool(np.all(np.diff(speedups) > 0)),
+        consistency("The benefit of momentum grows with L/μ", bool(np.all(np.diff(speedups) > 0)),
               "rounds-per-decade ratio GD/HB at ε = 0 per L/μ: " + ", ".join(f"{v:.1f}" for v in speedups)),
         consistency("All ServerOpts meet at ρ = 0 with one-shot averaging's ε (κ = 1 gives ρ = 0 for every ServerOpt by Table 2)", max(meet) < 1e-12,
               f"largest distance of the κ = 1 points from (0, ε(1)): {max(meet):.1e}"),
@@ -187,6 +189,7 @@ def fig3(config: Fig3Config) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+@quoted
 def fig3_claims(data: pd.DataFrame, config: Fig3Config):
     gaps, lows, highs, increasing = _subset_claims(data, config)
     L = config.condition * config.mu
@@ -195,9 +198,9 @@ def fig3_claims(data: pd.DataFrame, config: Fig3Config):
     spread = max(max(highs[(s, a)] for a in config.alphas) - min(highs[(s, a)] for a in config.alphas)
                  for s in config.servers)
     return [
-        check("The α > 0 frontier is a subset of the α = 0 frontier", max(gaps) < 1e-3,
+        consistency("The α > 0 frontier is a subset of the α = 0 frontier", max(gaps) < 1e-3,
               f"largest vertical gap of an α > 0 point to the α = 0 curve: {max(gaps):.1e}"),
-        check("As α grows the frontier becomes a smaller subset (FedProx cannot reach one-shot averaging)",
+        consistency("As α grows the frontier becomes a smaller subset (FedProx cannot reach one-shot averaging)",
               increasing and min(lows[("gd", a)] for a in config.alphas if a > 0) > 0.1,
               "smallest ρ (GD) per α: " + ", ".join(f"α={a:g}: {lows[('gd', a)]:.3f}" for a in config.alphas)),
         consistency("The truncation point is κ_min(α) = L(α+μ)/(μ(α+L)) (DERIVED, spec §6.3)", limit_error < 5e-3,
@@ -246,6 +249,7 @@ def fig4(config: Fig4Config) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+@quoted
 def fig4_claims(data: pd.DataFrame, config: Fig4Config):
     gaps, ranges = [], []
     for server in config.servers:
@@ -256,9 +260,9 @@ def fig4_claims(data: pd.DataFrame, config: Fig4Config):
                        fedavg["eps"].max()))
     edge = float(th.kappa_min_maml(config.mu, config.condition * config.mu, config.steps_max)) / config.condition
     return [
-        check("For each ServerOpt the MAML frontier lies on the FedAvg frontier", max(gaps) < 1e-3,
+        consistency("For each ServerOpt the MAML frontier lies on the FedAvg frontier", max(gaps) < 1e-3,
               f"largest vertical gap of a MAML point to the FedAvg curve: {max(gaps):.1e}"),
-        check("The MAML frontier is a strict subset near ε = 0 (κ ≥ ≈0.37 L/μ; FedAvg reaches κ → 1)",
+        consistency("The MAML frontier is a strict subset near ε = 0 (κ ≥ ≈0.37 L/μ; FedAvg reaches κ → 1)",
               all(abs(m - edge) < 1e-3 and f < 1.01 and me < fe - 0.2 for m, f, me, fe in ranges),
               f"MAML smallest κ/(L/μ) = {ranges[0][0]:.3f} (Lemma 4 edge {edge:.3f}); FedAvg smallest κ = "
               f"{ranges[0][1]:.4f}; largest ε MAML {ranges[0][2]:.3f} vs FedAvg {ranges[0][3]:.3f}"),

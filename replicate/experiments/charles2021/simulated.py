@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from replicate import theory as th
-from replicate.report.claims import check, consistency
-from replicate.experiments.charles2021.common import (SERVER_LABELS, _intercept, _panel, _points, _Profiled,
+from replicate.report.claims import consistency
+from replicate.experiments.charles2021.common import (SERVER_LABELS, quoted, _intercept, _panel, _points, _Profiled,
                                                       _universal, plot_frontiers)
 
 
@@ -106,7 +106,7 @@ def _common_simulated_checks(cusp_errors, gaps, outside, tol):
     return [
         consistency("MAML and FedAvg frontiers are identical while γ ≤ 1/(KL+α) (Theorems 3 and 4)", max(gaps) < 1e-6,
               f"largest gap of guaranteed-regime MAML points to the FedAvg frontier: {max(gaps):.1e}"),
-        check("Beyond γ = 1/(KL+α) the MAML frontier moves further from 0 (right of FedAvg's)", min(outside) == 1.0,
+        consistency("Beyond γ = 1/(KL+α) the MAML frontier moves further from 0 (right of FedAvg's)", min(outside) == 1.0,
               f"fraction of beyond-regime MAML points (before the cusp) right of the FedAvg curve: {min(outside):.3f}"),
         consistency("The cusp of the MAML curve sits at the ε where the FedAvg frontier meets ρ = 0 (a property of "
                     "the reconstructed ε of eq. 17)", max(cusp_errors) < tol,
@@ -114,6 +114,7 @@ def _common_simulated_checks(cusp_errors, gaps, outside, tol):
     ]
 
 
+@quoted
 def fig5_claims(data: pd.DataFrame, config: Fig5Config):
     panels = [f"d = {d}" for d in config.dims]
     tol = 5e-3
@@ -125,7 +126,7 @@ def fig5_claims(data: pd.DataFrame, config: Fig5Config):
                                         maml["gamma"].to_numpy(), config.local_steps)[0]
         roughness.append(np.max(np.abs(maml["rho"] - th.rho_of_kappa(continuum, config.server))))
     return _common_simulated_checks(cusp_errors, gaps, outside, tol) + [
-        check("The simulated MAML frontier is noisy for small d and stabilises as d grows",
+        consistency("The simulated MAML frontier is noisy for small d and stabilises as d grows",
               bool(np.all(np.diff(roughness) < 0)) and roughness[0] >= VISIBLE,
               "largest |ρ − ρ of the continuum limit (eq. 9 on [μ, L])| per d: "
               + ", ".join(f"d={d}: {r:.1e}" for d, r in zip(config.dims, roughness))
@@ -173,6 +174,7 @@ def fig7(config: Fig7Config) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+@quoted
 def fig7_claims(data: pd.DataFrame, config: Fig7Config):
     tol = 5e-3
     panels = [_panel(c) for c in config.conditions]
@@ -180,7 +182,7 @@ def fig7_claims(data: pd.DataFrame, config: Fig7Config):
     cusp_errors, gaps, outside, leaves = _simulated_claims(data, conditions.get, panels, tol)
     shares = [leaves[p] for p in panels]
     return _common_simulated_checks(cusp_errors, gaps, outside, tol) + [
-        check("The larger L/μ, the sooner MAML leaves the FedAvg curve: for small L/μ it recovers most of the "
+        consistency("The larger L/μ, the sooner MAML leaves the FedAvg curve: for small L/μ it recovers most of the "
               "FedAvg curve, for large L/μ the two diverge almost immediately",
               bool(np.all(np.diff(shares) < 0)) and shares[0] > MOST and shares[-1] < IMMEDIATELY,
               "share of the FedAvg ε-range [0, ε(1)] that MAML follows, per L/μ: "
@@ -229,6 +231,7 @@ def _bulge(maml: pd.DataFrame) -> float:
     return float(np.trapezoid(rho - chord, eps))
 
 
+@quoted
 def fig8_claims(data: pd.DataFrame, config: Fig8Config):
     sim = data[data["kind"] == "simulated"]
     rho = {s: sim[sim["server"] == s].sort_values(["family", "gamma"])["rho"].to_numpy() for s in config.servers}
@@ -238,9 +241,9 @@ def fig8_claims(data: pd.DataFrame, config: Fig8Config):
     panels = [SERVER_LABELS[s] for s in config.servers]
     cusp_errors, gaps, outside, _ = _simulated_claims(data, lambda p: config.condition, panels, tol)
     return [
-        check("Momentum helps convergence everywhere, for FedAvg and MAML alike", helps,
+        consistency("Momentum helps convergence everywhere, for FedAvg and MAML alike", helps,
               "at every γ and both methods: ρ_HB ≤ ρ_Nesterov ≤ ρ_GD" if helps else "ordering violated"),
-        check("Momentum makes the region right of the MAML branch (γ > 1/(KL)) more convex, most for heavy-ball",
+        consistency("Momentum makes the region right of the MAML branch (γ > 1/(KL)) more convex, most for heavy-ball",
               bool(np.all(np.diff(bulges) < 0)) and bulges[-1] < 0,
               "signed area between branch and chord (GD, Nesterov, HB): " + ", ".join(f"{b:+.4f}" for b in bulges)),
     ] + _common_simulated_checks(cusp_errors, gaps, outside, tol)[2:]
@@ -285,6 +288,7 @@ def _hausdorff(a: pd.DataFrame, b: pd.DataFrame) -> float:
     return float(max(dist.min(1).max(), dist.min(0).max()))
 
 
+@quoted
 def fig10_claims(data: pd.DataFrame, config: Fig10Config):
     def curve(family, alpha):
         return data[(data["kind"] == "simulated") & (data["family"] == family) & (data["alpha"] == alpha)]
@@ -294,9 +298,9 @@ def fig10_claims(data: pd.DataFrame, config: Fig10Config):
     cusps = [abs(_cusp_and_divergence(curve("maml", a), config.condition)[0] - _intercept(config.condition))
              for a in config.alphas]
     return [
-        check("Increasing α shrinks the FedAvg/FedProx curve", bool(np.all(np.diff(lows) > 0)),
+        consistency("Increasing α shrinks the FedAvg/FedProx curve", bool(np.all(np.diff(lows) > 0)),
               "smallest ρ per α: " + ", ".join(f"{a:g}: {v:.3f}" for a, v in zip(config.alphas, lows))),
-        check("The MAML curves barely change with α (while α shrinks FedAvg's)", moved["maml"] < 0.25 * moved["fedavg"],
+        consistency("The MAML curves barely change with α (while α shrinks FedAvg's)", moved["maml"] < 0.25 * moved["fedavg"],
               f"largest distance of an α > 0 curve from α = 0: MAML {moved['maml']:.3f}, FedAvg/FedProx "
               f"{moved['fedavg']:.3f}"),
         consistency("The MAML cusp stays at one-shot averaging's ε for every α", max(cusps) < 5e-3,

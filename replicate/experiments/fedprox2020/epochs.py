@@ -18,6 +18,7 @@ from replicate.experiments.fedprox2020.common import (DATA_DEVIATIONS, LABELS, S
                                                        curves_grid, fmt_seeds, run_config, runs)
 from replicate.runs.measures import fluctuations
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
+from replicate.experiments.fedprox2020.common import quoted
 from replicate.report.claims import check
 
 REAL = ("mnist", "emnist", "emnist_star")
@@ -70,6 +71,7 @@ def plot_fig2(data: pd.DataFrame, config: Fig2Config):
                        "(FedAvg) on real federated data")
 
 
+@quoted
 def fig2_claims(data: pd.DataFrame, config: Fig2Config) -> list:
     lo, hi = min(config.epochs), max(config.epochs)
     by = ("dataset", "E", "seed")

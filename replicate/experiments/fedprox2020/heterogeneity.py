@@ -18,6 +18,7 @@ from replicate.experiments.fedprox2020.common import (LABELS, SYNTHETIC, Dataset
                                                        run_config, runs)
 from replicate.runs.measures import finals
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
+from replicate.experiments.fedprox2020.common import quoted
 from replicate.report.claims import check
 
 
@@ -83,6 +84,7 @@ def plot_fig1(data: pd.DataFrame, config: Fig1Config):
                        f"(E = {config.epochs}, K = 10 of 30 devices)")
 
 
+@quoted
 def fig1_claims(data: pd.DataFrame, config: Fig1Config) -> list:
     order = [LABELS[d] for d in config.ordered()]
     final = finals(data, "train_loss", ("dataset", "mu", "seed"), fraction=config.tail)

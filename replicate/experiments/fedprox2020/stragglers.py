@@ -19,13 +19,24 @@ from replicate.core.errors import ReplicateError
 from replicate.experiments import knobs
 from replicate.experiments.fedprox2020.common import (LABELS, METRICS, SETTINGS, DatasetDeviations, curves_grid,
                                                        fmt_seeds, run, run_config, runs)
-from replicate.runs.measures import finals
+from replicate.runs.measures import finals, fluctuations
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check, consistency
 
 STRAGGLER_DATASETS = ("synthetic(1,1)", "mnist", "femnist")
 ALGORITHMS = ("FedAvg", "FedProx (μ = 0)", "FedProx (μ > 0)")
 PAPER_GAIN = 22.0  # percentage points: "improving absolute test accuracy by 22% on average" (final paper, abstract)
+# The headline claim's margin, fixed from the paper's statement alone: its 22 points average 5 datasets and ours
+# 3 (4), so the average over ours may differ by a quarter of it (16.5-27.5 points) and still read as "22".
+GAIN_MARGIN = 0.25
+PROX_MARGIN = 0.05  # relative gap the μ > 0 vs μ = 0 loss ordering must clear (as Figures 3-4's claims)
+PAPER_COLUMNS = ("synthetic(1,1)", "mnist", "femnist", "shakespeare", "sent140")  # the final paper's Figure 1
+# The final paper is not among the seed texts; its sentences are quoted as recalled (spec §3 marks them [RECALL]).
+GAIN_SOURCE = ("final paper, abstract (recalled): \"FedProx [...] improving absolute test accuracy by 22% on average "
+               "in highly heterogeneous settings\"")
+PROX_SOURCE = ("final paper, §5.2 (recalled): \"FedProx with μ > 0 leads to more stable convergence and enables "
+               "otherwise divergent methods to converge, both in the presence of systems heterogeneity (50% and 90% "
+               "stragglers) and without\"")
 
 
 @dataclass(frozen=True)
@@ -93,10 +104,18 @@ def stragglers(config: StragglersConfig, progress: bool = True, workers: int = 2
     return pd.concat([data, *checks], ignore_index=True)[["dataset", "drop", "algorithm", "seed", "round", *METRICS]]
 
 
+def columns_shown(config: StragglersConfig) -> str:
+    """How many of the paper's five columns the figure shows, and which are missing."""
+    missing = [LABELS[d] for d in PAPER_COLUMNS if d not in config.datasets]
+    return (f"{sum(d in PAPER_COLUMNS for d in config.datasets)} of the paper's 5 columns"
+            + (f" (not run: {', '.join(missing)})" if missing else ""))
+
+
 def plot_stragglers(data: pd.DataFrame, config: StragglersConfig):
     return curves_grid(data[data.algorithm != "FedAvg (check)"], ("train_loss", "test_acc"), "algorithm",
                        f"FedProx (Li, Sahu et al.), final paper Fig. 1: systems heterogeneity — 0/50/90% stragglers, "
-                       f"E = {config.epochs}, K = {config.clients_per_round}; FedProx μ > 0 is μ = {config.mu:g}",
+                       f"E = {config.epochs}, K = {config.clients_per_round}; FedProx μ > 0 is μ = {config.mu:g}; "
+                       f"{columns_shown(config)}",
                        order=list(ALGORITHMS), row_facet="drop", row_label=lambda d: f"{d:.0%} stragglers",
                        dashes=dict(zip(ALGORITHMS, [(1, 1.5), (4, 2), ""])))
 
@@ -133,16 +152,35 @@ def stragglers_claims(data: pd.DataFrame, config: StragglersConfig) -> list:
     gain = {d: 100 * (acc[d][hi][prox] - acc[d][hi][fedavg]) for d in names}
     gain0 = {d: 100 * (acc[d][hi][prox0] - acc[d][hi][fedavg]) for d in names}
     average = float(np.mean([g.mean() for g in gain.values()]))
+    low, high = PAPER_GAIN * (1 - GAIN_MARGIN), PAPER_GAIN * (1 + GAIN_MARGIN)
     claims.append(check(
         f"FedProx improves absolute test accuracy over FedAvg by {PAPER_GAIN:g} points on average in the highly "
         f"heterogeneous setting ({hi:.0%} stragglers)",
-        all(g.mean() > 0 for g in gain.values()) and average >= PAPER_GAIN / 2,
-        f"average over {len(names)} datasets: {average:+.1f} points (FedProx μ > 0 minus FedAvg, final test accuracy); "
-        + ", ".join(f"{d}: {fmt_seeds(g)}" for d, g in gain.items())
-        + "; FedProx μ = 0 minus FedAvg: " + ", ".join(f"{d}: {fmt_seeds(g)}" for d, g in gain0.items()),
-        margin=f"positive on every dataset (seed means) and an average ≥ {PAPER_GAIN / 2:g} points (half the headline)",
-        paper_value=f"+{PAPER_GAIN:g} points (average over 5 datasets)",
-        deviations=(config.deviations[-1],)))
+        all(g.mean() > 0 for g in gain.values()) and low <= average <= high,
+        f"average over our {len(names)} of the paper's 5 datasets: {average:+.1f} points (FedProx μ > 0 minus FedAvg, "
+        "final test accuracy); per dataset: " + ", ".join(f"{d}: {fmt_seeds(g)}" for d, g in gain.items())
+        + "; of which FedProx μ = 0 (partial work alone) already gets: "
+        + ", ".join(f"{d}: {fmt_seeds(g)}" for d, g in gain0.items()) + f" ({seeds})",
+        margin=f"positive on every dataset (seed means) and an average within ±{GAIN_MARGIN:.0%} of the "
+               f"paper's {PAPER_GAIN:g} ({low:g}-{high:g} points): its average is over 5 datasets, ours over "
+               f"{len(names)}",
+        paper_value=f"+{PAPER_GAIN:g} points (average over 5 datasets; per dataset not printed)",
+        deviations=(config.deviations[-1],), source=GAIN_SOURCE))
+    wiggle = fluctuations(main, by)
+    rows, better = [], True
+    for d in names:
+        l0, lp = loss[d][hi][prox0], loss[d][hi][prox]
+        w0, wp = wiggle[d][hi][prox0], wiggle[d][hi][prox]
+        better &= bool(lp.mean() < l0.mean() * (1 - PROX_MARGIN) and wp.mean() <= w0.mean())
+        rows.append(f"{d}: loss {fmt_seeds(l0)} vs {fmt_seeds(lp)}, fluctuation {fmt_seeds(w0)} vs {fmt_seeds(wp)}, "
+                    f"test accuracy {fmt_seeds(100 * acc[d][hi][prox0])} vs {fmt_seeds(100 * acc[d][hi][prox])} %")
+    claims.append(check(
+        f"The proximal term helps beyond partial work: at {hi:.0%} stragglers FedProx μ > 0 converges more stably "
+        "and lower than FedProx μ = 0",
+        better, "final training loss, fluctuation and test accuracy, FedProx μ = 0 vs μ > 0: " + "; ".join(rows)
+        + f" ({seeds})",
+        margin=f"on every dataset (seed means): final training loss > {PROX_MARGIN:.0%} lower and fluctuation no higher",
+        paper_value="qualitative (final paper §5.2)", source=PROX_SOURCE))
     check_rows = data[data.algorithm == "FedAvg (check)"]
     same = []
     for d in names:

@@ -38,7 +38,20 @@ ROWS = {
     "femnist": ("femnist_fedprox", None, "FEMNIST",
                 "the authors' my_sample.py recipe (lognormal(4, 1) + 5 sizes) with an unpublished seed; ours is "
                 "seed 15, the best fit of seeds 0–199; images from the partial local copy"),
+    "synthetic": ("synthetic(1,1)", None, "Synthetic",
+                  "the authors' generator (n_k = int(lognormal(4, 2)) + 50 over 30 devices, spec §1(a)) is unseeded; "
+                  "our four synthetic sets share one draw of the device sizes (seed 0), 2.2× the paper's total: "
+                  "lognormal(4, 2) is heavy-tailed (its mean, 453 a device, is 13,600 over 30 devices, and one "
+                  "device holds 5,162 of our 22,349, 23 %). The authors' committed test files (805-1,084 test samples "
+                  "per set, test = n − int(0.9n)) put their sets at ≈ 8,000-11,000 samples, as the paper's 10,204"),
 }
+# The final paper's (MLSys 2020) Table 1 Synthetic row: 30 devices, 10,204 samples (mean 340 = 10,204 / 30).
+# Not in the seed texts (issue #23 recalls it; consistent with the authors' committed test files, spec §1(a));
+# its stdev is not recorded here.
+FINAL_SYNTHETIC = (30, 10204, 340, float("nan"))
+NUM_CLIENTS = {"synthetic": 30}  # FedProx's synthetic sets: 30 devices (spec §1(a))
+# Rows whose generator seed was chosen as the best fit to the very numbers compared: not out-of-sample.
+FITTED = ("mnist", "emnist_star", "femnist")
 
 
 @dataclass(frozen=True)
@@ -69,11 +82,12 @@ def table1(config: Table1Config) -> pd.DataFrame:
     rows = []
     for key in config.datasets:
         name, draft, final, why = ROWS[key]
-        stats = table1_statistics(dataset(name, None, None))
+        stats = table1_statistics(dataset(name, None, NUM_CLIENTS.get(key)))
+        finals = {**FEDPROX_FINAL_README, "Synthetic": FINAL_SYNTHETIC}
         for i, stat in enumerate(STATISTICS):
             rows.append({"dataset": key, "ours_name": name, "statistic": stat, "ours": float(stats[stat]),
                          "draft": float(FEDPROX_DRAFT_TABLE1[draft][i]) if draft else float("nan"),
-                         "final": float(FEDPROX_FINAL_README[final][i]) if final else float("nan"),
+                         "final": float(finals[final][i]) if final else float("nan"),
                          "counted": stats["counted"], "why": why})
     return pd.DataFrame(rows)
 
@@ -101,24 +115,37 @@ def plot_table1(data: pd.DataFrame):
 
 
 def table1_claims(data: pd.DataFrame, config: Table1Config) -> list:
+    """Per dataset and source (the draft's Table 1, the final README/paper): devices exact, samples and mean
+    within ``samples_tolerance``, stdev within ``std_tolerance`` (where the source prints one). A source that
+    prints the same numbers as the other (MNIST) is one claim; rows whose generator seed was fitted to these
+    numbers (``FITTED``) are consistency checks, not counted."""
     claims = []
     for key in config.datasets:
         part = data[data.dataset == key].set_index("statistic")
         name, draft, final, why = ROWS[key]
-        for source, column in (("draft Table 1", "draft"), ("final README", "final")):
+        sources = [(s, c) for s, c in (("draft Table 1", "draft"), ("final README", "final")) if part[c].notna().any()]
+        if len(sources) == 2 and part["draft"].equals(part["final"]):
+            sources = [("draft Table 1 and the final README (the same numbers)", "draft")]
+        for source, column in sources:
+            if key == "synthetic":
+                source = "final paper's Table 1"
             ref = part[column]
-            if ref.isna().all():
-                continue
             ours = part["ours"]
             signed = (ours - ref) / ref
             rel = signed.abs()
             ok = (ours["devices"] == ref["devices"] and rel["samples"] <= config.samples_tolerance
-                  and rel["mean"] <= config.samples_tolerance and rel["std"] <= config.std_tolerance)
+                  and rel["mean"] <= config.samples_tolerance
+                  and (pd.isna(ref["std"]) or rel["std"] <= config.std_tolerance))
+            std = f"stdev {signed['std']:+.0%}" if pd.notna(ref["std"]) else "stdev not printed"
             claims.append(check(
                 f"{key}: devices / samples / mean / stdev as the {source}", ok,
                 "ours: " + " / ".join(f"{ours[s]:,.0f}" for s in STATISTICS)
-                + f" (samples {signed['samples']:+.1%}, stdev {signed['std']:+.0%}); why: {why}",
-                paper_value=" / ".join(f"{ref[s]:,.0f}" for s in STATISTICS),
+                + f" (samples {signed['samples']:+.1%}, {std}); why: {why}",
+                basis="fitted" if key in FITTED else "measured",
+                paper_value=" / ".join(f"{ref[s]:,.0f}" if pd.notna(ref[s]) else "–" for s in STATISTICS),
                 margin=f"devices exact, samples and mean within {config.samples_tolerance:.0%}, stdev within "
-                       f"{config.std_tolerance:.0%}"))
+                       f"{config.std_tolerance:.0%}" + (" (seed fitted to these numbers: not counted)"
+                                                         if key in FITTED else ""),
+                source="§5.1, Table 1: \"Statistics of real federated datasets\"" if key != "synthetic"
+                else "final paper Table 1, Synthetic row (recalled; not in the seed texts)"))
     return claims

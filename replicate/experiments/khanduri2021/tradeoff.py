@@ -94,12 +94,12 @@ def tradeoff_claims(data: pd.DataFrame, config: Fig1Config) -> list:
                     "ε^{-3/2}/K per worker", extra <= eps * (1 + tol),
                     f"{len(surface)} grid points with b·I ≤ ε^(-1/2)/K = {config.scale:g}: samples per worker at "
                     f"most {1 + extra:.6f} × ε^(-3/2)/K (the initial batch B = b·I adds at most ε = {eps:g} "
-                    "of it)"),
+                    "of it)", source=REMARK3_SURFACE),
         consistency("Remark 3: b = I = 1 needs ε^{-3/2}/K rounds; the curve b·I = ε^{-1/2}/K reaches the floor "
                     "ε^{-1}",
                     abs(corner.rounds * eps**1.5 * config.workers - 1) <= tol and abs(surface.rounds.min() * eps - 1) <= tol,
                     f"rounds {corner.rounds:.4g} at b = I = 1 (ε^(-3/2)/K = {eps**-1.5 / config.workers:.4g}); "
-                    f"fewest on the surface {surface.rounds.min():.4g} (ε^(-1) = {1 / eps:.4g})"),
+                    f"fewest on the surface {surface.rounds.min():.4g} (ε^(-1) = {1 / eps:.4g})", source=REMARK3_OFF),
         consistency("Remark 2 / Fig. 1(b): as ν grows from 0 to 1, b decreases and I increases, at ε^{-1} rounds "
                     "and ε^{-3/2} samples all along",
                     bool(np.all(np.diff(curve.b) < 0) and np.all(np.diff(curve.I) > 0)
@@ -107,14 +107,20 @@ def tradeoff_claims(data: pd.DataFrame, config: Fig1Config) -> list:
                          and np.all(curve.samples_ratio <= 1 + eps * (1 + tol))),
                     f"ν = 0: b = {curve.b.iloc[0]:.4g}, I = {curve.I.iloc[0]:.4g}; ν = 1: b = {curve.b.iloc[-1]:.4g}, "
                     f"I = {curve.I.iloc[-1]:.4g}; rounds/ε^(-1) within [{curve.rounds_ratio.min():.6f}, "
-                    f"{curve.rounds_ratio.max():.6f}]"),
+                    f"{curve.rounds_ratio.max():.6f}]", source=REMARK2),
         consistency("Remark 3: beyond the curve the sample complexity rises above the optimum, short of it the "
                     "communication rises above ε^{-1}",
                     bool(np.all(np.diff(above.samples_ratio) > 0) and np.all(np.diff(below.rounds_ratio) < 0)
                          and np.allclose(above.rounds_ratio, 1) and np.all(below.samples_ratio <= 1 + eps * (1 + tol))),
                     f"at 100× the product: samples {above.samples_ratio.iloc[-1]:.3g}× the optimum, rounds at the "
-                    f"floor; at 1/100: rounds {below.rounds_ratio.iloc[0]:.3g}× ε^(-1), samples at the optimum"),
+                    f"floor; at 1/100: rounds {below.rounds_ratio.iloc[0]:.3g}× ε^(-1), samples at the optimum",
+                    source=REMARK3_OFF),
     ]
+
+
+REMARK3_SURFACE = ("§3.1, Remark 3: \"This trade-off is illustrated in Figure 1(a), where we maintain the optimal sample complexity, while changing [b] and [I] to generate the trade-off surface.\"")
+REMARK3_OFF = ("§3.1, Remark 3: \"if [b·I] increases beyond [ε^(-1/2)/K], then the sample complexity will increase from the optimal [...]. On the other hand, if [b·I] decreases beyond [it], the communication complexity increases\"")
+REMARK2 = ("§3.1, Remark 2: \"Eqs. in (3) suggest that when [ν] increases from 0 to 1, [b] decreases and [I] increases. [...] Such a trade-off can be seen in Fig. 1(b).\"")
 
 
 def _decade_ticks(ax, axis: str, low: float, high: float):
@@ -158,7 +164,7 @@ def plot_tradeoff(data: pd.DataFrame, config: Fig1Config):
     ax.annotate("Minibatch STEM (ν = 0)", (ends.b.iloc[0], ends.I.iloc[0]), textcoords="offset points",
                 xytext=(-110, 14), fontsize=7, arrowprops=dict(arrowstyle="-", lw=0.6))
     ax.annotate("Fed STEM (ν = 1)", (ends.b.iloc[-1], ends.I.iloc[-1]), textcoords="offset points",
-                xytext=(10, -12), fontsize=7)
+                xytext=(12, 4), va="bottom", fontsize=7)  # above and right of the end: clear of the falling curve
     ax.set(xscale="log", yscale="log", xlabel="minibatch size b", ylabel="local updates I",
            xlim=(0.3, config.scale * 3), ylim=(0.1, config.scale * 3))
     ax.set_title(f"(b) Minibatch sizes vs local updates (ε = {config.eps:g}, K = {config.workers})", fontsize=9)

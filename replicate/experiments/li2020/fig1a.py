@@ -19,12 +19,14 @@ import pandas as pd
 
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check
+from replicate.fl.algorithms import FedAvg
 from replicate.runs.config import RunConfig
 from replicate.experiments import knobs
 from replicate.runs.pool import compute, run_to_target
 from replicate.experiments.li2020.common import (data_seed, COMMON_DEVIATIONS, DATASETS, LABELS, MNIST_UNBALANCED_DEVIATION,
                                                  STEPS_PER_EPOCH, SYNTHETIC_DEVIATION, _gaussian_smooth, batch_size,
-                                                 rounds_to_target)
+                                                 rounds_to_target, LI2020_OBJECTIVE)
+from replicate.experiments.li2020.common import quoted
 
 
 # Figure 1a (App. D.2): target loss and the minimum loss the authors found, per dataset.
@@ -96,9 +98,9 @@ class Fig1aConfig(knobs.FigureConfig):
         return self.mnist_seeds if dataset.startswith("mnist") else self.seeds
 
     def run_config(self, dataset: str, epochs: int, seed: int) -> RunConfig:
-        return RunConfig(dataset=dataset, scheme="scheme1", clients_per_round=self.clients(dataset),
+        return RunConfig(dataset=dataset, algorithm=FedAvg("scheme1", self.clients(dataset)),
                          local_steps=epochs * STEPS_PER_EPOCH, batch_size=batch_size(dataset), client_lr=self.lr,
-                         rounds=self.max_rounds, seed=seed, data_seed=data_seed(dataset, seed))
+                         rounds=self.max_rounds, seed=seed, data_seed=data_seed(dataset, seed), **LI2020_OBJECTIVE)
 
     def jobs(self) -> list[tuple[RunConfig, float]]:
         return [(self.run_config(d, e, s), FIG1A_TARGET[d])
@@ -184,6 +186,7 @@ def _fmt_rounds(rounds: pd.Series) -> str:
                      for steps, r in rounds.items())
 
 
+@quoted
 def fig1a_claims(data: pd.DataFrame, config: Fig1aConfig, margin: float = 0.10, agree: float = 0.25) -> list:
     """Replication claims: the shape (falls then rises, on the median over data draws, with the number of
     single draws that show it) and the paper's round counts against ours (MNIST: within ``agree``;

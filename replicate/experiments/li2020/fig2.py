@@ -12,11 +12,13 @@ import numpy as np
 import pandas as pd
 import torch
 
+from replicate.experiments.li2020.common import quoted
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check
 from replicate.core.errors import ReplicateError
 from replicate.data.quadratic import li2020_counterexample, li2020_matrices
 from replicate.runs import cache
+from replicate.fl.algorithms import FedAvg
 from replicate.runs.config import RunConfig
 from replicate.experiments import knobs
 
@@ -50,7 +52,7 @@ class Fig2Config(knobs.FigureConfig):
             self.run_config(steps, decay)
 
     def run_config(self, steps: int, decay: float | None) -> RunConfig:
-        return RunConfig(dataset="quadratic", scheme="full", local_steps=steps, batch_size=None,
+        return RunConfig(dataset="quadratic", algorithm=FedAvg("full"), local_steps=steps, batch_size=None,
                          client_lr=self.lr, lr_schedule="constant" if decay is None else "li2020_quadratic",
                          lr_decay=0.0 if decay is None else decay, weight_decay=0.0, clip_norm=None,
                          rounds=self.rounds)
@@ -135,6 +137,7 @@ def plot_fig2(data: pd.DataFrame):
     return fig
 
 
+@quoted
 def fig2_claims(data: pd.DataFrame, config: Fig2Config) -> list:
     f_star = optimal_value()
     final = data[data.panel != "Theorem 5"].sort_values("x").groupby(["panel", "local_steps"]).last()

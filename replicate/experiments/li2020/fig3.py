@@ -16,13 +16,15 @@ import pandas as pd
 from replicate.report import plotting
 from replicate.core.errors import ReplicateError
 from replicate.report.claims import check
+from replicate.fl.algorithms import FedAvg
 from replicate.runs.config import RunConfig
 from replicate.experiments import knobs
 from replicate.runs.pool import compute
 from replicate.experiments.li2020.common import (data_seed, COMMON_DEVIATIONS, DATASETS, LABELS,
                                                  MNIST_UNBALANCED_DEVIATION, STEPS_PER_EPOCH, SYNTHETIC_DEVIATION,
-                                                 _legend_below, _runs, batch_size)
+                                                 _legend_below, _runs, batch_size, LI2020_OBJECTIVE)
 from replicate.runs.measures import fluctuation
+from replicate.experiments.li2020.common import quoted
 
 
 @dataclass(frozen=True)
@@ -60,9 +62,9 @@ class Fig3Config(knobs.FigureConfig):
                                  f"got {self.inset}")
 
     def run_config(self, dataset: str, k: int, seed: int) -> RunConfig:
-        return RunConfig(dataset=dataset, scheme="scheme1", clients_per_round=k,
+        return RunConfig(dataset=dataset, algorithm=FedAvg("scheme1", k),
                          local_steps=self.epochs * STEPS_PER_EPOCH, batch_size=batch_size(dataset), client_lr=self.lr,
-                         rounds=self.rounds, seed=seed, data_seed=data_seed(dataset, seed))
+                         rounds=self.rounds, seed=seed, data_seed=data_seed(dataset, seed), **LI2020_OBJECTIVE)
 
     def seeds_for(self, dataset: str) -> tuple[int, ...]:
         return self.mnist_seeds if dataset.startswith("mnist") else self.seeds
@@ -98,6 +100,7 @@ def plot_fig3(data: pd.DataFrame, config: Fig3Config):
     return fig
 
 
+@quoted
 def fig3_claims(data: pd.DataFrame, config: Fig3Config, overlap: float = 0.05, converged: float = 0.2) -> list:
     last = data["round"].max()
     final = data[data["round"] == last].groupby(["dataset", "K"])["train_loss"].mean()

@@ -16,14 +16,16 @@ import pandas as pd
 
 from replicate.report import plotting
 from replicate.report.claims import check, consistency
+from replicate.fl.algorithms import FedAvg
 from replicate.runs.config import RunConfig
 from replicate.experiments import knobs
 from replicate.runs.pool import compute
 from replicate.core.errors import ReplicateError
 from replicate.experiments.li2020.common import (data_seed, COMMON_DEVIATIONS, DATASETS, LABELS,
                                                  MNIST_UNBALANCED_DEVIATION, STEPS_PER_EPOCH, SYNTHETIC_DEVIATION,
-                                                 _legend_below, _runs, batch_size, tune_lr)
+                                                 _legend_below, _runs, batch_size, tune_lr, LI2020_OBJECTIVE)
 from replicate.runs.measures import finals, fluctuation
+from replicate.experiments.li2020.common import quoted
 
 
 SCHEME_LABELS = {"scheme1": "Scheme I", "scheme2": "Scheme II", "transformed2": "T-Scheme II",
@@ -62,9 +64,9 @@ class SchemesConfig(knobs.FigureConfig):
         self.tuning(), self.fixed()
 
     def run_config(self, dataset: str, scheme: str, lr: float, seed: int) -> RunConfig:
-        return RunConfig(dataset=dataset, scheme=scheme, clients_per_round=self.clients_per_round,
+        return RunConfig(dataset=dataset, algorithm=FedAvg(scheme, self.clients_per_round),
                          local_steps=self.epochs * STEPS_PER_EPOCH, batch_size=batch_size(dataset), client_lr=lr,
-                         rounds=self.rounds, seed=seed, data_seed=data_seed(dataset, seed))
+                         rounds=self.rounds, seed=seed, data_seed=data_seed(dataset, seed), **LI2020_OBJECTIVE)
 
     def tuning(self) -> list[tuple[dict, RunConfig]]:
         return [({"dataset": d, "scheme": "original", "lr": lr, "seed": s}, self.run_config(d, "original", lr, s))
@@ -185,6 +187,7 @@ def fig1cd(config: Fig1cdConfig, progress: bool = True, workers: int = 2, log=No
     return schemes(config, progress, workers, log=log)
 
 
+@quoted
 def fig1cd_claims(data: pd.DataFrame, config: Fig1cdConfig, equal: float = 0.05) -> list:
     final, wiggle, lr = _scheme_stats(data, config)
     claims = []
@@ -208,7 +211,7 @@ def fig1cd_claims(data: pd.DataFrame, config: Fig1cdConfig, equal: float = 0.05)
         diff = float((curves.transformed2 - curves.scheme2).abs().max())
         claims.append(consistency("mnist balanced: T-Scheme II coincides with Scheme II (balanced data)", diff < 1e-3,
                                   f"largest difference between the two curves: {diff:.2e} (coincide = below 1e-3; "
-                                  "with equal p_k the two schemes are the same algorithm)"))
+                                  "with equal p_k the two schemes are the same algorithm)", basis="identity"))
     if LABELS["mnist_unbalanced"] in final.index.get_level_values("dataset"):
         d = LABELS["mnist_unbalanced"]
         order, per_seed = _ranked(final, d)
@@ -253,6 +256,7 @@ def fig4(config: Fig4Config, progress: bool = True, workers: int = 2, log=None) 
     return schemes(config, progress, workers, log=log)
 
 
+@quoted
 def fig4_claims(data: pd.DataFrame, config: Fig4Config) -> list:
     final, wiggle, lr = _scheme_stats(data, config)
     seeds = f"means over {len(config.seeds)} seeds; " if len(config.seeds) > 1 else ""

@@ -39,6 +39,7 @@ from replicate.core.errors import ReplicateError
 from replicate.experiments import knobs
 from replicate.experiments.notes.common import LABELS, RunProbe, hessian_norms, sample_problem, single_threaded
 from replicate.runs import cache
+from replicate.fl.algorithms import FedAvg
 from replicate.runs.config import RunConfig
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check, consistency
@@ -97,7 +98,7 @@ class NonconvexConfig(knobs.FigureConfig):
                 self.run_config(self.models[0], E, seed, lr=0.1)
 
     def run_config(self, model: str, local_steps: int, seed: int, *, lr: float) -> RunConfig:
-        return RunConfig(dataset=self.dataset, num_clients=self.num_clients, model=model, scheme="full",
+        return RunConfig(dataset=self.dataset, num_clients=self.num_clients, model=model, algorithm=FedAvg("full"),
                          local_steps=local_steps, batch_size=self.batch_size, client_lr=lr, lr_schedule="constant",
                          weight_decay=self.weight_decay, clip_norm=None, rounds=self.steps // local_steps, seed=seed,
                          eval_every=self.log_every // local_steps)
@@ -210,6 +211,11 @@ def plot_nonconvex(data: pd.DataFrame, config: NonconvexConfig):
     return fig
 
 
+THEOREM2_SOURCE = ("Notes, Theorem 2 (eq. 5, reached as eq. 14 in its proof): \"FedAvg with full device participation "
+                   "satisfies min_t E‖∇F(w_t)‖² ≤ 2/(η_t T)·E[F(w̄_0) − F*] + Σp_k²σ_k² + (η_t L − 1)Σp_k²G²\"")
+LEMMA5_SOURCE = "Notes, Lemma 5: \"Assume Assumption 4 holds. It follows that E‖g_t‖² ≤ Σ_k p_k² G².\""
+
+
 def nonconvex_claims(data: pd.DataFrame, config: NonconvexConfig) -> list:
     curves, terms = data[data.kind == "curve"], data[data.kind == "terms"].set_index(["model", "E"])
     claims = []
@@ -234,7 +240,7 @@ def nonconvex_claims(data: pd.DataFrame, config: NonconvexConfig) -> list:
             f"right side at T = {int(last.steps)} reaches the left only if L ≥ {needed:.3g} ({needed / row.L:.2f}× "
             "ours)" + ("" if bad.empty else " — a finding about the notes: with ηL < 1 their proof puts the upper "
                        "bound of Lemma 5 into a term with a negative coefficient"),
-            margin="left ≤ right at every logged T (left: mean over seeds; F* := 0)"))
+            margin="left ≤ right at every logged T (left: mean over seeds; F* := 0)", source=THEOREM2_SOURCE))
     for (model, E), row in terms.iterrows():
         claims.append(check(
             f"Notes Lemma 5, {MODEL_LABELS.get(model, model)}, E = {E}: E‖g_t‖² ≤ Σp_k²G² along the run",
@@ -242,7 +248,7 @@ def nonconvex_claims(data: pd.DataFrame, config: NonconvexConfig) -> list:
             f"largest E‖g_t‖²/(Σp_k²G²) at the probed global models: {row.Eg_sq_ratio_max:.3g} "
             f"(E‖g_t‖² up to {row.Eg_sq_max:.3g}, Σp_k² = {row.sum_p2:.3g}, G² = {row.G2:.3g}); Jensen gives only "
             "E‖g_t‖² ≤ G², and G² here is a maximum over clients and iterates",
-            margin="ratio ≤ 1 at every probed round"))
+            margin="ratio ≤ 1 at every probed round", source=LEMMA5_SOURCE))
     for model, rows in terms.groupby(level="model", sort=False):
         row = rows.iloc[0]
         slack = (1 - row.lr_L) * row.sum_p2_G2 - row.sum_p2_sigma2

@@ -149,7 +149,7 @@ def _optimal_e(config: OptimalEConfig) -> pd.DataFrame:
 
 STYLES = {"eq. (8)": ("-", 1.6), "kept_paper_dist": (":", 1.2), "kept_measured_dist": ("-.", 1.2),
           "Fig. 1a ours": ("o-", 1.3), "Fig. 1a paper": ("s--", 1.0)}
-NAMES = {"eq. (8)": "eq. (8), unit constants",
+NAMES = {"eq. (8)": "Li et al. eq. (8), unit constants",
          "kept_paper_dist": "Thm 2, constants kept, ‖w0−w*‖² ≤ 4G²/μ² (on eq. 8's curve)",
          "kept_measured_dist": "Thm 2, constants kept, measured ‖w0−w*‖²", "Fig. 1a ours": "Fig. 1a measured (ours)",
          "Fig. 1a paper": "Fig. 1a measured (paper)"}
@@ -174,9 +174,13 @@ def plot_optimal_e(data: pd.DataFrame, config: OptimalEConfig):
             ax.axvspan(row.E_near_low, row.E_near_high * 1.0001, color=colors["Fig. 1a ours"], alpha=0.15, lw=0)
         ax.text(row.E_star, 0.97, f" E* = {row.E_star:.0f}", transform=ax.get_xaxis_transform(), fontsize=7,
                 va="top", color=colors["eq. (8)"])
-        ax.set(xscale="log", yscale="log", xlim=(1, 1e5), ylim=(0.8, 1e3), title=dataset, xlabel="local steps E",
+        ax.set(xscale="log", yscale="log", xlim=(1, 1e5), ylim=(0.8, 1e3),
+               title=dataset + ("\n(measured minimum at the E grid's end: no optimum located)"
+                                if row.E_measured >= row.E_grid_high or row.E_measured <= row.E_grid_low else ""),
+               xlabel="local steps E",
                ylabel="rounds to target / minimum" if ax is axes[0, 0] else None)
-    fig.suptitle("Lecture notes (Li et al. §3.4, eq. 8): predicted optimal E vs Fig. 1a's measured minimum "
+    fig.suptitle("Li et al. (ICLR 2020) eq. (8), §3.4 (via the notes' Theorem 1): predicted optimal E vs Fig. 1a's "
+                 "measured minimum "
                  f"(Scheme I, K = {config.clients_per_round}; band: within {config.near_optimal:.0%} of the minimum)",
                  fontsize=9)
     handles, labels = axes[0, 0].get_legend_handles_labels()
@@ -185,28 +189,39 @@ def plot_optimal_e(data: pd.DataFrame, config: OptimalEConfig):
     return fig
 
 
+SOURCE = ("§6, Impact of E: \"We expect that Tϵ/E, the required communication round to achieve curtain accuracy, "
+          "is a hyperbolic finction of E as Eqn. (8) indicates. [...] We empirically observe this phenomenon on the "
+          "unbalanced datasets in Figure (a)a. The reason why the phenomenon does not appear in mnist balanced dataset "
+          "requires future investigations.\"")
+
+
 def optimal_e_claims(data: pd.DataFrame, config: OptimalEConfig) -> list:
+    """Per dataset: Li et al.'s eq. (8) E* against Figure 1a's measured optimum. A measured minimum at either
+    end of the E grid locates no optimum (the curve has not turned), so there is nothing E* can match: FAIL."""
     summary = data[data.kind == "summary"]
     claims = []
     for _, row in summary.iterrows():
+        name = (f"{row.dataset}: Li et al.'s eq. (8) optimal E, from the estimated constants, is of the order of "
+                "Figure 1a's measured optimum")
         if not np.isfinite(row.E_near_low):
-            claims.append(check(f"{row.dataset}: eq. (8)'s E* matches Figure 1a's measured optimum", False,
-                                "no measured rounds to compare with"))
+            claims.append(check(name, False, "no measured rounds to compare with", source=SOURCE))
             continue
         low, high = row.E_near_low, row.E_near_high
         off = 0.0 if low <= row.E_star <= high else min(abs(math.log10(row.E_star / low)),
                                                          abs(math.log10(row.E_star / high)))
-        at_edge = row.E_measured >= row.E_grid_high
+        at_edge = row.E_measured >= row.E_grid_high or row.E_measured <= row.E_grid_low
         claims.append(check(
-            f"{row.dataset}: eq. (8)'s optimal E, from the estimated constants, is of the order of Figure 1a's "
-            "measured optimum", off <= config.orders,
+            name, off <= config.orders and not at_edge,
             f"E* = {row.E_star:.0f} steps (κG² = {row.kappa_G2:.3g} is {row.kappa_G2 / row.numerator:.1%} of the "
             f"numerator, so E* ≈ √(κ/(1 + 1/K)) with κ = {row.kappa:.3g}: set by λ, not by the data's G² = "
             f"{row.G2:.3g}); measured: minimum {row.rounds_min:.0f} rounds at "
             f"E = {row.E_measured:.0f}, within {config.near_optimal:.0%} for E ∈ [{low:.0f}, {high:.0f}]"
-            + (" (the grid's largest E: the measured curve has not turned up)" if at_edge else "")
+            + (f" — at the end of the E grid [{row.E_grid_low:.0f}, {row.E_grid_high:.0f}]: the curve has not "
+               "turned, no optimum is located" if at_edge else "")
             + f"; {off:.2f} decades apart. With every constant of Theorem 2 kept: E* = "
               f"{row.E_star_kept_paper_dist:.0f} (‖w0−w*‖² ≤ 4G²/μ²), {row.E_star_kept_measured_dist:.0f} "
               f"(measured ‖w0−w*‖² = {row.init_dist_sq:.3g})",
-            margin=f"E* within {config.orders:g} decade(s) of the measured near-optimal range"))
+            margin=f"the measured minimum inside the E grid (not at either end) and E* within {config.orders:g} "
+                   "decade(s) of the measured near-optimal range",
+            source=SOURCE))
     return claims

@@ -29,13 +29,13 @@ import torch
 
 from replicate.core.errors import ReplicateError
 from replicate.fl.algorithms import sampling
-from replicate.fl.algorithms.protocol import PlainSGD, Population, RoundPlan, descend_, server_move
+from replicate.fl.algorithms.protocol import LocalSGDClients, Population, RoundPlan, server_move
 
 SCHEMES = ("full", "scheme1", "scheme2", "original", "transformed2", "weighted")
 
 
 @dataclass(frozen=True)
-class FedAvg:
+class FedAvg(LocalSGDClients):  # clients: E steps of w ← w − η∇F_k(w; ξ) from w_t, message w
     scheme: str = "scheme1"
     clients_per_round: int = 10  # K
     server_lr: float = 1.0  # η_s
@@ -51,10 +51,6 @@ class FedAvg:
         sampling.check_fraction("straggler_fraction", self.straggler_fraction)
         if self.straggler_fraction and self.scheme != "weighted":
             raise ReplicateError("FedAvg drops stragglers only with the FedProx code's scheme 'weighted'")
-
-    @property
-    def plain_sgd(self) -> PlainSGD:
-        return PlainSGD(prox_mu=0.0)
 
     def server_init(self, params, population: Population):
         return None
@@ -82,16 +78,6 @@ class FedAvg:
             if not clients.numel():  # every client straggled: nobody returns, the model stays
                 return RoundPlan(clients, pk, residual=1.0)
         return RoundPlan(clients, pk / pk.sum())
-
-    def client_init(self, server_state, params, plan, ctx):
-        return {"w": params.unsqueeze(0).repeat(plan.clients.numel(), 1)}
-
-    def client_step(self, state, grad, ctx):
-        descend_(state["w"], grad(state["w"]), ctx.lr)
-        return state
-
-    def client_message(self, state, params, plan, ctx):
-        return {"w": state["w"]}
 
     def server_step(self, server_state, params, message, plan: RoundPlan, ctx):
         return server_move(params, plan.aggregate(params, message["w"]), self.server_lr), server_state

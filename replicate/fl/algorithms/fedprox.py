@@ -29,13 +29,13 @@ import torch
 from replicate.core.errors import ReplicateError
 from replicate.fl import sgd
 from replicate.fl.algorithms import sampling
-from replicate.fl.algorithms.protocol import PlainSGD, Population, RoundPlan, descend_, server_move
+from replicate.fl.algorithms.protocol import LocalSGDClients, PlainSGD, Population, RoundPlan, descend_, server_move
 
 SAMPLING = ("uniform", "proportional")
 
 
 @dataclass(frozen=True)
-class FedProx:
+class FedProx(LocalSGDClients):  # the client step adds the proximal pull
     prox_mu: float = 0.0  # μ
     clients_per_round: int = 10  # K
     sampling: str = "uniform"
@@ -74,9 +74,6 @@ class FedProx:
             units = sampling.stragglers(clients.numel(), self.straggler_fraction, work.amount, seed, round_)
         return RoundPlan(clients, weights, work=units)
 
-    def client_init(self, server_state, params, plan, ctx):
-        return {"w": params.unsqueeze(0).repeat(plan.clients.numel(), 1)}
-
     def client_step(self, state, grad, ctx):
         w = state["w"]
         g = grad(w)
@@ -84,9 +81,6 @@ class FedProx:
             sgd.proximal_(g, w, ctx.params, self.prox_mu)  # the anchor w_t is the round's global model
         descend_(w, g, ctx.lr)
         return state
-
-    def client_message(self, state, params, plan, ctx):
-        return {"w": state["w"]}
 
     def server_step(self, server_state, params, message, plan: RoundPlan, ctx):
         return server_move(params, plan.aggregate(params, message["w"]), self.server_lr), server_state

@@ -9,7 +9,7 @@ Nesterov momentum β (spec §1.3, velocity form v ← βv − ηq; x ← x + v, 
 x ← x + βv − ηq for Nesterov).
 
 Symbols → arguments: a → ``a`` (None = 1_K), η → ``server_lr``, β → ``momentum``,
-M → ``clients_per_round`` (None = every client, weighted by P), α → ``prox_mu``
+M → ``clients_per_round`` (None = every client, weighted by P), α → ``alpha``
 (the proximal term α(x − x_t) is part of each local gradient g_k). The engine's
 ``LocalWork`` carries K (steps) and B (``batch_size``); γ is the client learning rate.
 
@@ -37,7 +37,7 @@ class LocalUpdate:
     momentum: float = 0.0  # β of the server
     nesterov: bool = False
     clients_per_round: int | None = None  # M; None = full participation
-    prox_mu: float = 0.0  # α
+    alpha: float = 0.0  # α, the proximal strength
 
     plain_sgd = None  # the message is a weighted sum of gradients, not the local model
 
@@ -50,8 +50,8 @@ class LocalUpdate:
             raise ReplicateError("Nesterov needs a non-zero server momentum")
         if self.clients_per_round is not None and self.clients_per_round < 1:
             raise ReplicateError(f"clients_per_round (M) must be >= 1, got {self.clients_per_round}")
-        if self.prox_mu < 0:
-            raise ReplicateError(f"the proximal strength α must be >= 0, got {self.prox_mu}")
+        if self.alpha < 0:
+            raise ReplicateError(f"the proximal strength α must be >= 0, got {self.alpha}")
 
     def coefficients(self, steps: int) -> torch.Tensor:
         """(a_1, ..., a_K) for K = ``steps`` local steps."""
@@ -86,8 +86,8 @@ class LocalUpdate:
     def client_step(self, state, grad, ctx):
         w = state["w"]
         g = grad(w)
-        if self.prox_mu:
-            sgd.proximal_(g, w, ctx.params, self.prox_mu)
+        if self.alpha:
+            sgd.proximal_(g, w, ctx.params, self.alpha)
         state["message"].add_(g, alpha=1.0 if self.a is None else float(self.a[ctx.step]))
         descend_(w, g, ctx.lr)
         return state

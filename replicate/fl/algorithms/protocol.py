@@ -154,6 +154,26 @@ class PlainSGD:
         return sgd.coefficients(lr, weight_decay, self.prox_mu)
 
 
+class LocalSGDClients:
+    """The client half of every algorithm whose clients run plain SGD from the broadcast model and
+    upload their local model (FedAvg, FedProx with its proximal step, FedAdam): inherit it and
+    write the server half."""
+
+    @property
+    def plain_sgd(self) -> PlainSGD:
+        return PlainSGD()
+
+    def client_init(self, server_state, params, plan, ctx):
+        return {"w": params.unsqueeze(0).repeat(plan.clients.numel(), 1)}
+
+    def client_step(self, state, grad, ctx):
+        descend_(state["w"], grad(state["w"]), ctx.lr)
+        return state
+
+    def client_message(self, state, params, plan, ctx):
+        return {"w": state["w"]}
+
+
 @runtime_checkable
 class Algorithm(Protocol):
     """See the module docstring for the order of calls and what each function sees."""

@@ -1,0 +1,162 @@
+"""The rules REPLICATION.md states: the kind of a claim follows from its basis, the status of an
+item from its run, data and replication claims, and figures below the paper's scale say so."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from replicate.core import paths
+from replicate.core.errors import ReplicateError
+from replicate.report import coverage
+from replicate.report.claims import (BASES, REDUCED_LABEL, bound_claim, check, consistency, kind_for, publish,
+                                     scale_of)
+
+
+def test_the_kind_of_a_claim_follows_from_its_basis():
+    assert kind_for("measured") == "replication"
+    assert {kind_for(b) for b in BASES if b != "measured"} == {"consistency"}
+    assert check("a", True, "1").kind == "replication"
+    assert check("a", True, "1", basis="fitted").kind == "consistency"
+    assert consistency("a", True, "1").basis == "closed-form"
+    with pytest.raises(ReplicateError, match="is a consistency claim"):
+        check("closed-form property counted", True, "1", kind="replication", basis="closed-form")
+    with pytest.raises(ReplicateError, match="is a replication claim"):
+        consistency("a measurement hidden as a check", True, "1", basis="measured")
+    with pytest.raises(ReplicateError, match="basis must be one of"):
+        check("a", True, "1", basis="guess")
+
+
+def test_every_committed_claim_obeys_the_kind_rule():
+    """Every committed claim that records its basis has the rule's kind (figures published before the basis
+    was recorded gain it when republished; check() refuses a kind against the basis)."""
+    found = 0
+    for path in sorted(paths.figures_dir().glob("**/*.claims.json")):
+        for c in json.loads(path.read_text())["claims"]:
+            if "basis" in c:
+                found += 1
+                assert c["kind"] == kind_for(c["basis"]), (path, c["claim"])
+    assert found > 0
+
+
+def test_a_bound_with_huge_slack_is_a_consistency_check():
+    vacuous = bound_claim("bound holds", [2e7, 1e12], "r", margin="m")
+    assert (vacuous.kind, vacuous.basis, vacuous.passed) == ("consistency", "vacuous", True)
+    tight = bound_claim("bound holds", [1.5, 40.0], "r", margin="m")
+    assert (tight.kind, tight.passed) == ("replication", True)
+    broken = bound_claim("bound holds", [0.5, 1e6], "r", margin="m")
+    assert (broken.kind, broken.passed) == ("replication", False)
+
+
+@pytest.mark.parametrize("run, data, passed, total, expected", [
+    ("paper", "full", 5, 5, "reproduced"),
+    ("paper", "redrawn", 5, 5, "reproduced"),
+    ("paper", "full", 4, 5, "claims differ"),
+    ("paper", "limited", 5, 5, "data-limited"),
+    ("reduced", "full", 5, 5, "reduced scale"),
+    ("reduced", "limited", 0, 3, "reduced scale"),
+    ("analytic", "full", 0, 0, "analytic redraw"),
+    ("paper", "full", 0, 0, "not yet"),
+    ("none", "limited", 0, 0, "not yet"),
+    ("impossible", "full", 0, 0, "not reproducible here"),
+])
+def test_status_follows_one_rule(run, data, passed, total, expected):
+    assert coverage.status(run, data, passed, total) == expected
+    assert expected in coverage.STATUSES
+
+
+def test_item_status_reads_its_own_claims():
+    records = {"x/t": {"claims": [{"claim": "Table 2, a", "passed": True, "kind": "replication"},
+                                  {"claim": "b is LocalUpdate with a = e_1", "passed": True, "kind": "consistency"},
+                                  {"claim": "Server momentum c", "passed": False, "kind": "replication"}]}}
+    table2 = coverage.Item("x", "Table 2", "w", "paper", "full", figures=("x/t",), select=r"^(Table 2|Server)")
+    table1 = coverage.Item("x", "Table 1", "w", "analytic", "full", figures=("x/t",), select=" is LocalUpdate with ")
+    assert table2.status(records) == "claims differ" and len(table2.claims(records)) == 2
+    assert table1.status(records) == "analytic redraw" and len(table1.claims(records)) == 1
+
+
+def test_analytic_items_carry_no_replication_claims_and_statuses_are_defined():
+    by_key = {f"{r['paper']}/{r['figure']}": r for r in
+              (json.loads(p.read_text()) for p in paths.figures_dir().glob("*/*.claims.json"))}
+    for item in coverage.ITEMS:
+        assert item.status(by_key) in coverage.STATUSES
+        if item.run == "analytic":
+            assert all(c.get("kind") == "consistency" for c in item.claims(by_key)), item.item
+
+
+def test_report_defines_statuses_and_the_kind_rule(tmp_path):
+    from replicate.report import replication
+
+    publish(None, pd.DataFrame({"x": [0]}), [check("a holds", True, "1", source="§1: \"a holds\"")],
+            paper="li2020", figure="fig2", profile="paper", out_dir=tmp_path)
+    text = replication.render(tmp_path)
+    assert all(f"- **{name}**: {meaning}." in text for name, meaning in coverage.STATUSES.items())
+    assert coverage.RULE in text and "The rule for the kind of a claim." in text
+    assert "a holds — the paper: §1: \"a holds\"" in text
+    assert "replicated" not in text.split("## Data")[0].split("| document | item |")[1]
+
+
+def test_reduced_scale_figures_say_so_in_title_and_record(tmp_path):
+    import matplotlib.pyplot as plt
+
+    assert scale_of("paper", None) == "paper" and scale_of("smoke", tmp_path / "cpu_scale") == "smoke"
+    assert scale_of("paper", "figures/cpu_scale") == "reduced"
+    fig, _ = plt.subplots()
+    fig.suptitle("Charles Fig. 13")
+    publish(fig, pd.DataFrame({"x": [0]}), [check("a", True, "1")], paper="charles2021", figure="fig13",
+            profile="paper", out_dir=tmp_path / "cpu_scale")
+    record = json.loads((tmp_path / "cpu_scale" / "charles2021" / "fig13.claims.json").read_text())
+    assert (record["profile"], record["scale"]) == ("paper", "reduced")
+    assert fig._suptitle.get_text() == f"{REDUCED_LABEL}: Charles Fig. 13"
+    plt.close(fig)
+    publish(None, pd.DataFrame({"x": [0]}), [], paper="li2020", figure="fig2", profile="paper", out_dir=tmp_path)
+    assert json.loads((tmp_path / "li2020" / "fig2.claims.json").read_text())["scale"] == "paper"
+
+
+def test_charles_closed_form_claims_are_consistency_checks():
+    """Properties of closed-form formulas (figs 1-4, 5, 7-10) and Table 1's identities are not counted."""
+    from replicate.experiments.charles2021 import frontiers
+
+    config = frontiers.Fig2Config.for_profile("smoke")
+    claims = frontiers.fig2_claims(frontiers.fig2(config), config)
+    assert claims and {c.kind for c in claims} == {"consistency"}
+    assert any("heavy-ball below Nesterov" in c.claim for c in claims)
+    assert np.all([c.basis == "closed-form" for c in claims])
+    ordering = next(c for c in claims if "heavy-ball below Nesterov" in c.claim)
+    assert ordering.source.startswith("§5, Impact of Server Momentum") and "strict ordering" in ordering.source
+
+
+def test_li2020_table2_counts_the_fitted_partition_as_a_consistency_check():
+    from replicate.experiments.li2020 import table2
+
+    config = table2.Table2Config(datasets=("mnist_balanced", "mnist_unbalanced"))
+    rows = [{"dataset": d, "statistic": s, "ours": v, "paper": p, "draws_lo": np.nan, "draws_hi": np.nan}
+            for d, ours, paper in (("mnist_balanced", (100, 54200, 542, 0), (100, 54200, 542, 0)),
+                                   ("mnist_unbalanced", (100, 62869, 629, 802), (100, 62864, 628, 800)))
+            for s, v, p in zip(table2.STATISTICS, ours, paper)]
+    balanced, unbalanced = table2.table2_claims(pd.DataFrame(rows), config)
+    assert balanced.kind == "replication" and balanced.passed
+    assert unbalanced.kind == "consistency" and unbalanced.basis == "fitted" and unbalanced.passed
+
+
+def test_stale_figures_are_listed_with_their_command(tmp_path):
+    from replicate.report import replication
+
+    publish(None, pd.DataFrame({"x": [0]}), [check("a", True, "1")], paper="fedprox2020", figure="stragglers",
+            profile="paper", out_dir=tmp_path)
+    text = replication.render(tmp_path)
+    assert "- **fedprox2020/stragglers**:" in text and "python -m replicate figures fedprox2020/stragglers" in text
+    assert "fedprox2020/fig3**" not in text  # listed only where the figure is committed
+
+
+def test_every_li2020_claim_quotes_a_seed_sentence():
+    """Every committed Li et al. claim text finds its seed sentence in li2020.common.SOURCES (so a republished
+    figure shows it beside the claim)."""
+    from replicate.experiments.li2020.common import SOURCES
+
+    claims = [c["claim"] for p in paths.figures_dir().glob("li2020/*.claims.json")
+              for c in json.loads(p.read_text())["claims"]]
+    assert claims and all(any(words in claim for words, _ in SOURCES) for claim in claims), claims
+    assert all(source.startswith(("§", "App.", "Figure")) for _, source in SOURCES)

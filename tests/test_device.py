@@ -18,7 +18,7 @@ from torch.overrides import TorchFunctionMode
 
 from replicate.data.quadratic import li2020_counterexample
 from replicate.fl import algorithms
-from replicate.fl.algorithms import FedAvg, FedProx, LocalUpdate, LocalWork, Scaffold, Stem
+from replicate.fl.algorithms import FedAdam, FedAvg, FedProx, LocalUpdate, LocalWork, Scaffold, Stem
 from replicate.fl.engine import LocalObjective, run
 from replicate.fl.models import CNN, MLP, CharLSTM, ConvDropout, LogisticRegression
 from replicate.fl.oracle import run_sequential
@@ -52,6 +52,16 @@ def default_device_trap():
         yield
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Smoke-size ops gain nothing from a second intra-op thread, which only spins: on a busy 2-core
+    machine this file took 203 s with two threads and 10 s with one."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def tokens(**options):
     return CharLSTM(vocab_size=VOCAB, **(dict(embed=3, hidden=5, layers=2) | options))
 
@@ -80,8 +90,10 @@ ALGORITHMS = {
     "scaffold_II": (Scaffold(option="II"), LocalWork(2, "steps", 4)),
     "stem": (Stem(momentum_c=2.0), LocalWork(2, "steps", 4)),
     "local_update_nesterov_prox": (LocalUpdate(0.5, a=(1.0, 0.5), momentum=0.9, nesterov=True, clients_per_round=3,
-                                               prox_mu=0.1), LocalWork(2, "steps", 4)),
+                                               alpha=0.1), LocalWork(2, "steps", 4)),
     "local_update_full": (LocalUpdate(1.0, momentum=0.5), LocalWork(2, "steps", None)),
+    "fedadam_sampled": (FedAdam(3), LocalWork(2, "steps", 4)),
+    "fedadam_full": (FedAdam(None), LocalWork(1, "epochs", 8)),
 }
 
 

@@ -227,12 +227,12 @@ def _run(problem, algorithm, work, schedule, options, execution, trainer, extra_
         clients = plan.clients.to(device)
         if not clients.numel():  # nobody trains (every client straggled and was dropped)
             continue
-        lr = torch.full((clients.numel(),), schedule(r), dtype=torch.float64)
+        lr = torch.full((clients.numel(),), schedule(r), dtype=torch.float64, device=device)
         if plan.lr_scale is not None:
-            lr = lr * plan.lr_scale
+            lr = lr * plan.lr_scale.to(device)
         steps = work.steps(sizes[clients], plan.work)
         full_grad = trainer.full_gradients(problem, clients, objective)
-        ctx = RoundContext(round=r, params=flat, steps=steps, lr=lr.to(flat.dtype).to(device).unsqueeze(1),
+        ctx = RoundContext(round=r, params=flat, steps=steps, lr=lr.to(flat.dtype).unsqueeze(1),
                            warmup=plan.warmup, full_grad=full_grad)
         batches = problem.draw_batches(clients, steps, work, rng.generator(seed, "batches", r, device=device))
         state = algorithm.client_init(server, flat, plan, ctx)

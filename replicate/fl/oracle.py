@@ -24,7 +24,7 @@ def sequential_train(problem, algorithm, state, ctx, clients, batches, objective
     steps = ctx.steps.tolist()
     for j, k in enumerate(clients.tolist()):
         row = {name: value[j:j + 1].clone() for name, value in state.items()}
-        client_ctx = ctx.rows(torch.tensor([j]))
+        client_ctx = ctx.rows(torch.tensor([j], device=ctx.steps.device))
         for s in range(steps[j]):
             rows, noise = None, None
             if batches is not None:

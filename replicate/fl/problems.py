@@ -84,7 +84,8 @@ class SampleProblem:
         return self.dataset.weights()
 
     def population(self) -> Population:
-        return Population(self.dataset.weights(), self.sizes.cpu())
+        # on the host with the sampling streams (Population): a GPU tensor would meet a CPU generator
+        return Population(self.dataset.weights().cpu(), self.sizes.cpu())
 
     def cpu_execution(self) -> str:
         return self.model.cpu_execution()
@@ -187,21 +188,21 @@ class SampleProblem:
         groups, current, filled = [], [], 0  # devices whose pieces fill one chunk
         for k, q in zip(order.tolist(), pieces[order].tolist()):
             if current and filled + q > per_chunk:
-                groups.append(torch.tensor(current))
+                groups.append(torch.tensor(current, device=sizes.device))
                 current, filled = [], 0
             current.append(k)
             filled += q
-        groups.append(torch.tensor(current))
+        groups.append(torch.tensor(current, device=sizes.device))
 
         def gradients(group: torch.Tensor) -> torch.Tensor:
             """(len(group), P) float64: each device's mean-loss gradient on its first n'_k rows."""
             counts = sizes[group]
             q = torch.div(counts + piece - 1, piece, rounding_mode="floor")
-            owner = torch.repeat_interleave(torch.arange(group.numel()), q)  # piece -> device in group
-            start = (torch.arange(owner.numel()) - (torch.cumsum(q, 0) - q)[owner]) * piece
+            owner = torch.repeat_interleave(torch.arange(group.numel(), device=q.device), q)  # piece -> device in group
+            start = (torch.arange(owner.numel(), device=q.device) - (torch.cumsum(q, 0) - q)[owner]) * piece
             length = (counts[owner] - start).clamp(max=piece)
             first_row = offsets[group][owner] + start
-            ar = torch.arange(min(piece, int(counts.max())))
+            ar = torch.arange(min(piece, int(counts.max())), device=q.device)
 
             def piece_gradients(sl: slice) -> torch.Tensor:  # (pieces, P): each piece's mean gradient
                 mask = ar.unsqueeze(0) < length[sl].unsqueeze(1)
@@ -296,7 +297,7 @@ class QuadraticFederatedProblem:
         return self.p
 
     def population(self) -> Population:
-        return Population(self.p, torch.ones(self.num_clients, dtype=torch.int64))
+        return Population(self.p.cpu(), torch.ones(self.num_clients, dtype=torch.int64, device="cpu"))
 
     def init(self, seed: int) -> torch.Tensor:
         return self.x0.clone().to(self.device)

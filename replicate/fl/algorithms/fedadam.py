@@ -49,10 +49,10 @@ class FedAdam(LocalSGDClients):  # clients: plain SGD from x_t, message the loca
         return AdamState(torch.zeros_like(params), torch.full_like(params, self.tau ** 2))
 
     def plan(self, population: Population, work, seed: int, round_: int) -> RoundPlan:
-        n = population.num_clients
+        n, host = population.num_clients, population.weights.device
         k = n if self.clients_per_round is None else self.clients_per_round
-        clients = torch.arange(n) if k == n else sampling.uniform(n, k, seed, round_)
-        return RoundPlan(clients, torch.full((k,), 1.0 / k, dtype=torch.float64))
+        clients = torch.arange(n, device=host) if k == n else sampling.uniform(n, k, seed, round_)
+        return RoundPlan(clients, torch.full((k,), 1.0 / k, dtype=torch.float64, device=host))
 
     def server_step(self, state: AdamState, params, message, plan: RoundPlan, ctx):
         delta = plan.aggregate(params, message["w"]) - params  # Δ_t = (1/|S|) Σ_i (y_i − x_t)

@@ -59,7 +59,7 @@ class FedAvg(LocalSGDClients):  # clients: E steps of w ← w − η∇F_k(w; ξ
         p = population.weights.to(torch.float64)
         n, k = p.numel(), self.clients_per_round
         if self.scheme == "full":
-            return RoundPlan(torch.arange(n), p.clone())
+            return RoundPlan(torch.arange(n, device=p.device), p.clone())
         if self.scheme == "scheme1":
             clients, counts = sampling.proportional(p, k, seed, round_)
             return RoundPlan(clients, counts.to(torch.float64) / k)
@@ -70,7 +70,8 @@ class FedAvg(LocalSGDClients):  # clients: E steps of w ← w − η∇F_k(w; ξ
         if self.scheme == "original":
             return RoundPlan(clients, pk.clone(), residual=float(1.0 - pk.sum()))
         if self.scheme == "transformed2":
-            return RoundPlan(clients, torch.full((k,), 1.0 / k, dtype=torch.float64), lr_scale=pk * n)
+            return RoundPlan(clients, torch.full((k,), 1.0 / k, dtype=torch.float64, device=p.device),
+                             lr_scale=pk * n)
         if self.straggler_fraction:
             units = sampling.stragglers(k, self.straggler_fraction, work.amount, seed, round_)
             clients, pk = clients[units == work.amount], pk[units == work.amount]

@@ -56,11 +56,11 @@ class LocalUpdate:
     def coefficients(self, steps: int) -> torch.Tensor:
         """(a_1, ..., a_K) for K = ``steps`` local steps."""
         if self.a is None:
-            return torch.ones(steps, dtype=torch.float64)
+            return torch.ones(steps, dtype=torch.float64, device="cpu")
         if len(self.a) != steps:
             raise ReplicateError(f"a has {len(self.a)} entries but the client runs K = {steps} local steps; "
                                  "set local_steps = len(a)")
-        return torch.tensor(self.a, dtype=torch.float64)
+        return torch.tensor(self.a, dtype=torch.float64, device="cpu")
 
     def server_init(self, params: torch.Tensor, population: Population) -> torch.Tensor:
         return torch.zeros_like(params)  # server velocity v
@@ -71,13 +71,13 @@ class LocalUpdate:
         p = population.weights.to(torch.float64)
         n = p.numel()
         if self.clients_per_round is None:
-            return RoundPlan(torch.arange(n), p.clone())
+            return RoundPlan(torch.arange(n, device=p.device), p.clone())
         if self.clients_per_round > n:
             raise ReplicateError(f"M = {self.clients_per_round} clients per round exceeds the {n} clients")
         g = rng.generator(seed, "sampling", round_)
         clients = torch.multinomial(p, self.clients_per_round, replacement=False, generator=g).sort().values
         return RoundPlan(clients, torch.full((self.clients_per_round,), 1.0 / self.clients_per_round,
-                                             dtype=torch.float64))
+                                             dtype=torch.float64, device=p.device))
 
     def client_init(self, velocity, params, plan, ctx):
         m = plan.clients.numel()

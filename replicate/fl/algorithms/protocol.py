@@ -51,7 +51,11 @@ GradFn = Callable[[torch.Tensor], torch.Tensor]  # (m, P) parameters -> (m, P) l
 
 @dataclass(frozen=True)
 class Population:
-    """What sampling may look at: the clients' weights p_k = n_k/n and sample counts n_k."""
+    """What sampling may look at: the clients' weights p_k = n_k/n and sample counts n_k.
+
+    On the CPU whatever the problem's device, like the sampling streams: plans are drawn on the
+    host, so every device trains the same clients, and the engine moves what it needs.
+    """
 
     weights: torch.Tensor  # (N,) float64, p_k
     sizes: torch.Tensor  # (N,) int64, n_k (training samples)

@@ -23,7 +23,7 @@ def uniform(n: int, k: int, seed: int, round_: int) -> torch.Tensor:
     if k > n:
         raise ReplicateError(f"K = {k} clients per round exceeds the {n} clients of this dataset")
     g = rng.generator(seed, "sampling", round_)
-    return torch.randperm(n, generator=g)[:k].sort().values
+    return torch.randperm(n, generator=g, device=g.device)[:k].sort().values
 
 
 def proportional(p: torch.Tensor, k: int, seed: int, round_: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -39,9 +39,9 @@ def stragglers(m: int, fraction: float, epochs: int, seed: int, round_: int) -> 
     E = 1 a straggler still does its one epoch). Returns (m,) int64."""
     g = rng.generator(seed, "stragglers", round_)
     active = int(round(m * (1.0 - fraction)))
-    order = torch.randperm(m, generator=g)
-    work = torch.full((m,), epochs, dtype=torch.int64)
+    order = torch.randperm(m, generator=g, device=g.device)
+    work = torch.full((m,), epochs, dtype=torch.int64, device=g.device)
     lagging = order[active:]
     if lagging.numel():
-        work[lagging] = torch.randint(1, max(epochs, 2), (lagging.numel(),), generator=g)
+        work[lagging] = torch.randint(1, max(epochs, 2), (lagging.numel(),), generator=g, device=g.device)
     return work

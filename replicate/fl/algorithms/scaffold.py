@@ -59,10 +59,10 @@ class Scaffold:
         return ScaffoldState(torch.zeros_like(params), params.new_zeros((population.num_clients, params.numel())))
 
     def plan(self, population: Population, work, seed: int, round_: int) -> RoundPlan:
-        n = population.num_clients
+        n, host = population.num_clients, population.weights.device
         k = n if self.clients_per_round is None else self.clients_per_round
-        clients = torch.arange(n) if k == n else sampling.uniform(n, k, seed, round_)
-        return RoundPlan(clients, torch.full((k,), 1.0 / k, dtype=torch.float64))
+        clients = torch.arange(n, device=host) if k == n else sampling.uniform(n, k, seed, round_)
+        return RoundPlan(clients, torch.full((k,), 1.0 / k, dtype=torch.float64, device=host))
 
     def client_init(self, state: ScaffoldState, params, plan, ctx):
         m = plan.clients.numel()

@@ -60,8 +60,9 @@ class Stem:
         return StemState(torch.zeros_like(params), params.unsqueeze(0).repeat(population.num_clients, 1))
 
     def plan(self, population: Population, work, seed: int, round_: int) -> RoundPlan:
-        n = population.num_clients
-        return RoundPlan(torch.arange(n), torch.full((n,), 1.0 / n, dtype=torch.float64), warmup=round_ == 0)
+        n, host = population.num_clients, population.weights.device
+        return RoundPlan(torch.arange(n, device=host), torch.full((n,), 1.0 / n, dtype=torch.float64, device=host),
+                         warmup=round_ == 0)
 
     def client_init(self, state: StemState, params, plan, ctx):
         m = plan.clients.numel()

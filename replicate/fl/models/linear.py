@@ -28,7 +28,7 @@ class LogisticRegression(Model):
         # PyTorch's nn.Linear default (uniform in ±1/sqrt(fan_in)), which the authors'
         # code used; the paper's text says w0 = 0.
         bound = 1.0 / math.sqrt(self.d)
-        return (torch.rand(self.num_params, generator=generator, dtype=dtype) * 2 - 1) * bound
+        return (torch.rand(self.num_params, generator=generator, dtype=dtype, device=generator.device) * 2 - 1) * bound
 
     fused = True  # has ``sgd``, the fused local solver
     eval_batch_size = 1 << 20  # logits are n × C: one chunk keeps the plain mean of earlier results
@@ -129,7 +129,8 @@ class LogisticRegression(Model):
 def clip_may_act(bound, clip_norm: float) -> bool:
     """Whether gradients whose norms are at most ``bound`` (a float or a tensor of per-client
     bounds) may be clipped at ``clip_norm``, with a margin for rounding."""
-    return bool((torch.as_tensor(bound) * (1 + 1e-4) + 1e-6 >= clip_norm).any())
+    bound = bound if torch.is_tensor(bound) else torch.tensor(bound, dtype=torch.float32, device="cpu")
+    return bool((bound * (1 + 1e-4) + 1e-6 >= clip_norm).any())
 
 
 def _may_clip(g: torch.Tensor, row_norms: torch.Tensor, clip_norm: float) -> bool:

@@ -79,7 +79,7 @@ class CharLSTM(Model):
         key = str(device)
         if key not in self._tables:
             g = rng.generator(0, "embedding", self.vocab_size, self.embed)
-            table = torch.rand(self.vocab_size, self.embed, generator=g) * 2 - 1
+            table = torch.rand(self.vocab_size, self.embed, generator=g, device=g.device) * 2 - 1
             self._tables[key] = table.to(device)
         return self._tables[key]
 

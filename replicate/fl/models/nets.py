@@ -27,7 +27,8 @@ def _uniform_init(shapes: dict, fan_in: dict, generator, dtype) -> torch.Tensor:
     parts = []
     for name, shape in shapes.items():
         bound = 1.0 / math.sqrt(fan_in[name])
-        parts.append((torch.rand(math.prod(shape), generator=generator, dtype=dtype) * 2 - 1) * bound)
+        parts.append((torch.rand(math.prod(shape), generator=generator, dtype=dtype, device=generator.device) * 2 - 1)
+                     * bound)
     return torch.cat(parts)
 
 
@@ -94,13 +95,13 @@ class ConvDropout(Model):
         parts = []
         for name, shape in self.shapes.items():
             if name.endswith(".b"):
-                parts.append(torch.zeros(math.prod(shape), dtype=dtype))
+                parts.append(torch.zeros(math.prod(shape), dtype=dtype, device=generator.device))
                 continue
             receptive = math.prod(shape[2:])  # 1 for dense layers
             fan_in, fan_out = shape[1] * receptive, shape[0] * receptive
             # Keras' GlorotNormal: a normal truncated at ±2σ, σ rescaled so the truncated one has std √(2/(in+out))
             std = math.sqrt(2.0 / (fan_in + fan_out)) / 0.87962566103423978
-            weight = torch.empty(math.prod(shape), dtype=dtype)
+            weight = torch.empty(math.prod(shape), dtype=dtype, device=generator.device)
             parts.append(torch.nn.init.trunc_normal_(weight, std=std, a=-2 * std, b=2 * std, generator=generator))
         return torch.cat(parts)
 

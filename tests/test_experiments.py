@@ -211,9 +211,9 @@ def test_a_runs_private_log_leaves_the_batch_progress_file_alone(monkeypatch, tm
 class _AnnouncedOnly(cache.RunLog):
     """A RunLog that fails when a run starts that nobody announced: its bar's total was wrong."""
 
-    def started(self):
-        assert self.pending > 0, "a run started that its figure did not announce (runs done / total)"
-        super().started()
+    def started(self, entry=None):
+        assert entry in self.announced, "a run started that its figure did not announce (runs done / total)"
+        super().started(entry)
 
 
 def test_sequential_figures_announce_their_runs_before_computing_them(monkeypatch):
@@ -227,6 +227,21 @@ def test_sequential_figures_announce_their_runs_before_computing_them(monkeypatc
         log = _AnnouncedOnly()
         figure(config, progress=False, log=log)
         assert log.computed == log.to_compute > 0 and log._bar.n == log._bar.total
+        warm = _AnnouncedOnly()  # a second time every run is cached (the notes' runs with their probes' keys)
+        figure(config, progress=False, log=warm)
+        assert warm.to_compute == warm.computed == 0 and warm.from_cache == warm.runs > 0
+
+
+def test_a_run_announced_twice_counts_once(monkeypatch):
+    """Li et al.'s figures announce their sweep, then read it through pool.frame, which announces again."""
+    from replicate.runs import pool
+
+    monkeypatch.delenv("REPLICATE_PROGRESS", raising=False)
+    log = cache.RunLog(display=False)
+    jobs = [(QUAD.replace(local_steps=s), None) for s in (2, 3)]
+    pool.compute(jobs, workers=1, progress=False, log=log)
+    pool.frame([({"E": s}, QUAD.replace(local_steps=s)) for s in (2, 3)], progress=False, log=log)
+    assert log.to_compute == log.computed == 2
 
 
 def test_a_new_algorithm_runs_through_the_run_layer_from_its_registry_entry_alone():
@@ -256,3 +271,11 @@ def test_a_cpu_machine_reads_imported_cuda_runs_only_when_told_and_never_compute
     monkeypatch.setenv("REPLICATE_DEVICE", "gpu")
     with pytest.raises(ReplicateError, match="REPLICATE_DEVICE must be cpu, cuda or cuda:N"):
         cache.run(QUAD, progress=False)
+
+
+def test_runs_of_an_older_cache_version_are_counted_for_the_user():
+    cache.run(QUAD, progress=False)
+    assert cache.older_entries() == 0
+    old = paths.cache_dir() / "runs" / "0123456789abcdef0123.json"  # a VERSION 3 sidecar: no "version" field
+    old.write_text(json.dumps({"dataset": "quadratic", "scheme": "full", "elapsed_s": 1.0}))
+    assert cache.older_entries() == 1

@@ -78,8 +78,18 @@ def test_readme_lists_every_figure_notebook():
 
 
 def test_relative_locations_from_the_environment_are_made_absolute(monkeypatch, tmp_path):
-    """`REPLICATE_BUILD=build/guard make …`: the runner's kernels start elsewhere, so the folder must be absolute."""
+    """`REPLICATE_BUILD=build/guard make …`: the runner's kernels start in notebooks/, so the folder the
+    command means must reach them absolute (once it reached them relative and the guard's cache landed in
+    notebooks/build/, where nothing cleaned it)."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("REPLICATE_BUILD", "build/x")
     monkeypatch.delenv("REPLICATE_CACHE", raising=False)
     assert paths.build_dir() == tmp_path / "build" / "x" and paths.cache_dir() == tmp_path / "build" / "x" / "cache"
+    import os
+
+    paths.pin_environment()  # what `python -m replicate` does first
+    elsewhere = tmp_path / "notebooks"
+    elsewhere.mkdir()
+    child = subprocess.run([sys.executable, "-c", "from replicate.core import paths; print(paths.cache_dir())"],
+                           cwd=elsewhere, env=os.environ.copy(), capture_output=True, text=True, check=True)
+    assert child.stdout.strip() == str(tmp_path / "build" / "x" / "cache")

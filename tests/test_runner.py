@@ -6,6 +6,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from replicate.core import paths
+from replicate.runs import cache
 
 from replicate.report import replication as report
 
@@ -199,7 +200,7 @@ def test_batch_progress_shows_runs_and_eta(tmp_path):
 
     progress_file = tmp_path / "progress.json"
     log = RunLog(progress_file=str(progress_file))
-    log.planned(4)
+    log.planned(["a", "b", "c", "d"])
     log.finished(by_worker=True)
     log.record(1.0, cached=True)
     state = json.loads(progress_file.read_text())
@@ -214,7 +215,7 @@ def test_batch_progress_shows_runs_and_eta(tmp_path):
 def test_eta_is_the_recorded_compute_of_the_runs_still_missing(tmp_path):
     """A warm-cache run took 31 s of wall time; its runs took 163 s to compute from scratch. With
     one of them cached, the ETA is the recorded compute of the other two, not the 31 s."""
-    record = {"profile": "smoke", "wall_time_s": 31.0, "runs": 3,
+    record = {"profile": "smoke", "wall_time_s": 31.0, "runs": 3, "cache_version": cache.VERSION,
               "run_seconds": {"aaa": 100.0, "bbb": 60.0, "ccc_to_0.5": 3.0}}
     (paths.cache_dir() / "runs").mkdir(parents=True)
     (paths.cache_dir() / "runs" / "aaa.csv").write_text("round\n0\n")
@@ -232,6 +233,10 @@ def test_eta_is_the_recorded_compute_of_the_runs_still_missing(tmp_path):
     shown.show({"runs": 7, "from_cache": 6, "to_compute": 4, "computed": 1})
     assert shown.bar.text == ("li2020/fig1a, computing runs 1/4, ETA 3 min (mean recorded compute of a run × "
                               "3 runs left)")
+    stale = older | {"run_seconds": record["run_seconds"]}  # names of another cache VERSION: keyed otherwise now
+    shown = progress.Progress(_Bar(), "li2020/fig1a", stale, tmp_path / "progress.json")
+    shown.show({"runs": 7, "from_cache": 6, "to_compute": 4, "computed": 1})
+    assert shown.bar.text.endswith("(mean recorded compute of a run × 3 runs left)")
 
 
 def test_eta_with_overrides_reads_only_the_target_record(project):
@@ -480,7 +485,8 @@ def test_a_notebook_ending_as_the_budget_runs_out_is_published(project, monkeypa
 def test_with_a_budget_figures_whose_runs_are_all_cached_go_first(project):
     for name in ("notes_figA", "notes_figB", "notes_figC"):
         _notebook(project / "notebooks", name, GOOD)
-    record = {"profile": "paper", "wall_time_s": 5.0, "run_seconds": {"aaa": 100.0, "bbb_to_0.5": 3.0}}
+    record = {"profile": "paper", "wall_time_s": 5.0, "run_seconds": {"aaa": 100.0, "bbb_to_0.5": 3.0},
+              "cache_version": cache.VERSION}
     (project / "figures" / "notes" / "figC.claims.json").write_text(json.dumps(record))
     (project / "figures" / "notes" / "figA.claims.json").write_text(json.dumps({**record, "runs_compute_s": 9.0}
                                                                                | {"run_seconds": {"ccc": 1.0}}))

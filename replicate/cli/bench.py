@@ -172,8 +172,13 @@ def step_profile(config: RunConfig, steps: int = 40, device="cpu") -> dict:
     counts = work.steps(population.sizes[plan.clients], plan.work)
     batches = problem.draw_batches(plan.clients, counts, work, rng.generator(0, "batches", 0))
 
+    if problem.fused_sgd is None or algorithm.plain_sgd is None:
+        raise ReplicateError(f"step_profile times a fused local solve: {config.model} with {config.algorithm_name} "
+                             "has none")
+
     def solve():
-        return problem.local_sgd(flat, plan.clients, counts, torch.full((counts.numel(),), 0.1), batches, objective)
+        return problem.fused_sgd(flat, plan.clients, counts, torch.full((counts.numel(),), 0.1), batches, objective,
+                                 algorithm.plain_sgd)
 
     solve()  # warm-up
     start = time.perf_counter()

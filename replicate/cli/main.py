@@ -141,6 +141,9 @@ def _report(args) -> int:
 
 
 def main(argv=None) -> int:
+    from replicate.core import paths
+
+    paths.pin_environment()  # before any kernel or worker starts elsewhere
     parser = argparse.ArgumentParser(prog="python -m replicate", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     fig = sub.add_parser("figures", help="run figure notebooks with papermill")

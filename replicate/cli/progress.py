@@ -41,7 +41,7 @@ class Progress:
     def __init__(self, bar, key: str, record: dict, progress_file: Path):
         self.bar, self.key, self.file = bar, key, progress_file
         self.expected_runs = record.get("runs")
-        seconds = record.get("run_seconds")
+        seconds = cache.recorded_runs(record)
         # runs of the last recorded run that are not in the cache now: what is left to compute
         self.missing = None if seconds is None else {k: s for k, s in seconds.items() if not cache.is_cached(k)}
         timed = (record.get("runs") or 0) - record.get("runs_untimed", 0)

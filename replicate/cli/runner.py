@@ -86,8 +86,8 @@ def recorded_runs(nb: FigureNotebook) -> set[str] | None:
     runs = None
     for root in (paths.figures_dir(), paths.build_dir() / "figures"):
         claims = root / nb.paper / f"{nb.figure}.claims.json"
-        if claims.exists() and "run_seconds" in (record := json.loads(claims.read_text())):
-            runs = (runs or set()) | set(record["run_seconds"])
+        if claims.exists() and (named := cache.recorded_runs(json.loads(claims.read_text()))) is not None:
+            runs = (runs or set()) | set(named)
     return runs
 
 
@@ -225,6 +225,10 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
     if profile == "paper" and not committed:
         tqdm.write(f"writing into {target}, not figures/: only an unmodified paper-profile run updates the "
                    "committed figures", file=sys.stderr)
+    if older := cache.older_entries():
+        tqdm.write(f"note: {older} runs in {paths.cache_dir()} were cached by an older version of the run cache "
+                   f"(before VERSION {cache.VERSION}); they are not read and are recomputed when needed "
+                   "(`make clean-cache` frees their space)", file=sys.stderr)
     failures, finished = [], []
     budget = Budget(time_budget) if time_budget else None
     if budget is not None:
@@ -300,8 +304,8 @@ def ready_first(notebooks: list[FigureNotebook], profile: str, target: Path, ove
     names runs that are all in the cache (they only re-plot, so every figure whose runs are there is
     published), then the others; each group in the order given (``resolve``)."""
     def ready(nb: FigureNotebook) -> bool:
-        record = previous(nb.paper, nb.figure, profile, target, overrides)
-        return "run_seconds" in record and all(map(cache.is_cached, record["run_seconds"]))
+        named = cache.recorded_runs(previous(nb.paper, nb.figure, profile, target, overrides))
+        return named is not None and all(map(cache.is_cached, named))
 
     return sorted(notebooks, key=lambda nb: not ready(nb))
 

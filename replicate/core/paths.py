@@ -18,6 +18,17 @@ def _env(name: str, default: Path) -> Path:
     return Path(value).resolve() if value else default
 
 
+LOCATIONS = ("REPLICATE_BUILD", "REPLICATE_CACHE", "REPLICATE_DATA", "REPLICATE_DATA_FROM")
+
+
+def pin_environment() -> None:
+    """Make relative location variables absolute in this process's environment, so the processes it
+    starts (papermill kernels run in notebooks/, worker processes anywhere) mean the same folders."""
+    for name in LOCATIONS:
+        if os.environ.get(name):
+            os.environ[name] = str(Path(os.environ[name]).resolve())
+
+
 def data_dir() -> Path:
     """Download/cache root for datasets (`REPLICATE_DATA`, default `<repo>/data`)."""
     return _env("REPLICATE_DATA", REPO / "data")

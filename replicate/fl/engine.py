@@ -176,9 +176,9 @@ def run(problem: Problem, algorithm: Algorithm, work: LocalWork, schedule: LRSch
         return_params: bool = False, **settings):
     """Train and return the per-round history (and, with ``return_params``, the final parameters).
 
-    ``options`` or its fields as keywords (``rounds=…, seed=…``). Hooks, both given the round:
+    ``options`` or its fields as keywords (``rounds=…, seed=…``). Hooks:
     ``extra_metrics(problem, params, round) -> dict`` adds columns to every evaluated row;
-    ``stop(row) -> bool`` ends training at the first evaluated row it accepts (e.g. a target loss
+    ``stop(row) -> bool`` (the row holds its ``round``) ends training at the first evaluated row it accepts (e.g. a target loss
     reached), which is then the last row: rounds-to-target sweeps need no more.
     """
     options = replace(options, **settings) if options is not None else RunOptions(**settings)

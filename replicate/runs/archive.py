@@ -199,8 +199,8 @@ def _refusal(entry: Entry, item: dict, data: dict) -> str | None:
         return "its JSON does not parse"
     try:
         numerics = cache.numerics(cache.sidecar_config(meta))
-    except (ReplicateError, TypeError, ValueError) as exc:
-        return f"its recorded config is not one this code accepts ({exc})"
+    except (ReplicateError, TypeError, ValueError, KeyError, AttributeError) as exc:
+        return f"its recorded config is not one this code accepts ({exc!r})"
     if item.get("numerics") != numerics:
         return f"computed under NUMERICS {item.get('numerics')}, this code's are {numerics}: recompute it"
     return _check(entry, meta)

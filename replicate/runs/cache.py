@@ -56,6 +56,7 @@ class RunLog:
     to_compute: int = 0  # runs announced (``planned``) or started here, that are not in the cache
     computed: int = 0  # of those, finished (here or by a worker process)
     pending: int = 0  # announced and not started here nor finished by a worker
+    announced: set = field(default_factory=set)  # entries ``planned`` so far (each counted once)
     by_dataset: dict = field(default_factory=dict)  # dataset → compute seconds: where a figure's time goes
     seconds: dict = field(default_factory=dict)  # run key → compute seconds, so totals over figures count a run once
     _bar: object = field(default=None, repr=False, compare=False)
@@ -73,16 +74,19 @@ class RunLog:
                 self.seconds[key] = round(elapsed, 1)
         self._report()
 
-    def planned(self, missing: int) -> None:
-        """``missing`` runs are about to be computed (by a worker pool, or here as they are read):
-        the total of runs done / total, known before the first of them starts."""
-        self.to_compute += missing
-        self.pending += missing
+    def planned(self, entries: list[str]) -> None:
+        """These cache entries are about to be computed (by a worker pool, or here as they are read):
+        the total of runs done / total, known before the first of them starts. An entry announced
+        twice (a figure's sweep, then its frame) counts once."""
+        new = [name for name in entries if name not in self.announced]
+        self.announced.update(new)
+        self.to_compute += len(new)
+        self.pending += len(new)
         self._report()
 
-    def started(self) -> None:
+    def started(self, entry: str | None = None) -> None:
         """A run starts computing in this process; one not announced by ``planned`` adds to the total."""
-        if self.pending:
+        if entry in self.announced and self.pending:
             self.pending -= 1
         else:
             self.to_compute += 1
@@ -116,7 +120,7 @@ class RunLog:
         return {"runs": self.runs, "runs_from_cache": self.from_cache,
                 "runs_compute_s": round(self.compute_s, 1), "runs_untimed": self.untimed,
                 "runs_compute_by_dataset_s": {k: round(v, 1) for k, v in sorted(self.by_dataset.items())},
-                "run_seconds": dict(sorted(self.seconds.items()))}
+                "run_seconds": dict(sorted(self.seconds.items())), "cache_version": VERSION}
 
 
 def metrics_key(extra_metrics) -> str | None:
@@ -179,6 +183,25 @@ def _with(entry: Path, suffix: str) -> Path:
     return entry.parent / f"{entry.name}{suffix}"  # not with_suffix: "<key>_to_0.29" has a dot of its own
 
 
+def older_entries() -> int:
+    """How many cached runs an older cache ``VERSION`` wrote (their sidecars record another or no version):
+    never read again, so a user should hear that they will be recomputed."""
+    count = 0
+    for sidecar in (p for folder in ("runs", "to_target") for p in (paths.cache_dir() / folder).glob("*.json")):
+        try:
+            count += json.loads(sidecar.read_text()).get("version") != VERSION
+        except (OSError, ValueError):
+            count += 1
+    return count
+
+
+def recorded_runs(record: dict) -> dict[str, float] | None:
+    """The cache entries a published claims record names, with their compute seconds (``run_seconds``),
+    or None where it names none this code can find: never recorded, or recorded under another cache
+    ``VERSION`` (the same runs are keyed otherwise now)."""
+    return record.get("run_seconds") if record.get("cache_version") == VERSION else None
+
+
 def is_cached(name: str) -> bool:
     """Whether the run named ``name`` (a key of ``RunLog.provenance()["run_seconds"]``) is in the cache."""
     return any((paths.cache_dir() / folder / f"{name}.csv").exists() for folder in ("runs", "to_target"))
@@ -187,9 +210,9 @@ def is_cached(name: str) -> bool:
 def plan(jobs, log: RunLog | None) -> list:
     """The jobs (``(config, target, extra_metrics)``, as ``pool.Job``) missing from the cache, announced
     to ``log`` so that its runs done / total is right before the first of them starts."""
-    missing = [job for job in dict.fromkeys(jobs) if load(*job) is None]
+    missing = [job for job in dict.fromkeys(jobs) if not _with(_file(*job[:2], "", *job[2:]), ".csv").exists()]
     if log is not None:
-        log.planned(len(missing))
+        log.planned([_file(*job[:2], "", *job[2:]).name for job in missing])
     return missing
 
 
@@ -214,12 +237,12 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
         log.record(json.loads(_with(entry, ".json").read_text()).get("elapsed_s"),
                    cached=_with(entry, ".csv") not in log.fresh, dataset=config.dataset, key=entry.name)
         return cached
-    log.started()
     device = engine.default_device()
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ReplicateError(f"run {entry.name if entry else config.dataset} is not in the cache and runs are read "
                              "for CUDA (REPLICATE_DEVICE), but this machine has none: compute it on a CUDA machine "
                              "and `cache import` it, or unset REPLICATE_DEVICE to compute CPU runs here")
+    log.started(entry.name if entry else None)
     start = time.perf_counter()
     problem, algorithm, work, schedule, objective = build(config, device=device, problem=problem)
     history = engine.run(problem, algorithm, work, schedule, objective=objective, rounds=config.rounds,

@@ -93,7 +93,10 @@ class RunConfig:
     def from_dict(cls, values: dict) -> "RunConfig":
         """The inverse of ``to_dict`` (unknown keys, e.g. a cache sidecar's timings, are ignored)."""
         known = {f.name for f in dataclasses.fields(cls)}
-        settings = dict(values["algorithm"])
+        settings = dict(values.get("algorithm") or {})
+        if settings.get("name") not in ALGORITHMS:
+            raise ReplicateError(f"unknown algorithm {settings.get('name')!r} in a recorded config; this code knows "
+                                 + ", ".join(ALGORITHMS))
         algorithm = ALGORITHMS[settings.pop("name")](**{k: tuple(v) if isinstance(v, list) else v
                                                          for k, v in settings.items()})
         return cls(**{k: v for k, v in values.items() if k in known and k != "algorithm"}, algorithm=algorithm)

@@ -3,7 +3,7 @@
 A history is one run's per-round metrics (``round`` and metric columns, as ``cache.run`` returns).
 Which evaluations count as a curve's "final" part is a figure's stated choice, one of:
 
-- ``fraction``: the last ⌈fraction · logged rows⌉ rows, at least one (FedProx's, STEM's figures);
+- ``fraction``: the last round(fraction · logged rows) rows, at least one (FedProx's, STEM's figures);
 - ``rows``: the last ``rows`` logged rows (Li et al.'s figures);
 - ``rounds``: the evaluations in the last ``rounds`` rounds (Charles & Konečný: "the last 100 rounds");
 - ``early``: the evaluations after round 0 up to round ``early`` (their early-progress window).

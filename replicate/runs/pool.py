@@ -74,12 +74,16 @@ def compute(jobs: list[Job | tuple], workers: int = 2, progress: bool = True,
     with (concurrent.futures.ProcessPoolExecutor(workers, mp_context=context, initializer=_ignore_interrupt) as pool,
           tqdm(total=len(missing), desc="runs", disable=not progress or log is not None, leave=False) as bar):
         futures = {pool.submit(_compute, job): job for job in missing}
-        for future in concurrent.futures.as_completed(futures):
-            future.result()
-            if log is not None:
-                log.mark_computed(*futures[future])
-                log.finished(by_worker=True)
-            bar.update()
+        try:
+            for future in concurrent.futures.as_completed(futures):
+                future.result()
+                if log is not None:
+                    log.mark_computed(*futures[future])
+                    log.finished(by_worker=True)
+                bar.update()
+        except BaseException:  # a failed run, Ctrl-C or a spent time budget: do not wait for the queued runs
+            pool.shutdown(wait=True, cancel_futures=True)  # the runs under way finish and stay cached
+            raise
 
 
 def frame(labelled: list[tuple[dict, RunConfig]], *, columns=None, extra_metrics=None, workers: int = 1,

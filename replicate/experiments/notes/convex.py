@@ -142,14 +142,17 @@ def _convex(config: ConvexConfig, progress: bool, log) -> pd.DataFrame:
             factor = config.notes_gamma_factor if series == "notes" else 8.0
             g = bounds.gamma(th["L"] / th["mu"], config.local_steps, factor)
             settings.append((series, th, factor, g, 2.0 / (th["mu"] * g), config.local_steps / g))
-        cache.plan([(config.run_config(dataset, th["engine_scheme"], seed, lr0=lr0, decay=decay), None)
-                    for _, th, _, _, lr0, decay in settings for seed in config.seeds_for(dataset)], log)
+        def probe_for(run):  # the extra metrics are part of a run's cache key: announce them too
+            return RunProbe(rounds=run.rounds, eval_every=run.eval_every, batch_size=run.batch_size,
+                            weight_decay=config.weight_decay, minimiser=c.minimiser, probes=config.probes)
+
+        cache.plan([(run, None, probe_for(run)) for run in (
+            config.run_config(dataset, th["engine_scheme"], seed, lr0=lr0, decay=decay)
+            for _, th, _, _, lr0, decay in settings for seed in config.seeds_for(dataset))], log)
         for series, th, factor, g, lr0, decay in settings:
             for seed in config.seeds_for(dataset):
                 run = config.run_config(dataset, th["engine_scheme"], seed, lr0=lr0, decay=decay)
-                probe = RunProbe(rounds=run.rounds, eval_every=run.eval_every, batch_size=run.batch_size,
-                                 weight_decay=config.weight_decay, minimiser=c.minimiser, probes=config.probes)
-                history = cache.run(run, progress=progress, log=log, extra_metrics=probe)
+                history = cache.run(run, progress=progress, log=log, extra_metrics=probe_for(run))
                 runs[series, seed] = history.assign(dataset=LABELS[dataset], series=series, seed=seed,
                                                     steps=history["round"] * config.local_steps,
                                                     gap=history["train_loss"] + 0.5 * config.weight_decay

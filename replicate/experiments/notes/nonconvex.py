@@ -118,15 +118,17 @@ def _one_model(config: NonconvexConfig, model: str, progress: bool, log) -> pd.D
     certified = float(C.smoothness(problem, config.weight_decay)[0].max()) if model == "logistic" else math.nan
     lr = float(f"{config.lr_times_L / (certified if model == 'logistic' else L0):.3g}")
     runs = []
-    cache.plan([(config.run_config(model, E, seed, lr=lr), None) for E in config.local_steps for seed in config.seeds],
-               log)
+    def probe_for(run):  # the extra metrics are part of a run's cache key: announce them too
+        return RunProbe(rounds=run.rounds, eval_every=run.eval_every, batch_size=config.batch_size,
+                        weight_decay=config.weight_decay, probes=config.probes, full_gradient=True,
+                        hessian_iters=config.power_iters, seed=run.seed)
+
+    cache.plan([(run, None, probe_for(run)) for run in (config.run_config(model, E, seed, lr=lr)
+                                                        for E in config.local_steps for seed in config.seeds)], log)
     for E in config.local_steps:
         for seed in config.seeds:
             run = config.run_config(model, E, seed, lr=lr)
-            probe = RunProbe(rounds=run.rounds, eval_every=run.eval_every, batch_size=config.batch_size,
-                             weight_decay=config.weight_decay, probes=config.probes, full_gradient=True,
-                             hessian_iters=config.power_iters, seed=seed)
-            history = cache.run(run, progress=progress, log=log, extra_metrics=probe)
+            history = cache.run(run, progress=progress, log=log, extra_metrics=probe_for(run))
             runs.append(history.assign(kind="run", model=model, E=E, seed=seed, steps=history["round"] * E,
                                        F=history["train_loss"] + 0.5 * config.weight_decay * history["sq_norm"]))
     data = pd.concat(runs, ignore_index=True)

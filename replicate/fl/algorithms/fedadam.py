@@ -10,7 +10,7 @@ from m_{−1} = 0 and v_{−1} = τ² (the paper asks v_{−1} ≥ τ²). Symbol
 ``clients_per_round`` (None = every client), η = ``server_lr``, β₁ = ``beta1``, β₂ = ``beta2``,
 τ = ``tau`` (the adaptivity); the client rate is the engine's schedule. Defaults are the paper's
 (β₁ = 0.9, β₂ = 0.99, τ = 1e-3). This module is also the worked example of adding an algorithm
-(docs/engine.md): it touched this file, the registry and its test, nothing else.
+(docs/engine.md): it touched this file, the registry and its tests, nothing else.
 """
 from __future__ import annotations
 

@@ -79,3 +79,15 @@ def test_bench_help_shows_a_plain_percent_sign(capsys):
         main.main(["bench", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "90% stragglers" in text and "%%" not in text
+
+
+def test_timing_columns_are_not_compared(tmp_path):
+    """The notes figures record how long their constants took (constants_s): a machine's speed, not a result."""
+    import pandas as pd
+
+    for root, seconds in (("old", 157.5), ("new", 88.3)):
+        (tmp_path / root / "notes").mkdir(parents=True)
+        pd.DataFrame({"E": [1, 2], "bound": [0.5, 0.25], "constants_s": [seconds, seconds]}).to_csv(
+            tmp_path / root / "notes" / "convex.csv", index=False)
+    result = check.compare("notes/convex", tmp_path / "old", tmp_path / "new")
+    assert result.ok and result.values == 4

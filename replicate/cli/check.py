@@ -24,6 +24,8 @@ import pandas as pd
 ATOL = 1e-8
 RTOL = 1e-2
 RTOL_BY_FIGURE = {"li2020/fig1a": 5e-2}
+# Columns that record how long something took on the machine that ran it, not a result: never compared.
+TIMINGS = frozenset({"constants_s"})
 
 
 @dataclass(frozen=True)
@@ -54,8 +56,9 @@ def compare(key: str, committed: Path, fresh: Path) -> FigureCheck:
     if list(a.columns) != list(b.columns) or a.shape != b.shape:
         return FigureCheck(key, 0, np.nan, np.nan, 0, rtol, (),
                            f"shape or columns differ: {a.shape} {list(a.columns)} vs {b.shape} {list(b.columns)}")
-    numeric = [c for c in a.columns if pd.api.types.is_numeric_dtype(a[c]) and pd.api.types.is_numeric_dtype(b[c])]
-    text = [c for c in a.columns if c not in numeric]
+    numeric = [c for c in a.columns if pd.api.types.is_numeric_dtype(a[c]) and pd.api.types.is_numeric_dtype(b[c])
+               and c not in TIMINGS]
+    text = [c for c in a.columns if c not in numeric and c not in TIMINGS]
     if text and not a[text].astype(str).equals(b[text].astype(str)):
         return FigureCheck(key, 0, np.nan, np.nan, 0, rtol, (), f"labels differ in {', '.join(text)}")
     x, y = a[numeric].to_numpy(float), b[numeric].to_numpy(float)

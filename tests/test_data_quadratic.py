@@ -186,7 +186,7 @@ def test_engine_adapter_and_reference_oracle_agree(a, alpha, server):
     reference = th.local_update(clients, x0, np.asarray(a), gamma, server, rounds, alpha=alpha)
     engine_problem = QuadraticFederatedProblem(clients, x0=x0, record_iterates=True)
     algorithm = LocalUpdate(server_lr=server.lr, a=tuple(a), momentum=server.momentum, nesterov=server.nesterov,
-                            prox_mu=alpha)
+                            alpha=alpha)
     history = run(engine_problem, algorithm, LocalWork(len(a)), LRSchedule("constant", gamma), rounds=rounds)
     iterates = torch.tensor(history[["x0", "x1", "x2"]].to_numpy())
     torch.testing.assert_close(iterates, reference, rtol=0, atol=1e-13)

@@ -194,7 +194,7 @@ def test_figure_configs_follow_the_paper():
 def test_run_to_target_stops_there_and_is_cached(monkeypatch):
     problem = SampleProblem(toy_dataset(), LogisticRegression(5, 3))
     parts = (problem, FedAvg("scheme1", 4), LocalWork(5, "steps", 8), LRSchedule("li2020", 0.5))
-    monkeypatch.setattr(cache, "build", lambda config, problem=None: (*parts, LocalObjective()))
+    monkeypatch.setattr(cache, "build", lambda config, device=None, problem=None: (*parts, LocalObjective()))
     config = fig1a.Fig1aConfig(max_rounds=30).run_config("synthetic(0,0)", 1, 0)
     full = engine.run(*parts, rounds=30, seed=config.seed)
     target = float(full.train_loss.iloc[6])
@@ -203,6 +203,6 @@ def test_run_to_target_stops_there_and_is_cached(monkeypatch):
     assert len(history) == stop + 1 and history.train_loss.tolist() == pytest.approx(full.train_loss[:stop + 1].tolist())
     other = pool.run_to_target(config, target + 0.01)  # another target of the same config is another entry
     assert len(other) <= len(history) and len(list((paths.cache_dir() / "to_target").glob("*.csv"))) == 2
-    monkeypatch.setattr(cache, "build", lambda config: pytest.fail("recomputed a cached run"))
+    monkeypatch.setattr(cache, "build", lambda config, **_: pytest.fail("recomputed a cached run"))
     assert pool.run_to_target(config, target).equals(history)
     pool.compute([(config, target)], workers=2)  # cached: nothing to do, no processes

@@ -144,11 +144,11 @@ def test_li2020_table2_counts_the_fitted_partition_as_a_consistency_check():
 def test_stale_figures_are_listed_with_their_command(tmp_path):
     from replicate.report import replication
 
-    publish(None, pd.DataFrame({"x": [0]}), [check("a", True, "1")], paper="fedprox2020", figure="stragglers",
+    publish(None, pd.DataFrame({"x": [0]}), [check("a", True, "1")], paper="fedprox2020", figure="fig3",
             profile="paper", out_dir=tmp_path)
     text = replication.render(tmp_path)
-    assert "- **fedprox2020/stragglers**:" in text and "python -m replicate figures fedprox2020/stragglers" in text
-    assert "fedprox2020/fig3**" not in text  # listed only where the figure is committed
+    assert "- **fedprox2020/fig3**:" in text and "python -m replicate figures fedprox2020/fig3" in text
+    assert "fedprox2020/fig4**" not in text  # listed only where the figure is committed
 
 
 def test_every_li2020_claim_quotes_a_seed_sentence():

@@ -357,14 +357,6 @@ REDUCED: tuple[Reduced, ...] = (
 # Committed paper-scale figures whose claims or labels changed after they were published (their runs are hours
 # on this CPU, so they were not republished with the change): what changed, and the command that republishes them.
 STALE: dict[str, str] = {
-    "fedprox2020/stragglers": "the '+22 points' headline is now tested against the paper's number (±25 %) per dataset, "
-                              "beside a new μ > 0 vs μ = 0 claim, and the title says 3 of the paper's 5 columns; the "
-                              "committed claims still show the old 'half the headline' PASS (+13.7). Today's claims "
-                              "on the committed data (stragglers.csv) give: headline FAIL (+13.7, outside 16.5-27.5), "
-                              "μ > 0 vs μ = 0 PASS (final loss 0.43 → 0.23, 0.52 → 0.38, 1.36 → 1.26, fluctuation "
-                              "lower on every dataset), so 3 of 5 replication claims would hold. Republish: "
-                              "`python -m replicate figures fedprox2020/stragglers --profile paper` (runs take 6,796 s "
-                              "from scratch)",
     "fedprox2020/fig3": "the claims now quote §5.3, the column titles are on two lines (no collision) and MNIST's "
                         "best μ = 1, the grid's largest, is flagged as at the grid's edge; verdicts unchanged for "
                         "MNIST and EMNIST*. Republish: `python -m replicate figures fedprox2020/fig3 "

@@ -8,6 +8,8 @@ committed ``figures/`` folder.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -218,3 +220,21 @@ def label_reduced(fig) -> None:
         return
     size = fig._suptitle.get_fontsize() if title else None  # keep the figure's own title size
     fig.suptitle(f"{REDUCED_LABEL}: {title}" if title else REDUCED_LABEL, **({"fontsize": size} if size else {}))
+
+
+def quoting(sources, *, prefix: bool = False):
+    """A decorator for a figure's claims function: each claim records the seed sentence it tests, the
+    sentence of the first ``(words, sentence)`` of ``sources`` (pairs, or a dict) whose words open the
+    claim (``prefix``) or occur in it; a claim no entry matches keeps its own ``source``."""
+    pairs = tuple(sources.items()) if isinstance(sources, dict) else tuple(sources)
+
+    def matches(words: str, claim: str) -> bool:
+        return claim.startswith(words) if prefix else words in claim
+
+    def decorate(claims_function):
+        @functools.wraps(claims_function)
+        def wrapper(*args, **kwargs):
+            return [dataclasses.replace(c, source=next((s for words, s in pairs if matches(words, c.claim)), c.source))
+                    for c in claims_function(*args, **kwargs)]
+        return wrapper
+    return decorate

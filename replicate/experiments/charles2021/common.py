@@ -29,6 +29,7 @@ from replicate import theory as th
 from replicate.core.errors import ReplicateError
 from replicate.experiments import knobs
 from replicate.runs import cache
+from replicate.report.claims import quoting
 from replicate.fl.algorithms import LocalUpdate
 from replicate.runs.config import RunConfig
 from replicate.fl.problems import QuadraticFederatedProblem
@@ -276,15 +277,4 @@ SOURCES = {
 }
 
 
-def quoted(claims_function):
-    """Attach to each claim the seed sentence it tests (``SOURCES``, matched by the claim's opening words)."""
-    import functools
-
-    @functools.wraps(claims_function)
-    def wrapper(*args, **kwargs):
-        out = []
-        for claim in claims_function(*args, **kwargs):
-            source = next((s for prefix, s in SOURCES.items() if claim.claim.startswith(prefix)), claim.source)
-            out.append(dataclasses.replace(claim, source=source))
-        return out
-    return wrapper
+quoted = quoting(SOURCES, prefix=True)  # attaches the seed sentence each claim tests (by its opening words)

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from replicate.runs import pool
+from replicate.report.claims import quoting
 from replicate.core.errors import ReplicateError
 from replicate.fl.algorithms import FedAvg, FedProx
 from replicate.runs.config import RunConfig
@@ -256,13 +257,4 @@ SOURCES = (
 )
 
 
-def quoted(claims_function):
-    """Attach to each claim the seed sentence it tests (``SOURCES``, matched by words in the claim)."""
-    import dataclasses
-    import functools
-
-    @functools.wraps(claims_function)
-    def wrapper(*args, **kwargs):
-        return [dataclasses.replace(c, source=next((s for words, s in SOURCES if words in c.claim), c.source))
-                for c in claims_function(*args, **kwargs)]
-    return wrapper
+quoted = quoting(SOURCES)  # attaches to each claim the seed sentence it tests (matched by words in the claim)

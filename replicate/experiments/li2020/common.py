@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from replicate.runs import measures, pool
+from replicate.report.claims import quoting
 from replicate.runs.config import RunConfig
 
 
@@ -149,13 +150,4 @@ SOURCES = (
 )
 
 
-def quoted(claims_function):
-    """Attach to each claim the seed sentence it tests (``SOURCES``, matched by words in the claim)."""
-    import dataclasses
-    import functools
-
-    @functools.wraps(claims_function)
-    def wrapper(*args, **kwargs):
-        return [dataclasses.replace(c, source=next((s for words, s in SOURCES if words in c.claim), c.source))
-                for c in claims_function(*args, **kwargs)]
-    return wrapper
+quoted = quoting(SOURCES)  # attaches to each claim the seed sentence it tests (matched by words in the claim)

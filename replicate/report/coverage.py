@@ -356,13 +356,5 @@ REDUCED: tuple[Reduced, ...] = (
 
 # Committed paper-scale figures whose claims or labels changed after they were published (their runs are hours
 # on this CPU, so they were not republished with the change): what changed, and the command that republishes them.
-STALE: dict[str, str] = {
-    "fedprox2020/fig3": "the claims now quote §5.3, the column titles are on two lines (no collision) and MNIST's "
-                        "best μ = 1, the grid's largest, is flagged as at the grid's edge; verdicts unchanged for "
-                        "MNIST and EMNIST*. Republish: `python -m replicate figures fedprox2020/fig3 "
-                        "--profile paper` (runs take 7,354 s from scratch, shared with Figure 4)",
-    "fedprox2020/fig4": "the column titles are on two lines (no collision) and flag MNIST's best μ at the grid's "
-                        "edge. Republish: `python -m replicate figures "
-                        "fedprox2020/fig4 --profile paper` (the Figure 3 runs)",
-}
+STALE: dict[str, str] = {}
 

@@ -20,6 +20,7 @@ def _figures(args) -> int:
         if not sep:
             raise ReplicateError(f"--set expects NAME=VALUE, got {item!r}")
         overrides[name] = runner.parse_value(value)
+    _executor_settings(args)
     if args.time_budget is not None:
         from replicate.cli import budget
 
@@ -28,6 +29,24 @@ def _figures(args) -> int:
         return _check(args, overrides)
     return 1 if runner.run(args.names, args.profile, overrides, log_output=args.verbose,
                            time_budget=args.time_budget) else 0
+
+
+def _executor_settings(args) -> None:
+    """--executor, --ray-address and --workers reach the notebooks' kernels as the environment variables
+    ``replicate.core.paths`` reads; checked here, before any notebook runs."""
+    import os
+
+    from replicate.core import paths
+
+    for value, name in ((args.executor, "REPLICATE_EXECUTOR"), (args.ray_address, "RAY_ADDRESS"),
+                        (args.workers, "REPLICATE_WORKERS")):
+        if value is not None:
+            os.environ[name] = str(value)
+    paths.workers()
+    if paths.executor() == "ray":
+        from replicate.runs import ray_executor
+
+        ray_executor.check(paths.ray_address())
 
 
 def _check(args, overrides) -> int:
@@ -160,6 +179,13 @@ def main(argv=None) -> int:
                      help="e.g. 25m, 90s, 1h30m: notebooks whose runs are all cached first, then the others in "
                           "the order given; when the budget is spent, stop as Ctrl-C does (finished runs "
                           "cached, figures finished so far published) and exit with status 75")
+    fig.add_argument("--executor", choices=["local", "ray"], default=None,
+                     help="where missing runs are computed: local (default; REPLICATE_EXECUTOR) worker processes, "
+                          "or ray, the Ray cluster at --ray-address (see README, 'Running on a Ray cluster')")
+    fig.add_argument("--ray-address", metavar="HOST:PORT", default=None,
+                     help="the Ray cluster's head node (default RAY_ADDRESS; none: a private cluster of this machine)")
+    fig.add_argument("--workers", type=int, default=None,
+                     help="worker processes of the local executor (default REPLICATE_WORKERS, else one per core)")
     fig.add_argument("-v", "--verbose", action="store_true", help="stream notebook output (progress bars)")
     fig.set_defaults(func=_figures)
     bench = sub.add_parser(

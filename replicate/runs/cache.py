@@ -243,6 +243,21 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
                              "for CUDA (REPLICATE_DEVICE), but this machine has none: compute it on a CUDA machine "
                              "and `cache import` it, or unset REPLICATE_DEVICE to compute CPU runs here")
     log.started(entry.name if entry else None)
+    history, text, meta = compute(config, stop_loss=stop_loss, extra_metrics=extra_metrics, device=device,
+                                  progress=progress, problem=problem, serialize=use_cache)
+    log.record(meta["elapsed_s"], cached=False, dataset=config.dataset, key=entry.name if use_cache else None)
+    log.finished()
+    if use_cache:
+        store(config, stop_loss, extra_metrics, text, meta)
+    return history
+
+
+def compute(config: RunConfig, *, stop_loss: float | None = None, extra_metrics=None, device=None,
+            progress: bool = False, problem=None, serialize: bool = True) -> tuple[pd.DataFrame, str | None, dict]:
+    """Compute one run, touching no file: its history, that history as the cache's CSV text (when
+    ``serialize``) and its sidecar's fields. A worker anywhere (a process of this machine, a Ray node
+    without this checkout) calls it and hands the text and fields back; ``store`` writes them."""
+    device = torch.device(device) if device is not None else engine.default_device()
     start = time.perf_counter()
     problem, algorithm, work, schedule, objective = build(config, device=device, problem=problem)
     history = engine.run(problem, algorithm, work, schedule, objective=objective, rounds=config.rounds,
@@ -251,15 +266,24 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
                          stop=None if stop_loss is None else (lambda row: row["train_loss"] <= stop_loss),
                          desc=f"{config.dataset} {config.algorithm_name} E={work.amount} K={config.clients_per_round}")
     elapsed = time.perf_counter() - start
-    log.record(elapsed, cached=False, dataset=config.dataset, key=entry.name if use_cache else None)
-    log.finished()
-    if use_cache:
+    text = None
+    if serialize:
         buffer = io.StringIO()
         history.to_csv(buffer, index=False)
-        meta = config.to_dict() | {"elapsed_s": round(elapsed, 3), "device": str(problem.device),
-                                             "extra_metrics": metrics_key(extra_metrics), "version": VERSION}
-        if stop_loss is not None:
-            meta["target"] = stop_loss
-        atomic_write_text(_with(entry, ".json"), json.dumps(meta, indent=1))
-        atomic_write_text(_with(entry, ".csv"), buffer.getvalue())
-    return history
+        text = buffer.getvalue()
+    meta = config.to_dict() | {"elapsed_s": round(elapsed, 3), "device": str(problem.device),
+                               "extra_metrics": metrics_key(extra_metrics), "version": VERSION}
+    if stop_loss is not None:
+        meta["target"] = stop_loss
+    return history, text, meta
+
+
+def store(config: RunConfig, stop_loss: float | None, extra_metrics, text: str, meta: dict) -> None:
+    """Write a computed run into this machine's cache (sidecar, then CSV, each atomically: the CSV's
+    presence means a whole entry), under the key this process gives it."""
+    entry = _file(config, stop_loss, "", extra_metrics)
+    if entry_name(meta) != entry.name:  # e.g. a worker on another device type, or running other code
+        raise ReplicateError(f"run {entry.name} came back as {entry_name(meta)} (computed on {meta['device']}, "
+                             f"cache version {meta['version']}): not stored")
+    atomic_write_text(_with(entry, ".json"), json.dumps(meta, indent=1))
+    atomic_write_text(_with(entry, ".csv"), text)

@@ -194,3 +194,22 @@ def test_bad_ray_input_is_one_line_before_any_compute(ray_cluster, tmp_path, mon
     monkeypatch.delenv("REPLICATE_DEVICE")
     with pytest.raises(ReplicateError, match=r"runs other versions \(python .* there, 3.0 here"):
         ray_executor.check(address)
+
+
+def test_the_command_line_refuses_an_unreachable_cluster_in_one_line_before_any_notebook(monkeypatch, capsys):
+    pytest.importorskip("ray", reason="Ray is not installed (pip install -r requirements-ray.txt)")
+    from replicate.cli import main, runner
+
+    for name in ("REPLICATE_EXECUTOR", "RAY_ADDRESS", "REPLICATE_WORKERS"):
+        monkeypatch.setenv(name, "")  # what the command sets is undone after the test
+    monkeypatch.setattr(runner, "run", lambda *a, **k: pytest.fail("a notebook ran"))
+    closed = _free_port()
+    assert main.main(["figures", "li2020/fig2", "--executor", "ray", "--ray-address", f"127.0.0.1:{closed}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: no Ray cluster at 127.0.0.1:{closed}") and "\n" not in err
+
+
+def test_ray_is_imported_only_by_the_ray_executor():
+    code = "import sys, replicate.runs.pool, replicate.runs.executors; print('ray' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

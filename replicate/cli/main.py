@@ -69,7 +69,8 @@ def _bench(args) -> int:
 
     results = bench.run(rounds=args.rounds, device=args.device)
     text = (bench.table(results) + "\n\n" + bench.profile_table(args.device) + "\n\nFedProx LSTMs:\n\n"
-            + bench.lstm_table(bench.lstm_run(device=args.device)))
+            + bench.lstm_table(bench.lstm_run(device=args.device))
+            + "\n\nSweep executors, local pool vs Ray:\n\n" + bench.executor_table(bench.executor_run()))
     print(bench.describe_machine(args.device))
     print(text)
     if args.record:

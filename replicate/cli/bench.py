@@ -147,6 +147,9 @@ def executor_run(configs=None) -> dict:
 
     from replicate.runs import cache, executors
 
+    # A private instance for these seconds: without this, Ray 2.60 writes a token to ~/.ray/auth_token
+    # that turns token authentication on for every later `ray start` of this user.
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     try:
         import ray
     except ImportError:

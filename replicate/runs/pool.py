@@ -63,13 +63,8 @@ def compute(jobs: list[Job | tuple], workers: int = 2, progress: bool = True,
     if not missing:
         return
     executor = executors.current()
-    device = None
-    if executor.name == "local":
-        from replicate.fl import engine
-
-        cuda_missing = engine.default_device().type == "cuda" and not _cuda_available()
-        if workers <= 1 or sum(map(_cost, missing)) < PARALLEL_ABOVE or cuda_missing:  # cache.run says why
-            return
+    if executor.name == "local" and (workers <= 1 or sum(map(_cost, missing)) < PARALLEL_ABOVE or _no_cuda()):
+        return  # each run is computed here as it is read (and cache.run says why a CUDA run cannot be)
     from tqdm.auto import tqdm
 
     missing.sort(key=_cost, reverse=True)
@@ -83,15 +78,18 @@ def compute(jobs: list[Job | tuple], workers: int = 2, progress: bool = True,
                     log.finished(by_worker=True)
                 bar.update()
 
-        failures = executor.run([[job] for job in missing], done, device)
+        failures = executor.run([[job] for job in missing], done)
     if failures:
         raise executors.failed(failures, len(missing))
 
 
-def _cuda_available() -> bool:
+def _no_cuda() -> bool:
+    """Runs are for CUDA (``REPLICATE_DEVICE``) and this machine has none: local workers cannot compute them."""
     import torch
 
-    return torch.cuda.is_available()
+    from replicate.fl import engine
+
+    return engine.default_device().type == "cuda" and not torch.cuda.is_available()
 
 
 def frame(labelled: list[tuple[dict, RunConfig]], *, columns=None, extra_metrics=None, workers: int = 1,

@@ -69,9 +69,10 @@ def connect(address: str | None) -> None:
         _reachable(address)
     carried = {name: str(value) for name, value in
                (("REPLICATE_DATA", paths.data_dir()), ("REPLICATE_DATA_FROM", paths.local_data_source())) if value}
+    # no address: a new private instance ("local"), not a cluster some `ray start` left on this machine
     options = {} if address else {"include_dashboard": False, "num_cpus": executors.usable_cores()}
     try:
-        ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False, configure_logging=True,
+        ray.init(address=address or "local", logging_level=logging.ERROR, log_to_driver=False, configure_logging=True,
                  runtime_env={"py_modules": [str(PACKAGE)], "env_vars": carried,
                               "excludes": ["__pycache__", "*.pyc"]}, **options)
     except Exception as exc:  # a version mismatch, a refused connection: Ray says it in several lines
@@ -86,7 +87,7 @@ def connect(address: str | None) -> None:
     if theirs != (ours := local_versions()):
         ray.shutdown()
         differ = ", ".join(f"{k} {theirs[k]} there, {ours[k]} here" for k in ours if theirs[k] != ours[k])
-        raise ReplicateError(f"the Ray cluster at {address} runs other versions ({differ}): its runs would not "
+        raise ReplicateError(f"the Ray cluster at {address or 'this machine'} runs other versions ({differ}): its runs would not "
                              "give this machine's numbers; install the same versions on both")
 
 

@@ -28,6 +28,7 @@ K → the number of clients, d̄ → ``StemState.direction``, x_{t}^(k) → ``St
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -43,6 +44,7 @@ class StemState:
 
 @dataclass(frozen=True)
 class Stem:
+    client_fields: ClassVar[tuple[str, ...]] = ("momentum_c",)  # read by the client step: runs batch only with an equal c
     momentum_c: float = 1.0  # c in a = min{1, c·η²}
 
     plain_sgd = None  # the momentum direction is not plain SGD

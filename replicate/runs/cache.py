@@ -179,6 +179,11 @@ def _file(config: RunConfig, stop_loss: float | None, suffix: str, extra_metrics
     return paths.cache_dir() / "to_target" / f"{name}_to_{stop_loss:g}{suffix}"
 
 
+def entry(config: RunConfig, stop_loss: float | None = None, extra_metrics=None) -> str:
+    """A run's entry name (``RunLog``'s keys): ``<key>`` or ``<key>_to_<loss>``."""
+    return _file(config, stop_loss, "", extra_metrics).name
+
+
 def _with(entry: Path, suffix: str) -> Path:
     return entry.parent / f"{entry.name}{suffix}"  # not with_suffix: "<key>_to_0.29" has a dot of its own
 
@@ -254,12 +259,20 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
     log.record(elapsed, cached=False, dataset=config.dataset, key=entry.name if use_cache else None)
     log.finished()
     if use_cache:
-        buffer = io.StringIO()
-        history.to_csv(buffer, index=False)
-        meta = config.to_dict() | {"elapsed_s": round(elapsed, 3), "device": str(problem.device),
-                                             "extra_metrics": metrics_key(extra_metrics), "version": VERSION}
-        if stop_loss is not None:
-            meta["target"] = stop_loss
-        atomic_write_text(_with(entry, ".json"), json.dumps(meta, indent=1))
-        atomic_write_text(_with(entry, ".csv"), buffer.getvalue())
+        store(config, stop_loss, extra_metrics, history, elapsed, problem.device)
     return history
+
+
+def store(config: RunConfig, stop_loss: float | None, extra_metrics, history: pd.DataFrame, elapsed: float,
+          device, **notes) -> None:
+    """Write a computed run's entry (sidecar first, then the CSV that marks it complete), atomically.
+    ``notes`` go into the sidecar (e.g. ``batch``: how many runs were trained with it)."""
+    entry = _file(config, stop_loss, "", extra_metrics)
+    buffer = io.StringIO()
+    history.to_csv(buffer, index=False)
+    meta = config.to_dict() | {"elapsed_s": round(elapsed, 3), "device": str(device),
+                               "extra_metrics": metrics_key(extra_metrics), "version": VERSION} | notes
+    if stop_loss is not None:
+        meta["target"] = stop_loss
+    atomic_write_text(_with(entry, ".json"), json.dumps(meta, indent=1))
+    atomic_write_text(_with(entry, ".csv"), buffer.getvalue())

@@ -14,7 +14,7 @@ from typing import Callable, NamedTuple
 
 import pandas as pd
 
-from replicate.runs import cache
+from replicate.runs import batched, cache
 from replicate.runs.config import RunConfig
 
 
@@ -32,11 +32,11 @@ def run_to_target(config: RunConfig, target: float, *, progress: bool = False,
     return cache.run(config, stop_loss=target, progress=progress, log=log)
 
 
-def _compute(job: Job) -> None:
+def _compute(jobs: list[Job]) -> None:
     import torch
 
     torch.set_num_threads(1)
-    cache.run(job.config, stop_loss=job.target, progress=False, extra_metrics=job.extra_metrics)
+    batched.compute(jobs)
 
 
 _NEURAL = ("cnn", "lenet", "conv_dropout", "char_lstm", "char_lstm_tff", "sent_lstm")
@@ -57,33 +57,48 @@ PARALLEL_ABOVE = 2e6  # below this much work (~1 min) starting worker processes 
 
 def compute(jobs: list[Job | tuple], workers: int = 2, progress: bool = True,
             log: cache.RunLog | None = None) -> None:
-    """Compute the missing jobs (``Job`` or its fields as a tuple; target None = a full run) in parallel.
+    """Compute the missing jobs (``Job`` or its fields as a tuple; target None = a full run) in batches.
 
-    ``workers`` single-threaded processes take the missing runs longest first and leave
-    them in the cache, where the figure functions then read them. With one worker, or
-    too little work to pay for starting processes, nothing happens here and each run is
-    computed in this process when it is first read.
+    Runs that may train together (``batched.group``: same data, model, local work and client half)
+    are one batch, trained as one stack of clients. ``workers`` single-threaded processes take the
+    batches longest first and leave every run in the cache, where the figure functions then read
+    them. With one worker, or too little work to pay for starting processes, the batches of several
+    runs are trained here and a run alone is computed in this process when it is first read.
     """
     missing = cache.plan([Job(*job) for job in jobs], log)  # the log's runs done / total counts them whoever computes them
+    if not missing:
+        return
     if workers <= 1 or sum(map(_cost, missing)) < PARALLEL_ABOVE:
+        for batch in batched.group(missing):  # runs trained together here; a run alone is computed when it is read
+            if len(batch) > 1:
+                batched.compute(batch, progress=progress and log is None)
+                _computed(batch, log)
         return
     from tqdm.auto import tqdm
 
-    missing.sort(key=_cost, reverse=True)
+    batches = batched.group(missing, workers)
+    batches.sort(key=lambda batch: sum(map(_cost, batch)), reverse=True)
     context = multiprocessing.get_context("spawn")
     with (concurrent.futures.ProcessPoolExecutor(workers, mp_context=context, initializer=_ignore_interrupt) as pool,
           tqdm(total=len(missing), desc="runs", disable=not progress or log is not None, leave=False) as bar):
-        futures = {pool.submit(_compute, job): job for job in missing}
+        futures = {pool.submit(_compute, batch): batch for batch in batches}
         try:
             for future in concurrent.futures.as_completed(futures):
                 future.result()
-                if log is not None:
-                    log.mark_computed(*futures[future])
-                    log.finished(by_worker=True)
-                bar.update()
+                _computed(futures[future], log)
+                bar.update(len(futures[future]))
         except BaseException:  # a failed run, Ctrl-C or a spent time budget: do not wait for the queued runs
             pool.shutdown(wait=True, cancel_futures=True)  # the runs under way finish and stay cached
             raise
+
+
+def _computed(batch: list[Job], log: cache.RunLog | None) -> None:
+    """Count a batch computed outside ``cache.run`` in the figure's log (read back, they count as computed)."""
+    if log is None:
+        return
+    for job in batch:
+        log.mark_computed(*job)
+        log.finished(by_worker=True)
 
 
 def frame(labelled: list[tuple[dict, RunConfig]], *, columns=None, extra_metrics=None, workers: int = 1,

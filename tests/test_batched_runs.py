@@ -55,7 +55,7 @@ CASES = {
     "scaffold-II": (logistic64, [Scaffold(), Scaffold(4, server_lr=0.5), Scaffold(6)], LocalWork(3, "steps", 8)),
     "scaffold-I": (logistic64, [Scaffold(option="I"), Scaffold(5, server_lr=2.0, option="I")],
                    LocalWork(3, "steps", 8)),
-    "stem": (logistic64, [Stem(0.5)] * 3, LocalWork(3, "steps", 8)),
+    "stem": (logistic64, [Stem(0.5), Stem(4.0), Stem(0.5)], LocalWork(3, "steps", 8)),  # c differs: a row each
     "local-update": (logistic64, [LocalUpdate(0.5, momentum=0.9, nesterov=True, alpha=0.1),
                                   LocalUpdate(1.0, clients_per_round=4, alpha=0.1), LocalUpdate(0.3, alpha=0.1)],
                      LocalWork(3, "steps", 8)),

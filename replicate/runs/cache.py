@@ -179,6 +179,11 @@ def _file(config: RunConfig, stop_loss: float | None, suffix: str, extra_metrics
     return paths.cache_dir() / "to_target" / f"{name}_to_{stop_loss:g}{suffix}"
 
 
+def entry(config: RunConfig, stop_loss: float | None = None, extra_metrics=None) -> str:
+    """A run's entry name (``RunLog``'s keys): ``<key>`` or ``<key>_to_<loss>``."""
+    return _file(config, stop_loss, "", extra_metrics).name
+
+
 def _with(entry: Path, suffix: str) -> Path:
     return entry.parent / f"{entry.name}{suffix}"  # not with_suffix: "<key>_to_0.29" has a dot of its own
 
@@ -266,16 +271,23 @@ def compute(config: RunConfig, *, stop_loss: float | None = None, extra_metrics=
                          stop=None if stop_loss is None else (lambda row: row["train_loss"] <= stop_loss),
                          desc=f"{config.dataset} {config.algorithm_name} E={work.amount} K={config.clients_per_round}")
     elapsed = time.perf_counter() - start
+    return (history, *entry_of(config, stop_loss, extra_metrics, history, elapsed, problem.device, serialize))
+
+
+def entry_of(config: RunConfig, stop_loss: float | None, extra_metrics, history: pd.DataFrame, elapsed: float,
+             device, serialize: bool = True, **notes) -> tuple[str | None, dict]:
+    """A computed run as ``store`` takes it: the history as the cache's CSV text (when ``serialize``) and
+    the sidecar's fields; ``notes`` join them (e.g. ``batch``: how many runs trained together)."""
     text = None
     if serialize:
         buffer = io.StringIO()
         history.to_csv(buffer, index=False)
         text = buffer.getvalue()
-    meta = config.to_dict() | {"elapsed_s": round(elapsed, 3), "device": str(problem.device),
-                               "extra_metrics": metrics_key(extra_metrics), "version": VERSION}
+    meta = config.to_dict() | {"elapsed_s": round(elapsed, 3), "device": str(device),
+                               "extra_metrics": metrics_key(extra_metrics), "version": VERSION} | notes
     if stop_loss is not None:
         meta["target"] = stop_loss
-    return history, text, meta
+    return text, meta
 
 
 def store(config: RunConfig, stop_loss: float | None, extra_metrics, text: str, meta: dict) -> None:

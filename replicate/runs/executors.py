@@ -1,7 +1,7 @@
 """Executors: where a sweep's missing runs are computed, on this machine or on a Ray cluster.
 
 A sweep (``pool.compute``) hands an executor its missing runs as tasks, a task being a list of jobs
-(``pool.Job``: today one run each; a task of several runs is computed together by one worker). A
+(``pool.Job``s that ``batched.group`` put together: one worker trains them as one batch). A
 worker computes a task with ``compute_task`` and touches no file: it hands back each run's CSV text and
 sidecar fields, and the driver, the process that plans the sweep, writes them into its cache
 (``cache.store``, atomically) as they arrive. So workers need neither this machine's filesystem nor
@@ -41,8 +41,10 @@ def compute_task(jobs: list, device: str | None = None) -> list[tuple[str, dict]
     sidecar fields; nothing is written here."""
     import torch
 
+    from replicate.runs import batched
+
     torch.set_num_threads(1)
-    return [cache.compute(job[0], stop_loss=job[1], extra_metrics=job[2], device=device)[1:] for job in jobs]
+    return batched.compute([tuple(job) for job in jobs], device)  # one batch of runs (batched.group's)
 
 
 @dataclass

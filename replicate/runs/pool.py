@@ -13,7 +13,7 @@ from typing import Callable, NamedTuple
 
 import pandas as pd
 
-from replicate.runs import cache, executors
+from replicate.runs import batched, cache, executors
 from replicate.runs.config import RunConfig
 
 
@@ -53,21 +53,22 @@ def compute(jobs: list[Job | tuple], workers: int = 2, progress: bool = True,
     executor of this process's settings (``executors.current``) and leave them in the cache, where the
     figure functions then read them.
 
-    Locally, ``workers > 1`` lets single-threaded processes take the missing runs longest first (as many
-    as ``REPLICATE_WORKERS`` or the machine's cores); with one worker, or too little work to pay for
-    starting processes, nothing happens here and each run is computed in this process when it is first
-    read. On a Ray cluster every missing run is a task there. A run that fails twice is reported at the
-    end (one ``ReplicateError``) after the others are cached.
+    Runs that may train together (``batched.group``: same data, model, local work and client half) form
+    one task, trained as one stack of clients (runs as a tensor dimension). Locally, ``workers > 1`` lets
+    single-threaded processes take the tasks longest first (as many as ``REPLICATE_WORKERS`` or the
+    machine's cores); with one worker, or too little work to pay for starting processes, the tasks of
+    several runs are trained here and a run alone is computed in this process when it is first read. On
+    a Ray cluster every task is a Ray task. A run that fails twice is reported at the end (one
+    ``ReplicateError``) after the others are cached.
     """
     missing = cache.plan([Job(*job) for job in jobs], log)  # the log's runs done / total counts them whoever computes them
     if not missing:
         return
     executor = executors.current()
-    if executor.name == "local" and (workers <= 1 or sum(map(_cost, missing)) < PARALLEL_ABOVE or _no_cuda()):
-        return  # each run is computed here as it is read (and cache.run says why a CUDA run cannot be)
+    if executor.name == "local" and _no_cuda():
+        return  # each run is read as it is needed, and cache.run says why a CUDA run cannot be computed here
     from tqdm.auto import tqdm
 
-    missing.sort(key=_cost, reverse=True)
     with tqdm(total=len(missing), desc=f"runs ({executor.name})", unit="run",
               disable=not progress or log is not None, leave=False) as bar:
         def done(task: list[Job], results: list[tuple[str, dict]]) -> None:
@@ -78,7 +79,14 @@ def compute(jobs: list[Job | tuple], workers: int = 2, progress: bool = True,
                     log.finished(by_worker=True)
                 bar.update()
 
-        failures = executor.run([[job] for job in missing], done)
+        if executor.name == "local" and (workers <= 1 or sum(map(_cost, missing)) < PARALLEL_ABOVE):
+            for task in batched.group(missing):
+                if len(task) > 1:  # a run alone is computed when it is read
+                    done(task, batched.compute(task))
+            return
+        tasks = batched.group(missing, getattr(executor, "workers", 1))
+        tasks.sort(key=lambda task: sum(map(_cost, task)), reverse=True)
+        failures = executor.run(tasks, done)
     if failures:
         raise executors.failed(failures, len(missing))
 

@@ -12,14 +12,19 @@ Two executions of the same recurrence (gates i, f, g, o as PyTorch orders them, 
   batch 10 × 80 characters, forward + backward: 24-32 ms for 2 × 256 against 117 ms for the
   written-out loop below and 550 ms for it under ``torch.func``.
 - **K clients at once** (the stacked engine, the dissimilarity's per-device gradients): the
-  recurrence written out with one batched matrix product per step over a ``(K, b, ·)`` state;
-  one ``autograd.grad`` of the summed losses gives the derivatives at the gate pre-activations,
-  and each client's weight gradient is one batched product per layer over its b·T rows. No
-  ``vmap`` (measured 4× slower for 10 Shakespeare clients). Forming the weight gradients per
-  layer rather than per step (autograd through the weights) made the stacked rounds of
-  ``python -m replicate bench`` 1.5× faster (Sent140 1.68 → 1.13 s, Shakespeare 6.8 → 4.5 s)
-  and, with the dissimilarity taking devices by size, Sent140's dissimilarity (2,875 devices
-  of ≈ 4 tweets) went from 35 to 14 s on this CPU.
+  recurrence over a ``(K, T, b, ·)`` time-major state, forward and backward written by hand
+  (``_forward``, ``_backward``): per time step and layer 7 ops forward (one batched matrix product,
+  then the gates' arithmetic in place) and 3 backward, against 31 when the loop ran under autograd
+  (issue #24 §2: the count is kernel launches on an accelerator, and dispatcher round trips on a
+  CPU; ``python -m replicate bench`` records it for every model). Only the dense layers and the
+  loss go through autograd; each client's weight gradient is one batched product per layer over
+  its T·b rows. No ``vmap`` (measured 4× slower for 10 Shakespeare clients). History: forming the
+  weight gradients per layer rather than per step made the stacked rounds of ``bench`` 1.5×
+  faster (Sent140 1.68 → 1.13 s, Shakespeare 6.8 → 4.5 s) and Sent140's dissimilarity (2,875
+  devices of ≈ 4 tweets) 35 → 14 s; the hand-written backward then took a Shakespeare step
+  (10 clients, batch 10 × 80 characters, one thread) from 1.70 to 0.71 s of CPU time, Sent140's
+  (25 words) 64 → 61 ms. ``tests/lstm_reference.py`` keeps the autograd recurrence as the
+  reference it is tested against (equal to float32 rounding; to 1e-12 in float64).
 
 ``frozen_embedding``: the authors' Sent140 model embeds with frozen GloVe vectors (spec §1(c)).
 Without GloVe here, a fixed random table (uniform ±1, drawn once from the stream
@@ -44,6 +49,7 @@ _FROM_PYTORCH, _TO_PYTORCH = (2, 0, 1, 3), (1, 2, 0, 3)
 class Recurrence(NamedTuple):
     """One layer's forward pass over K models, what its backward reads (all (K, T or T + 1, b, ·))."""
     inputs: torch.Tensor  # x_t, (K, T, b, fan)
+    wh: torch.Tensor  # W_h, gates as g, i, f, o: (K, H, 4H)
     act: torch.Tensor  # tanh(g), σ(i), σ(f), σ(o): (K, T, b, 4H)
     cell: torch.Tensor  # c_{t-1} at slot t: (K, T + 1, b, H), slot 0 = c_{-1} = 0
     out: torch.Tensor  # h_{t-1} at slot t: (K, T + 1, b, H), slot 0 = h_{-1} = 0
@@ -63,7 +69,7 @@ class CharLSTM(Model):
         self.uncounted = tuple(uncounted)
         self.loss_kind, self.head, self.frozen_embedding = loss_kind, tuple(head), bool(frozen_embedding)
         self.num_classes = vocab_size if num_classes is None else num_classes
-        self.shapes, self._fan_in, self._tables = {}, {}, {}
+        self.shapes, self._fan_in, self._tables, self._orders = {}, {}, {}, {}
         if not self.frozen_embedding:
             self.shapes["embed"] = (vocab_size, embed)
             self._fan_in["embed"] = 1.0  # nn.Embedding draws N(0, 1); uniform ±1 keeps the scale
@@ -128,9 +134,11 @@ class CharLSTM(Model):
     def _gates(self, w: torch.Tensor, back: bool = False) -> torch.Tensor:
         """A layer's (K, ·, 4H) weights (or gradients) with the gate columns from PyTorch's order
         i, f, g, o to the recurrence's g, i, f, o (``back``: the other way)."""
-        order = _FROM_PYTORCH if not back else _TO_PYTORCH
-        index = torch.tensor(order, device=w.device)
-        return w.view(*w.shape[:-1], 4, self.hidden).index_select(-2, index).view(w.shape)
+        key = (str(w.device), back)
+        if key not in self._orders:
+            self._orders[key] = torch.tensor(_TO_PYTORCH if back else _FROM_PYTORCH, device=w.device)
+        index = self._orders[key]
+        return w.view(*w.shape[:-1], 4, self.hidden).index_select(-2, index).view(*w.shape)
 
     def _forward(self, seq: torch.Tensor, wx: torch.Tensor, wh: torch.Tensor, bias: torch.Tensor) -> Recurrence:
         """One layer over time for K models: (K, T, b, fan) inputs → ``Recurrence`` (no autograd).
@@ -146,7 +154,7 @@ class CharLSTM(Model):
         cell, out = seq.new_zeros(k, steps + 1, b, hid), seq.new_zeros(k, steps + 1, b, hid)  # slot 0: t = −1
         tanh_c = seq.new_empty(k, steps, b, hid)
         rows, tan, sig = act.unbind(1), act.narrow(-1, 0, hid).unbind(1), act.narrow(-1, hid, 3 * hid).unbind(1)
-        g_g, i_g, f_g, o_g = (act.view(k, steps, b, 4, hid).select(3, j).unbind(1) for j in range(4))
+        g_g, i_g, f_g, o_g = (gate.unbind(1) for gate in act.view(k, steps, b, 4, hid).unbind(3))
         c, h, tc = cell.unbind(1), out.unbind(1), tanh_c.unbind(1)
         for t in range(steps):  # c[t], h[t] hold c_{t-1}, h_{t-1}
             if t:
@@ -160,10 +168,10 @@ class CharLSTM(Model):
                 torch.mul(i_g[t], g_g[t], out=c[t + 1])
             torch.tanh(c[t + 1], out=tc[t])
             torch.mul(o_g[t], tc[t], out=h[t + 1])
-        return Recurrence(seq, act, cell, out, tanh_c)
+        return Recurrence(seq, wh, act, cell, out, tanh_c)
 
-    def _backward(self, r: Recurrence, d_out: torch.Tensor, wh: torch.Tensor) -> torch.Tensor:
-        """Derivatives at one layer's gate pre-activations, (K, T·b, 4H) in the order g, i, f, o,
+    def _backward(self, r: Recurrence, d_out: torch.Tensor) -> torch.Tensor:
+        """Derivatives at one layer's gate pre-activations, (K, T·b, 4H) in PyTorch's order i, f, g, o,
         given those at its outputs h_t from above, ``d_out`` (K, T, b, H) (no autograd).
 
         With σ' = s − s², every factor that does not depend on the incoming derivatives is formed
@@ -185,7 +193,7 @@ class CharLSTM(Model):
         z = r.act.new_empty(k, steps, b, 2, hid)  # [dc_t, dh_t]
         z.select(3, 1).copy_(d_out)
         prod = r.act.new_empty(k, steps, b, 8, hid)
-        wh_t = wh.transpose(1, 2)
+        wh_t = r.wh.transpose(1, 2)
         dc, dh, zt = z.select(3, 0).unbind(1), z.select(3, 1).unbind(1), z.view(k, steps, b, 2, 1, hid).unbind(1)
         qt, pt, p_dc = q.view(k, steps, b, 2, 4, hid).unbind(1), prod.view(k, steps, b, 2, 4, hid).unbind(1), \
             dc_by_dh.unbind(1)
@@ -197,7 +205,7 @@ class CharLSTM(Model):
             else:
                 torch.mul(dh[t], p_dc[t], out=dc[t])
             torch.mul(qt[t], zt[t], out=pt[t])
-        return prod.view(k, steps * b, 8 * hid).narrow(-1, hid, 4 * hid).contiguous()
+        return self._gates(prod.view(k, steps * b, 8 * hid).narrow(-1, hid, 4 * hid), back=True)
 
     def _layers(self, p: dict, seq: torch.Tensor) -> list[Recurrence]:
         """Every layer's ``Recurrence`` for K models on (K, T, b, E) inputs."""
@@ -257,13 +265,12 @@ class CharLSTM(Model):
         grads, d_out = {}, deltas.pop(0)
         with torch.no_grad():
             for i in reversed(range(self.layers)):
-                r, wh = layers[i], self._gates(p[f"lstm{i}.wh"])
-                d = self._backward(r, d_out, wh)
-                grads[f"lstm{i}.wx"] = self._gates(_per_batch(r.inputs, d), back=True)
-                grads[f"lstm{i}.wh"] = self._gates(_per_batch(r.out.narrow(1, 0, steps), d), back=True)
-                grads[f"lstm{i}.b"] = self._gates(d.sum(1), back=True)
+                r = layers[i]
+                d = self._backward(r, d_out)
+                grads[f"lstm{i}.wx"], grads[f"lstm{i}.wh"] = _per_batch(r.inputs, d), _per_batch(r.out.narrow(1, 0, steps), d)
+                grads[f"lstm{i}.b"] = d.sum(1)
                 if i or not self.frozen_embedding:  # a frozen table needs no input gradient
-                    d_out = torch.bmm(d, self._gates(p[f"lstm{i}.wx"]).transpose(1, 2)).view(k, steps, b, -1)
+                    d_out = torch.bmm(d, p[f"lstm{i}.wx"].transpose(1, 2)).view(k, steps, b, -1)
             for (name, a, _), d in zip(dense, deltas):
                 grads[f"{name}.w"], grads[f"{name}.b"] = _per_batch(a.detach(), d), d.reshape(k, -1, d.shape[-1]).sum(1)
             if not self.frozen_embedding:  # each batch's input gradients onto its own table

@@ -269,7 +269,8 @@ class CharLSTM(Model):
             for i in reversed(range(self.layers)):
                 r = layers[i]
                 d = self._backward(r, d_out)
-                grads[f"lstm{i}.wx"], grads[f"lstm{i}.wh"] = _per_batch(r.inputs, d), _per_batch(r.out.narrow(1, 0, steps), d)
+                grads[f"lstm{i}.wx"] = _per_batch(r.inputs, d)
+                grads[f"lstm{i}.wh"] = _per_batch(r.out.narrow(1, 0, steps), d)  # h_{t-1}
                 grads[f"lstm{i}.b"] = d.sum(1)
                 if i or not self.frozen_embedding:  # a frozen table needs no input gradient
                     d_out = torch.bmm(d, p[f"lstm{i}.wx"].transpose(1, 2)).view(k, steps, b, -1)

@@ -28,6 +28,12 @@ second each) through the local pool and through a private Ray instance of this m
 worker slots each, each into an empty cache; wall times exclude starting Ray (shown apart) and
 include the local pool's process start. Ray's per-task overhead is its wall time, times the slots,
 less the runs' own compute, per run; the second Ray sweep reuses warm workers.
+
+Kernel launches (issue #24 §2): the top-level ATen ops of one stacked local step of every model
+preset at 10 and 1,000 stacked models (counted on the CPU whatever ``--device`` says; the FEMNIST
+CNNs and the LSTMs at reduced widths, which leave the count unchanged), and for the LSTMs the ops
+per time step and layer: 31 before 2026-11-24, when the recurrence ran under autograd, 10 since
+(7 forward, 3 backward, written by hand).
 """
 from __future__ import annotations
 
@@ -40,7 +46,9 @@ import torch
 from replicate.fl import engine
 from replicate.fl import oracle
 from replicate.core.errors import ReplicateError
+from replicate.fl import models
 from replicate.fl.algorithms import FedAvg, FedProx
+from replicate.fl.models import opcount
 from replicate.runs.config import RunConfig, build
 
 WORKLOADS = {
@@ -313,3 +321,70 @@ def table(results: list[dict]) -> str:
                      [[r["workload"], r["K"], f"{r['fused_s_per_round']:.4f}", f"{r['generic_s_per_round']:.4f}",
                        f"{r['oracle_s_per_round']:.4f}", f"{r['speedup']:.1f}×", f"{r['fused_gain']:.2f}×"]
                       for r in results])
+
+
+# ---- top-level ops per local step (issue #24 §2) --------------------------------------------------
+
+# Every model preset, built as its preset (layers, loss, options) at the widths given: the FEMNIST CNNs
+# and the LSTMs narrowed so that 1,000 stacked copies fit this machine (a count does not depend on
+# widths: every op is the same op on a wider tensor). The image models see 28×28 MNIST/EMNIST-shaped
+# inputs, the LSTMs sequences of OP_STEPS tokens; 2 samples per model.
+OP_MODELS = {
+    "logistic (MNIST 784 → 10)": lambda: models.LogisticRegression(784, 10),
+    "mlp (784 → 32 → 10)": lambda: models.MLP(784, 10),
+    "lenet (STEM MNIST, preset widths)": lambda: models.CNN((1, 28, 28), 10, **models._CNN_PRESETS["lenet"]),
+    "cnn (FEMNIST; channels 4, 8, dense 16)": lambda: models.CNN((1, 28, 28), 62, channels=(4, 8), hidden=16),
+    "conv_dropout (FEMNIST; channels 4, 8, dense 16)": lambda: models.ConvDropout((1, 28, 28), 62, channels=(4, 8),
+                                                                                 hidden=16),
+    "char_lstm (Shakespeare; embed 8, 2 × 16)": lambda: models.CharLSTM(
+        80, **(models._LSTM_PRESETS["char_lstm"] | dict(hidden=16))),
+    "char_lstm_tff (TFF Shakespeare; embed 8, 2 × 16)": lambda: models.CharLSTM(
+        90, **(models._LSTM_PRESETS["char_lstm_tff"] | dict(hidden=16))),
+    "sent_lstm (Sent140; embed 12, 2 × 8, dense 30)": lambda: models.CharLSTM(
+        100, num_classes=2, **(models._LSTM_PRESETS["sent_lstm"] | dict(embed=12, hidden=8))),
+}
+OP_STEPS, OP_BATCH = (4, 8), 2  # LSTM sequence lengths (the per-time-step count is their difference)
+
+
+def step_inputs(model, k: int, steps: int = OP_STEPS[0], batch: int = OP_BATCH, seed: int = 0):
+    """K stacked models (distinct rows) and a mini-batch each, as ``model.grad`` takes them."""
+    g = torch.Generator().manual_seed(seed)
+    flat = model.init(g).unsqueeze(0) + 0.01 * torch.randn(k, model.num_params, generator=g)
+    noise = None
+    if isinstance(model, models.CharLSTM):
+        x = torch.randint(0, model.vocab_size, (k, batch, steps), generator=g)
+        y = torch.randint(0, model.num_classes, (k, batch, steps) if model.loss_kind == "token" else (k, batch),
+                          generator=g)
+        return flat, x, y, noise
+    shape = getattr(model, "in_shape", None) or (model.d,)
+    classes = getattr(model, "num_classes", None) or model.c
+    x = torch.randn(k * batch, *shape, generator=g)
+    y = torch.randint(0, classes, (k * batch,), generator=g)
+    x, y = model.prepare(x, y, classes)
+    if model.dropout:
+        noise = torch.rand(k, batch, *model.dropout_shape, generator=g)
+    return flat, x.view(k, batch, *x.shape[1:]), y.view(k, batch, *y.shape[1:]), noise
+
+
+def step_op_counts(name: str, ks=(10, 1000)) -> dict:
+    """Top-level ops of one local step of ``OP_MODELS[name]`` at each K (``opcount.step_ops``), and
+    for an LSTM the ops per time step and layer (from two sequence lengths at the first K)."""
+    model = OP_MODELS[name]()
+    row = {"model": name, "params": model.num_params}
+    for k in ks:
+        row[k] = sum(opcount.step_ops(model, *step_inputs(model, k)).values())
+    if isinstance(model, models.CharLSTM):
+        short, long = (sum(opcount.step_ops(model, *step_inputs(model, ks[0], steps)).values()) for steps in OP_STEPS)
+        row["per_step_layer"] = (long - short) / (OP_STEPS[1] - OP_STEPS[0]) / model.layers
+    return row
+
+
+def op_table(ks=(10, 1000)) -> str:
+    rows = [step_op_counts(name, ks) for name in OP_MODELS]
+    per = [f"{r['per_step_layer']:g}" if "per_step_layer" in r else "" for r in rows]
+    return (f"Top-level ATen ops of one stacked local step (forward, loss, backward, update; "
+            f"``replicate/fl/models/opcount.py`` says what counts), {OP_BATCH} samples per model, LSTM sequences "
+            f"of {OP_STEPS[0]} tokens:\n\n"
+            + _markdown(["model", "parameters per model"] + [f"ops, {k:,} models" for k in ks]
+                        + ["LSTM ops per time step and layer"],
+                        [[r["model"], f"{r['params']:,}"] + [r[k] for k in ks] + [p] for r, p in zip(rows, per)]))

@@ -69,7 +69,7 @@ def _bench(args) -> int:
 
     results = bench.run(rounds=args.rounds, device=args.device)
     text = (bench.table(results) + "\n\n" + bench.profile_table(args.device) + "\n\nFedProx LSTMs:\n\n"
-            + bench.lstm_table(bench.lstm_run(device=args.device))
+            + bench.lstm_table(bench.lstm_run(device=args.device)) + "\n\n" + bench.op_table()
             + "\n\nSweep executors, local pool vs Ray:\n\n" + bench.executor_table(bench.executor_run())
             + "\n\n## Runs as a tensor dimension\n\n" + bench_batched.__doc__.split(chr(10), 1)[1].strip()
             + "\n\n" + bench_batched.table(bench_batched.run(device=args.device)))

@@ -33,6 +33,11 @@ VERSION = 4  # 4: the key holds the full config (the algorithm's own settings), 
 # (the runs computed before it were moved aside by hand, build/cache/stale/).
 NUMERICS: dict[str, int] = {
     "scaffold": 1,  # 1: c_i ← c_i⁺ (it was c_i + c_i⁺ from the third round on)
+    # 1: the stacked LSTM's hand-written backward (2026-11-24; equal to the autograd recurrence to
+    # float32 rounding), which Sent140's runs train through (``cpu_execution`` picks the stacked path).
+    # char_lstm / char_lstm_tff are left at 0: on a CPU their runs train client by client through the
+    # fused kernel (unchanged); only their dissimilarity metric, measured and not fed back, moves by rounding.
+    "sent_lstm": 1,
 }
 
 

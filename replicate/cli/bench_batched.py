@@ -7,7 +7,9 @@ of ``repeats`` after a warm-up, batch sizes interleaved so load changes hit all 
   with K = 10, E = 20 steps of b = 24 (the first engine workload), runs over client rates × seeds;
 - the STEM LeNet tuning grid: Khanduri et al.'s Figure 5 setting (MNIST split over 100 workers,
   5 classes each, LeNet, full participation, b = 8, I = 10), runs over κ̄ × c; skipped without MNIST.
-Per-run time at R is the batch's time / R; the gain is one run alone / that.
+Per-run time at R is the batch's time / R; the gain is one run alone / that. The last column is how
+many such runs the sweep runner trains together on this device (``runs/batched.py::piece``: on a CPU at
+most 160 stacked clients, so the LeNet grid, which batching slows here, runs one by one).
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from replicate.core.errors import ReplicateError
 from replicate.fl import engine
 from replicate.fl.algorithms import FedAvg, Stem
 from replicate.fl.schedules import LRSchedule
+from replicate.runs import batched
 from replicate.runs.config import RunConfig, build
 
 SIZES = (1, 4, 16)
@@ -74,7 +77,9 @@ def _workload(name, base, grid, rounds, repeats, device, sizes) -> dict | None:
             t = _seconds_per_run(problem, work, objective, configs[:r], rounds, execution)
             if repeat:
                 times[r].append(t)
-    row = {"workload": name, "execution": execution, "rounds": rounds}
+    clients = base.clients_per_round or problem.num_clients
+    row = {"workload": name, "execution": execution, "rounds": rounds,
+           "runner": batched.piece(clients, problem.init(0).numel(), device)}
     for r in sizes:
         row[f"R={r}"] = statistics.median(times[r]) / rounds
     for r in sizes[1:]:
@@ -84,10 +89,10 @@ def _workload(name, base, grid, rounds, repeats, device, sizes) -> dict | None:
 
 def table(results: list[dict], sizes=SIZES) -> str:
     header = ["workload", "execution", *(f"R = {r}: s/round per run" for r in sizes),
-              *(f"R = {r} vs one by one" for r in sizes[1:])]
+              *(f"R = {r} vs one by one" for r in sizes[1:]), "runs the sweep runner batches here"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in results:
         cells = [row["workload"], row["execution"], *(f"{row[f'R={r}']:.4f}" for r in sizes),
-                 *(f"{row[f'gain R={r}']:.2f}×" for r in sizes[1:])]
+                 *(f"{row[f'gain R={r}']:.2f}×" for r in sizes[1:]), str(row["runner"])]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -9,7 +9,11 @@ its own cache entry, which the driver stores as ``cache.run`` would: figures can
 from one computed alone (its numbers agree to float rounding: tests/test_batched_runs.py).
 
 Memory is bounded: a batch holds at most ``MAX_RUNS`` runs, and ``compute`` trains it in pieces
-of at most ``MAX_ELEMENTS`` stacked parameters (clients × parameters summed over the runs).
+of at most ``MAX_ELEMENTS`` stacked parameters (clients × parameters summed over the runs). On a CPU a
+piece also holds at most ``CPU_ROWS`` stacked clients: measured (``bench``, BENCHMARKS.md), 16 runs of
+10 logistic clients train 1.6× faster per run than one by one, while STEM's LeNet grid, 100 workers a
+run, is slower per run batched (0.65× at 4 runs, 0.38× at 16: a step's activations outgrow the
+caches), so on a CPU such runs train one by one.
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ from replicate.runs.config import RunConfig, build
 
 MAX_RUNS = 16  # runs per batch: the bench's R = 16 (BENCHMARKS.md)
 MAX_ELEMENTS = 1 << 26  # stacked parameters per piece (256 MiB a float32 state tensor)
+CPU_ROWS = 160  # stacked clients per piece on a CPU (see the module docstring)
 
 # What runs trained together may differ in (everything else of the config must be equal).
 PER_RUN = ("seed", "client_lr", "lr_schedule", "lr_decay", "rounds", "algorithm")
@@ -63,10 +68,17 @@ def compute(jobs: list, device: str | None = None, *, progress: bool = False) ->
                              "a CUDA machine and `cache import` them, or unset REPLICATE_DEVICE")
     first = jobs[0].config if hasattr(jobs[0], "config") else jobs[0][0]
     problem, _, work, _, objective = build(first, device=device)
-    rows = (first.clients_per_round or problem.num_clients) * problem.init(0).numel()
-    size = max(1, MAX_ELEMENTS // max(rows, 1))
+    size = piece(first.clients_per_round or problem.num_clients, problem.init(0).numel(), device)
     return [entry for lo in range(0, len(jobs), size)
             for entry in _train(problem, [tuple(job) for job in jobs[lo:lo + size]], work, objective, progress)]
+
+
+def piece(clients: int, params: int, device) -> int:
+    """How many runs of ``clients`` stacked clients of ``params`` parameters train together on ``device``."""
+    size = MAX_ELEMENTS // max(clients * params, 1)
+    if torch.device(device).type == "cpu":
+        size = min(size, CPU_ROWS // max(clients, 1))
+    return max(1, size)
 
 
 def _train(problem, jobs, work, objective, progress) -> list[tuple[str, dict]]:

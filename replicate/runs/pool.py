@@ -39,7 +39,7 @@ def _compute(job: Job) -> None:
     cache.run(job.config, stop_loss=job.target, progress=False, extra_metrics=job.extra_metrics)
 
 
-_NEURAL = ("cnn", "lenet", "conv_dropout", "char_lstm", "char_lstm_tff", "sent_lstm")
+_NEURAL = ("cnn", "lenet", "lenet5", "conv_dropout", "char_lstm", "char_lstm_tff", "sent_lstm")
 
 
 def _cost(job: Job) -> float:

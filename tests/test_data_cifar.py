@@ -144,10 +144,13 @@ def test_stem_cifar10_partition_counts_disjointness_and_classes(heterogeneity, c
     or 5 of 10 (high, the same 5 in a worker's test set); the JPEG copy is labelled lossy."""
     _stem_cifar_or_skip()
     from replicate.data import load
-    from replicate.data.shards import class_shards
+    from replicate.data.shards import cifar10_stem_name, class_shards
 
     data = cifar.cifar10()
-    ds = load(f"cifar10_stem_{heterogeneity}", seed=1)
+    name = cifar10_stem_name(heterogeneity)
+    assert name == (f"cifar10_jpg_stem_{heterogeneity}" if data.lossy else f"cifar10_stem_{heterogeneity}")
+    ds = load(name, seed=1)
+    assert ds.name == name
     assert ds.num_clients == 100 and ds.meta["image_shape"] == (3, 32, 32)
     assert set(ds.train.sizes.tolist()) == {490} and set(ds.test.sizes.tolist()) == {90}
     assert ds.train.x.shape == (49_000, 3 * 32 * 32) and abs(float(ds.train.x.mean())) < 0.1
@@ -164,7 +167,8 @@ def test_stem_cifar10_partition_counts_disjointness_and_classes(heterogeneity, c
             assert len(classes) == classes_each
             if heterogeneity == "high":
                 assert set(classes) == {(k + j) % 10 for j in range(5)}
-    # same seed, same split; another seed, another one
-    again = load(f"cifar10_stem_{heterogeneity}", seed=1)
-    assert torch.equal(again.train.y, ds.train.y) and torch.equal(again.train.x[:5], ds.train.x[:5])
-    assert not torch.equal(load(f"cifar10_stem_{heterogeneity}", seed=2).train.x[:490], ds.train.x[:490])
+    # same seed, same split; another seed, another one; fewer clients: the first workers of the same split
+    assert all(np.array_equal(a, b) for a, b in zip(parts, class_shards(labels, heterogeneity, 1, stream)))
+    assert not np.array_equal(parts[0], class_shards(labels, heterogeneity, 2, stream)[0])
+    few = load(name, seed=1, num_clients=3)
+    assert torch.equal(few.train.x, ds.train.x[:3 * 490]) and torch.equal(few.test.y, ds.test.y[:3 * 90])

@@ -14,9 +14,9 @@ cut into 100 shards of s = ⌊(n_min − 1)/100⌋ samples, n_min the split's sm
 
 MNIST images are x/255 standardised with MNIST's mean 0.1307 and std 0.3081, kept as (1, 28, 28);
 CIFAR-10 images x/255 per channel with the spec's mean (0.4914, 0.4822, 0.4465) and std (0.247,
-0.243, 0.261), as (3, 32, 32) (channels first). CIFAR-10 comes from ``data.cifar.cifar10``: the
-official batches, else the lossy JPEG copy, whose ``variant`` the dataset's name, ``meta["variant"]``
-and ``meta["deviations"]`` carry.
+0.243, 0.261), as (3, 32, 32) (channels first). CIFAR-10 comes from the official batches
+(``cifar10_stem_*``) or the lossy JPEG copy (``cifar10_jpg_stem_*``: the name, ``meta["variant"]``
+and ``meta["deviations"]`` say so); :func:`cifar10_stem_name` picks the official one when it can be had.
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ import torch
 
 from replicate.core.errors import ReplicateError
 from replicate.data.checks import check_seed
+from replicate.data.cifar import LOSSY_JPEG, OFFICIAL
 from replicate.data.federated import FederatedDataset, Split
 
 HETEROGENEITY = ("moderate", "high")
@@ -104,29 +105,53 @@ def mnist_stem(heterogeneity: str = "high", seed: int = 0) -> FederatedDataset:
     )
 
 
-def cifar10_stem_high(seed: int = 0, allow_lossy: bool = True) -> FederatedDataset:
-    """STEM's CIFAR-10 at high heterogeneity (5 classes per worker): Figure 4's data."""
-    return cifar10_stem("high", seed, allow_lossy)
+def cifar10_stem_high(seed: int = 0, num_clients: int = WORKERS) -> FederatedDataset:
+    """STEM's CIFAR-10 (official batches) at high heterogeneity (5 classes per worker): Figure 4's data."""
+    return cifar10_stem("high", seed, num_clients, OFFICIAL)
 
 
-def cifar10_stem_moderate(seed: int = 0, allow_lossy: bool = True) -> FederatedDataset:
-    """STEM's CIFAR-10 at moderate heterogeneity (every class at every worker): Figures 2 and 3."""
-    return cifar10_stem("moderate", seed, allow_lossy)
+def cifar10_stem_moderate(seed: int = 0, num_clients: int = WORKERS) -> FederatedDataset:
+    """STEM's CIFAR-10 (official batches) at moderate heterogeneity (all classes): Figures 2 and 3."""
+    return cifar10_stem("moderate", seed, num_clients, OFFICIAL)
 
 
-def cifar10_stem(heterogeneity: str = "moderate", seed: int = 0, allow_lossy: bool = True) -> FederatedDataset:
+def cifar10_jpg_stem_high(seed: int = 0, num_clients: int = WORKERS) -> FederatedDataset:
+    """As :func:`cifar10_stem_high`, from the LOSSY JPEG copy."""
+    return cifar10_stem("high", seed, num_clients, LOSSY_JPEG)
+
+
+def cifar10_jpg_stem_moderate(seed: int = 0, num_clients: int = WORKERS) -> FederatedDataset:
+    """As :func:`cifar10_stem_moderate`, from the LOSSY JPEG copy."""
+    return cifar10_stem("moderate", seed, num_clients, LOSSY_JPEG)
+
+
+def cifar10_stem_name(heterogeneity: str) -> str:
+    """The loader name a figure uses: the official batches when they can be had, else the lossy JPEG
+    copy. The two have different names, so their runs are never mixed in the run cache."""
+    from replicate.data import store
+
+    return f"cifar10_stem_{heterogeneity}" if store.is_available("cifar10") else f"cifar10_jpg_stem_{heterogeneity}"
+
+
+def cifar10_stem(heterogeneity: str = "moderate", seed: int = 0, num_clients: int = WORKERS,
+                 variant: str = OFFICIAL) -> FederatedDataset:
     """STEM's CIFAR-10: 100 workers × 490 train / 90 test images (5 classes each at ``high``), from the
-    official batches or, when only it is here and ``allow_lossy``, the lossy JPEG copy (labelled)."""
-    from replicate.data.cifar import cifar10
+    official batches or the lossy JPEG copy (``variant``; labelled in the name and ``meta``).
+    ``num_clients`` < 100 keeps the first workers of the same 100-worker partition (smoke scale)."""
+    from replicate.data.cifar import cifar10_jpeg, cifar10_official
 
-    c = cifar10(allow_lossy=allow_lossy)
-    train = class_shards(c.train_y, heterogeneity, seed, stream=0)
-    test = class_shards(c.test_y, heterogeneity, seed, stream=1)
+    if not 1 <= num_clients <= WORKERS:
+        raise ReplicateError(f"num_clients must be between 1 and {WORKERS}, got {num_clients}")
+    if variant not in (OFFICIAL, LOSSY_JPEG):
+        raise ReplicateError(f"variant must be {OFFICIAL!r} or {LOSSY_JPEG!r}, got {variant!r}")
+    c = cifar10_official() if variant == OFFICIAL else cifar10_jpeg()
+    train = class_shards(c.train_y, heterogeneity, seed, stream=0)[:num_clients]
+    test = class_shards(c.test_y, heterogeneity, seed, stream=1)[:num_clients]
     deviations = ["K = 100 INFERRED from the per-worker counts; the shard procedure is PROPOSED"]
     if c.lossy:
         deviations.append(f"CIFAR-10 from the {c.variant} copy (JPEG quality ~75), not the official batches")
     return FederatedDataset(
-        name=f"cifar10_stem_{heterogeneity}",
+        name=f"cifar10{'_jpg' if c.lossy else ''}_stem_{heterogeneity}",
         train=_split(c.train_x, c.train_y, train, _cifar_features),
         test=_split(c.test_x, c.test_y, test, _cifar_features),
         num_classes=10,

@@ -9,6 +9,8 @@ A figure config mixes in :class:`StemRuns` and provides ``dataset_name()``, ``ro
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pandas as pd
 
@@ -65,10 +67,29 @@ def grid_edges(candidates: list[dict], chosen: dict) -> str:
     return ", ".join(edges)
 
 
+@contextlib.contextmanager
+def _one_thread():
+    """One intra-op thread for the runs computed in this process, as the pool's workers use: on a
+    shared CPU a second thread waiting at every small conv's barrier made a LeNet step 5× slower."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def tune_and_run(config, local_updates, log=None) -> tuple[list[dict], list[tuple]]:
     """Tune every algorithm at every I on the first ``tune_seeds`` seeds (lowest mean final training
     loss), then run the chosen rates on every seed. Returns the tuning rows (one per candidate) and
     ``(algorithm, I, seed, history, chosen, at_edge)`` for every final run."""
+    with _one_thread():
+        return _tune_and_run(config, local_updates, log)
+
+
+def _tune_and_run(config, local_updates, log):
     tuning_seeds = config.seeds[:config.tune_seeds]
     jobs = [(config.run_config(a, i, s, **h), None) for i in local_updates for a in ALGORITHMS
             for h in config.candidates(a) for s in tuning_seeds]

@@ -22,6 +22,12 @@ time) and the oracle, FedProx with K = 10, b = 10; medians of 4 repeats of 2 rou
 timings move between runs on this machine more than the others: on one idle afternoon five bench
 runs gave Sent140's oracle 0.79-1.6 s/round and its stacked engine 1.0-1.2 s/round, so read the
 LSTM ratios to ±50%.
+
+STEM on CIFAR-10 (issue #25; Khanduri et al.'s Figures 2 and 3, skipped when neither CIFAR-10 copy is
+staged): the LeNet-5 over all 100 workers, (b, I) = (8, 61) and (64, 7), one intra-op thread (as the
+figures' runs use), the engine stacked and its client loop. A regular round (two gradients per local
+step) is timed as a 2-round run less the 1-round run (the warm-up round: STEM's initial batch B = b·I),
+once; evaluation excluded.
 """
 from __future__ import annotations
 
@@ -34,7 +40,7 @@ import torch
 from replicate.fl import engine
 from replicate.fl import oracle
 from replicate.core.errors import ReplicateError
-from replicate.fl.algorithms import FedAvg, FedProx
+from replicate.fl.algorithms import FedAvg, FedProx, Stem
 from replicate.runs.config import RunConfig, build
 
 WORKLOADS = {
@@ -59,6 +65,16 @@ LSTM_WORKLOADS = {
         local_steps=20, batch_size=10, client_lr=0.3, lr_schedule="constant",
         weight_decay=0.0, clip_norm=None),
 }
+def _stem_cifar(batch_size: int, local_updates: int) -> RunConfig:
+    from replicate.data.shards import cifar10_stem_name
+
+    return RunConfig(dataset=cifar10_stem_name("moderate"), model="lenet5", algorithm=Stem(momentum_c=10.0),
+                     local_steps=local_updates, batch_size=batch_size, client_lr=0.1, lr_schedule="stem",
+                     lr_decay=batch_size * local_updates / 490, weight_decay=0.0, clip_norm=None)
+
+
+STEM_WORKLOADS = {"STEM CIFAR-10 LeNet-5, K=100, b=8, I=61 (Fig. 2)": (8, 61),
+                  "STEM CIFAR-10 LeNet-5, K=100, b=64, I=7 (Fig. 3)": (64, 7)}
 LSTM_SOLVERS = {"stacked": {"execution": "stacked"}, "client loop": {"execution": "sequential"},
                 "oracle": {"trainer": oracle.SEQUENTIAL}}
 SOLVERS = {
@@ -125,6 +141,45 @@ def lstm_run(rounds: int = 2, repeats: int = 4, device=None) -> list[dict]:
         row["speedup"], row["stacked_gain"] = row["oracle"] / auto, row["client loop"] / row["stacked"]
         results.append(row)
     return results
+
+
+def stem_run(device=None) -> list[dict]:
+    """One row per STEM CIFAR-10 workload: seconds of a regular round stacked and in the client loop,
+    and of the warm-up round (stacked), with one intra-op thread."""
+    device = torch.device(device) if device else engine.default_device()
+    results, threads = [], torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for name, (b, i) in STEM_WORKLOADS.items():
+            config = _stem_cifar(b, i)
+            try:
+                problem, algorithm, work, schedule, objective = build(config, device=device)
+            except ReplicateError as exc:
+                print(f"skipping {name}: {exc}")
+                continue
+            row = {"workload": name, "dataset": config.dataset}
+            for solver in ("stacked", "sequential"):
+                times = []
+                for rounds in (1, 2):
+                    start = time.perf_counter()
+                    engine.run(problem, algorithm, work, schedule, objective=objective, rounds=rounds, seed=0,
+                               eval_every=None, execution=solver)
+                    if device.type == "cuda":
+                        torch.cuda.synchronize()
+                    times.append(time.perf_counter() - start)
+                row[solver], row[f"{solver}_warmup"] = times[1] - times[0], times[0]
+            row["stacked_gain"] = row["sequential"] / row["stacked"]
+            results.append(row)
+    finally:
+        torch.set_num_threads(threads)
+    return results
+
+
+def stem_table(results: list[dict]) -> str:
+    return _markdown(["workload", "data", "stacked s/round", "client loop s/round", "warm-up round (stacked) s",
+                      "stacked vs client loop"],
+                     [[r["workload"], r["dataset"], f"{r['stacked']:.1f}", f"{r['sequential']:.1f}",
+                       f"{r['stacked_warmup']:.1f}", f"{r['stacked_gain']:.2f}×"] for r in results])
 
 
 def lstm_table(results: list[dict]) -> str:

@@ -50,7 +50,8 @@ def _bench(args) -> int:
 
     results = bench.run(rounds=args.rounds, device=args.device)
     text = (bench.table(results) + "\n\n" + bench.profile_table(args.device) + "\n\nFedProx LSTMs:\n\n"
-            + bench.lstm_table(bench.lstm_run(device=args.device)))
+            + bench.lstm_table(bench.lstm_run(device=args.device))
+            + "\n\nSTEM on CIFAR-10 (one thread):\n\n" + bench.stem_table(bench.stem_run(device=args.device)))
     print(bench.describe_machine(args.device))
     print(text)
     if args.record:

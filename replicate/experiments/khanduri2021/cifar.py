@@ -91,10 +91,11 @@ class Fig2Config(StemRuns, knobs.FigureConfig):
     loss_margin: float = 0.02  # STEM's final training loss at least 2 % below both others' (every seed)
     acc_margin: float = 0.005  # STEM's final test accuracy at least 0.5 points above both others' (every seed)
     num_clients: int = WORKERS  # K; fewer keeps the first workers of the 100-worker partition (smoke)
+    execution: str = "stacked"  # "stacked" (all workers at once) or "sequential" (a client loop): same maths
     workers: int = 2  # processes computing runs side by side
     deviations: tuple[str, ...] = DEVIATIONS
 
-    CHOICES: ClassVar[dict] = {"heterogeneity": HETEROGENEITY}
+    CHOICES: ClassVar[dict] = {"heterogeneity": HETEROGENEITY, "execution": ("stacked", "sequential")}
     MODEL: ClassVar[str] = "lenet5"
     TRAIN_PER_WORKER: ClassVar[int] = TRAIN_PER_WORKER
     FIGURE: ClassVar[str] = "Figure 2"
@@ -125,6 +126,9 @@ class Fig2Config(StemRuns, knobs.FigureConfig):
 
     def data_options(self) -> dict:
         return {} if self.num_clients == WORKERS else {"num_clients": self.num_clients}
+
+    def run_options(self) -> dict:
+        return {"execution": self.execution}
 
     def dataset_name(self) -> str:
         """``cifar10_stem_*`` (official batches) when they can be had, else ``cifar10_jpg_stem_*`` (lossy)."""

@@ -34,6 +34,10 @@ class StemRuns:
     def data_options(self) -> dict:
         return {}
 
+    def run_options(self) -> dict:
+        """Further ``RunConfig`` fields (e.g. the execution) where the figure sets them."""
+        return {}
+
     def stem_grid(self) -> list[tuple[float, float]]:
         """(κ̄, c) pairs whose first-epoch momentum weight a = c·η_1² stays below 1 (spec §6.5)."""
         return [(k, c) for k in self.stem_lr for c in self.stem_c if c * (k / 2 ** (1 / 3)) ** 2 < 1]
@@ -42,7 +46,7 @@ class StemRuns:
         rounds = self.rounds(local_updates)
         common = dict(dataset=self.dataset_name(), data_seed=seed, model=self.MODEL, local_steps=local_updates,
                       batch_size=self.batch_size, client_lr=lr, weight_decay=0.0, clip_norm=None, rounds=rounds,
-                      seed=seed, eval_every=max(1, rounds // self.evals), **self.data_options())
+                      seed=seed, eval_every=max(1, rounds // self.evals), **self.data_options(), **self.run_options())
         if algorithm == "stem":
             return RunConfig(**common, algorithm=Stem(momentum_c=c), lr_schedule="stem",
                              lr_decay=self.batch_size * local_updates / self.TRAIN_PER_WORKER)

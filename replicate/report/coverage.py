@@ -185,8 +185,9 @@ ITEMS: tuple[Item, ...] = (
          "(8, 61), 100 rounds, rates tuned per figure over 34 STEM (κ̄, c) pairs and 6 rates each for FedAvg and "
          "SCAFFOLD on seed 0, then 3 seeds: 52 runs of 100 rounds per figure (Figure 3 reuses Figure 2's runs for its "
          "'similar' claim), 15,600 rounds for the three, each round 100 workers × I steps × 2 gradients for STEM. "
-         "Not run at that scale: a regular STEM round took 68-115 s here on one core (Figure 2; Figure 3's 44 s "
-         "stacked, 20 s in the client loop: BENCHMARKS.md), so the paper profile is ≈ 100 h per figure on this CPU "
+         "Not run at that scale: a regular STEM round takes 35 CPU s on one core (Figure 2, stacked; Figure 3: 26 s "
+         "stacked, 16 s in the client loop; FedAvg's and SCAFFOLD's about half; an evaluation 2.3 s: BENCHMARKS.md), "
+         "so the paper profile is ≈ 45 h of one core for Figure 2, as much for Figure 4 and 21-33 h for Figure 3 "
          "(no GPU was lent to this task; on one it runs unchanged). Only the lossy JPEG copy of CIFAR-10 is here: "
          "every run on it is labelled so in its title and deviations, and its runs are cached apart from the "
          "official data's. The CPU-scale commands are in coverage.REDUCED (not yet run)",
@@ -231,15 +232,16 @@ class Reduced:
     stale: str = ""  # why the committed outputs predate today's claims, and the command that republishes them
 
 
-# STEM's CIFAR-10 Figures 2-4 at the scale one core does in about an hour each (issue #25; cost in the Item above).
+# STEM's CIFAR-10 Figures 2-4 at the scale one idle core does in under an hour each (issue #25; projected from
+# BENCHMARKS.md's CPU seconds: ≈ 52 min for Figure 2 or 4, 6 runs; ≈ 40 min for Figure 3 with Figure 2's runs cached).
 _STEM_CIFAR_SCALE = (
-    "one seed (0), 10 of 100 rounds (≈ 9-10 local epochs), evaluated every round, one rate per algorithm chosen "
+    "seeds 0 and 1, 20 of 100 rounds (≈ 18-20 local epochs), evaluated every round, one rate per algorithm chosen "
     "before any CIFAR-10 run (a grid of one: nothing tuned): STEM κ̄ = 0.1, c = 150 (a = c·η² ≈ 0.94, the only "
     "stable momentum weight of Figure 5's CPU-scale grid), FedAvg and SCAFFOLD η = 0.05 (the top of the spec's "
     "small-b range; one value for all three figures, so that Figure 3's comparison reuses Figure 2's runs); "
     "otherwise the paper profile (K = 100, LeNet-5, the figure's (b, I)); on the lossy JPEG copy of CIFAR-10")
-_STEM_CIFAR_KNOBS = ("--set num_rounds=10 --set evals=10 --set 'stem_lr=[0.1]' --set 'stem_c=[150]' "
-                     "--set 'client_lr=[0.05]' --set 'seeds=[0]' --set workers=1 --set out_dir=figures/cpu_scale")
+_STEM_CIFAR_KNOBS = ("--set num_rounds=20 --set evals=20 --set 'stem_lr=[0.1]' --set 'stem_c=[150]' "
+                     "--set 'client_lr=[0.05]' --set 'seeds=[0,1]' --set workers=1 --set out_dir=figures/cpu_scale")
 
 REDUCED: tuple[Reduced, ...] = (
     Reduced("cpu_scale/fedprox2020/fig2", "FedProx Figures 2 and 6, Sent140 panel (E ∈ {1, 20, 50}, μ = 0)",

@@ -23,17 +23,17 @@ timings move between runs on this machine more than the others: on one idle afte
 runs gave Sent140's oracle 0.79-1.6 s/round and its stacked engine 1.0-1.2 s/round, so read the
 LSTM ratios to ±50%.
 
-Sweep executors (issue #26): one smoke sweep (``EXECUTOR_SWEEP``, 8 quadratic runs of about half a
-second each) through the local pool and through a private Ray instance of this machine, as many
-worker slots each, each into an empty cache; wall times exclude starting Ray (shown apart) and
-include the local pool's process start. Ray's per-task overhead is its wall time, times the slots,
-less the runs' own compute, per run; the second Ray sweep reuses warm workers.
-
 Kernel launches (issue #24 §2): the top-level ATen ops of one stacked local step of every model
 preset at 10 and 1,000 stacked models (counted on the CPU whatever ``--device`` says; the FEMNIST
 CNNs and the LSTMs at reduced widths, which leave the count unchanged), and for the LSTMs the ops
 per time step and layer: 31 before 2026-11-24, when the recurrence ran under autograd, 10 since
 (7 forward, 3 backward, written by hand).
+
+STEM on CIFAR-10 (issue #25; Khanduri et al.'s Figures 2 and 3, skipped when neither CIFAR-10 copy is
+staged): the LeNet-5 over all 100 workers, (b, I) = (8, 61) and (64, 7), one intra-op thread (as the
+figures' runs use), the engine stacked and its client loop. A regular round (two gradients per local
+step) is timed as a 2-round run less the 1-round run (the warm-up round: STEM's initial batch B = b·I),
+once, in wall and in CPU seconds (what an idle core takes where the machine is shared); evaluation excluded.
 """
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ from replicate.fl import engine
 from replicate.fl import oracle
 from replicate.core.errors import ReplicateError
 from replicate.fl import models
-from replicate.fl.algorithms import FedAvg, FedProx
+from replicate.fl.algorithms import FedAvg, FedProx, Stem
 from replicate.fl.models import opcount
 from replicate.runs.config import RunConfig, build
 
@@ -73,6 +73,16 @@ LSTM_WORKLOADS = {
         local_steps=20, batch_size=10, client_lr=0.3, lr_schedule="constant",
         weight_decay=0.0, clip_norm=None),
 }
+def _stem_cifar(batch_size: int, local_updates: int) -> RunConfig:
+    from replicate.data.shards import cifar10_stem_name
+
+    return RunConfig(dataset=cifar10_stem_name("moderate"), model="lenet5", algorithm=Stem(momentum_c=10.0),
+                     local_steps=local_updates, batch_size=batch_size, client_lr=0.1, lr_schedule="stem",
+                     lr_decay=batch_size * local_updates / 490, weight_decay=0.0, clip_norm=None)
+
+
+STEM_WORKLOADS = {"STEM CIFAR-10 LeNet-5, K=100, b=8, I=61 (Fig. 2)": (8, 61),
+                  "STEM CIFAR-10 LeNet-5, K=100, b=64, I=7 (Fig. 3)": (64, 7)}
 LSTM_SOLVERS = {"stacked": {"execution": "stacked"}, "client loop": {"execution": "sequential"},
                 "oracle": {"trainer": oracle.SEQUENTIAL}}
 SOLVERS = {
@@ -141,78 +151,48 @@ def lstm_run(rounds: int = 2, repeats: int = 4, device=None) -> list[dict]:
     return results
 
 
-EXECUTOR_SWEEP = [RunConfig(dataset="quadratic", algorithm=FedAvg("full"), local_steps=e, batch_size=None,
-                           client_lr=0.4, lr_schedule="constant", weight_decay=0.0, clip_norm=None, rounds=1500,
-                           seed=seed) for e in (1, 2, 5, 10) for seed in (0, 1)]
-
-
-def executor_run(configs=None) -> dict:
-    """Wall seconds of one sweep through the local pool and through a private Ray instance of this
-    machine (cold: its workers start; warm: they are reused), each into an empty cache, and the runs'
-    own compute seconds; ``{"skipped": reason}`` without Ray."""
-    import os
-    import tempfile
-
-    from replicate.runs import cache, executors
-
-    # A private instance for these seconds: without this, Ray 2.60 writes a token to ~/.ray/auth_token
-    # that turns token authentication on for every later `ray start` of this user.
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+def stem_run(device=None) -> list[dict]:
+    """One row per STEM CIFAR-10 workload: seconds of a regular round stacked and in the client loop,
+    and of the warm-up round (stacked), with one intra-op thread."""
+    device = torch.device(device) if device else engine.default_device()
+    results, threads = [], torch.get_num_threads()
+    torch.set_num_threads(1)
     try:
-        import ray
-    except ImportError:
-        return {"skipped": "Ray is not installed (pip install -r requirements-ray.txt)"}
-    from replicate.runs import ray_executor
-
-    tasks = [[(config, None, None)] for config in configs or EXECUTOR_SWEEP]
-    slots = executors.usable_cores()
-    result = {"runs": len(tasks), "slots": slots}
-    before = os.environ.get("REPLICATE_CACHE")
-
-    def sweep(executor) -> tuple[float, float]:
-        compute = []
-        with tempfile.TemporaryDirectory() as folder:
-            os.environ["REPLICATE_CACHE"] = folder
-
-            def done(task, results):
-                for job, (text, meta) in zip(task, results):
-                    cache.store(job[0], job[1], job[2], text, meta)
-                    compute.append(meta["elapsed_s"])
-
-            start = time.perf_counter()
-            if executor.run(tasks, done, "cpu"):
-                raise ReplicateError("a benchmark run failed")
-            return time.perf_counter() - start, sum(compute)
-
-    try:
-        result["local"] = sweep(executors.LocalExecutor(slots))
-        start = time.perf_counter()
-        ray_executor.connect(None)
-        result["ray_start_s"] = time.perf_counter() - start
-        result["ray_cold"] = sweep(ray_executor.RayExecutor(None))
-        result["ray_warm"] = sweep(ray_executor.RayExecutor(None))
+        for name, (b, i) in STEM_WORKLOADS.items():
+            config = _stem_cifar(b, i)
+            try:
+                problem, algorithm, work, schedule, objective = build(config, device=device)
+            except ReplicateError as exc:
+                print(f"skipping {name}: {exc}")
+                continue
+            row = {"workload": name, "dataset": config.dataset}
+            for solver in ("stacked", "sequential"):
+                wall, cpu = [], []
+                for rounds in (1, 2):
+                    start, start_cpu = time.perf_counter(), time.process_time()
+                    engine.run(problem, algorithm, work, schedule, objective=objective, rounds=rounds, seed=0,
+                               eval_every=None, execution=solver)
+                    if device.type == "cuda":
+                        torch.cuda.synchronize()
+                    wall.append(time.perf_counter() - start)
+                    cpu.append(time.process_time() - start_cpu)
+                row[solver], row[f"{solver}_warmup"] = wall[1] - wall[0], wall[0]
+                row[f"{solver}_cpu"] = cpu[1] - cpu[0]
+            row["stacked_gain"] = row["sequential"] / row["stacked"]
+            results.append(row)
     finally:
-        ray.shutdown()
-        if before is None:
-            os.environ.pop("REPLICATE_CACHE", None)
-        else:
-            os.environ["REPLICATE_CACHE"] = before
-    return result
+        torch.set_num_threads(threads)
+    return results
 
 
-def executor_table(result: dict) -> str:
-    if "skipped" in result:
-        return f"(sweep executors skipped: {result['skipped']})"
-    runs, slots, (local, _) = result["runs"], result["slots"], result["local"]
-    rows = []
-    for name, key in (("local pool", "local"), ("Ray, cold workers", "ray_cold"), ("Ray, warm workers", "ray_warm")):
-        wall, compute = result[key]
-        rows.append([name, f"{wall:.1f}", f"{compute:.1f}", f"{(wall * slots - compute) / runs:.2f}",
-                     f"{wall / local:.2f}×"])
-    return (f"A smoke sweep of {runs} quadratic runs, {slots} worker slots; starting the private Ray instance "
-            f"took {result['ray_start_s']:.1f} s (not in the wall times).\n\n"
-            + _markdown(["executor", "wall s", "runs' compute s", "overhead s per run (wall × slots − compute) / runs",
-                         "wall vs local pool"], rows))
+def stem_table(results: list[dict]) -> str:
+    """Wall seconds, and the process's CPU seconds beside them: on a shared machine the CPU time is what
+    one idle core would take."""
+    return _markdown(["workload", "data", "stacked s/round (CPU s)", "client loop s/round (CPU s)",
+                      "warm-up round (stacked) s", "stacked vs client loop (CPU)"],
+                     [[r["workload"], r["dataset"], f"{r['stacked']:.1f} ({r['stacked_cpu']:.1f})",
+                       f"{r['sequential']:.1f} ({r['sequential_cpu']:.1f})", f"{r['stacked_warmup']:.1f}",
+                       f"{r['sequential_cpu'] / r['stacked_cpu']:.2f}×"] for r in results])
 
 
 def lstm_table(results: list[dict]) -> str:

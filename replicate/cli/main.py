@@ -64,13 +64,14 @@ def _check(args, overrides) -> int:
 
 
 def _bench(args) -> int:
-    from replicate.cli import bench, bench_batched
+    from replicate.cli import bench, bench_batched, bench_executors
     from replicate.core import paths
 
     results = bench.run(rounds=args.rounds, device=args.device)
     text = (bench.table(results) + "\n\n" + bench.profile_table(args.device) + "\n\nFedProx LSTMs:\n\n"
             + bench.lstm_table(bench.lstm_run(device=args.device)) + "\n\n" + bench.op_table()
-            + "\n\nSweep executors, local pool vs Ray:\n\n" + bench.executor_table(bench.executor_run())
+            + "\n\nSweep executors, local pool vs Ray:\n\n" + bench_executors.table(bench_executors.run())
+            + "\n\nSTEM on CIFAR-10 (one thread):\n\n" + bench.stem_table(bench.stem_run(device=args.device))
             + "\n\n## Runs as a tensor dimension\n\n" + bench_batched.__doc__.split(chr(10), 1)[1].strip()
             + "\n\n" + bench_batched.table(bench_batched.run(device=args.device)))
     print(bench.describe_machine(args.device))

@@ -30,7 +30,6 @@ from typing import Callable
 
 from replicate.core import paths
 from replicate.core.errors import ReplicateError
-from replicate.runs import cache
 
 ATTEMPTS = 2  # a task that raises is tried once more, then reported
 

@@ -31,7 +31,7 @@ def run_to_target(config: RunConfig, target: float, *, progress: bool = False,
     return cache.run(config, stop_loss=target, progress=progress, log=log)
 
 
-_NEURAL = ("cnn", "lenet", "conv_dropout", "char_lstm", "char_lstm_tff", "sent_lstm")
+_NEURAL = ("cnn", "lenet", "lenet5", "conv_dropout", "char_lstm", "char_lstm_tff", "sent_lstm")
 
 
 def _cost(job: Job) -> float:

@@ -232,16 +232,17 @@ class Reduced:
     stale: str = ""  # why the committed outputs predate today's claims, and the command that republishes them
 
 
-# STEM's CIFAR-10 Figures 2-4 at the scale one idle core does in under an hour each (issue #25; projected from
-# BENCHMARKS.md's CPU seconds: ≈ 52 min for Figure 2 or 4, 6 runs; ≈ 40 min for Figure 3 with Figure 2's runs cached).
+# STEM's CIFAR-10 Figures 2-4 at the scale this machine ran in one session with a GPU-less, shared 2-core CPU
+# (issue #25): ≈ 12 CPU-min a figure (3 runs of 10 rounds; BENCHMARKS.md's CPU seconds of a round).
 _STEM_CIFAR_SCALE = (
-    "seeds 0 and 1, 20 of 100 rounds (≈ 18-20 local epochs), evaluated every round, one rate per algorithm chosen "
+    "seed 0 only (the paper: 3 seeds), 10 of 100 rounds (≈ 9-10 local epochs), evaluated every round, one rate per "
+    "algorithm chosen "
     "before any CIFAR-10 run (a grid of one: nothing tuned): STEM κ̄ = 0.1, c = 150 (a = c·η² ≈ 0.94, the only "
     "stable momentum weight of Figure 5's CPU-scale grid), FedAvg and SCAFFOLD η = 0.05 (the top of the spec's "
     "small-b range; one value for all three figures, so that Figure 3's comparison reuses Figure 2's runs); "
     "otherwise the paper profile (K = 100, LeNet-5, the figure's (b, I)); on the lossy JPEG copy of CIFAR-10")
-_STEM_CIFAR_KNOBS = ("--set num_rounds=20 --set evals=20 --set 'stem_lr=[0.1]' --set 'stem_c=[150]' "
-                     "--set 'client_lr=[0.05]' --set 'seeds=[0,1]' --set workers=1 --set out_dir=figures/cpu_scale")
+_STEM_CIFAR_KNOBS = ("--set num_rounds=10 --set evals=10 --set 'stem_lr=[0.1]' --set 'stem_c=[150]' "
+                     "--set 'client_lr=[0.05]' --set 'seeds=[0]' --set workers=1 --set out_dir=figures/cpu_scale")
 
 REDUCED: tuple[Reduced, ...] = (
     Reduced("cpu_scale/fedprox2020/fig2", "FedProx Figures 2 and 6, Sent140 panel (E ∈ {1, 20, 50}, μ = 0)",

@@ -219,6 +219,16 @@ ITEMS: tuple[Item, ...] = (
 )
 
 
+# The items whose paper profile this project's 2-core CPU cannot run (all of it, or the panels named in
+# experiments/work.py): REPLICATION.md states the work of each (runs, local steps, ops per step, measured CPU
+# cost) from figures/gpu_work.json, which ``python -m replicate report --work`` enumerates (experiments.work).
+GPU_SCALE: tuple[tuple[str, str], ...] = (
+    ("fedprox2020", "Figures 2 and 6"), ("fedprox2020", "Figures 3 and 7"), ("fedprox2020", "Figure 4"),
+    ("fedprox2020", "final paper, Figure 1"), ("charles2021", "Figures 6 and 11"), ("charles2021", "Figures 12–13"),
+    ("khanduri2021", "Figures 2–4"), ("khanduri2021", "Figure 5"),
+)
+
+
 @dataclass(frozen=True)
 class Reduced:
     """A run below the paper's scale, committed under ``figures/cpu_scale/<paper>/`` where the paper's

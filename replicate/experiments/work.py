@@ -38,7 +38,7 @@ class Figure:
     figure: str  # the figure and panels enumerated
     plan: Callable[[], tuple[list, list]]  # (tuning runs, final runs) of the paper profile
     measured: str  # measured CPU cost, each number with where it was measured
-    records: tuple[tuple[str, str], ...] = ()  # (figures/<key>.claims.json of CPU-scale runs, their scale): s a run quoted
+    records: tuple[tuple[str, str], ...] = ()  # (figures/<key>.claims.json of CPU-scale runs, their scale)
 
 
 def _unique(configs) -> list:
@@ -110,9 +110,10 @@ def _stem_fig5():
     return _stem(Fig5Config)()
 
 
-_LSTM_COST = ("Shakespeare: 24-32 ms a local step of one device (fused LSTM kernel, batch 10), ≈ 40 min a round at "
-              "E = 20 (fedprox2020/common.py, LSTM_DEVIATION); BENCHMARKS.md: 1.29 s a round of 5 steps × 10 devices "
-              "(client loop). Sent140: ≈ 57 ms a step of all 10 devices stacked, ≈ 17 s an evaluation (LSTM_DEVIATION)")
+_LSTM_COST = ("Shakespeare: 24-32 ms a local step of one device (fused LSTM kernel, batch 10; fedprox2020/common.py, "
+              "LSTM_DEVIATION, which projects ≈ 40 min a round at E = 20 from it); BENCHMARKS.md: 1.29 s a round "
+              "of 5 steps × 10 devices (client loop). Sent140: ≈ 57 ms a step of all 10 devices stacked, ≈ 17 s an "
+              "evaluation (LSTM_DEVIATION)")
 _FEMNIST_COST = ("FEMNIST: 6.6 s a round and 23 s an evaluation of the paper-profile run (coverage.py, "
                  "Figures 12–13 row)")
 _STEM_COST = ("BENCHMARKS.md (one idle core's CPU s): a STEM round at (b, I) = (8, 61) 35.3 s stacked, 43.8 s in the "
@@ -228,7 +229,8 @@ def _recorded(key: str, scale: str) -> str:
     seconds = sorted((json.loads(path.read_text()).get("run_seconds") or {}).values())
     if not seconds:
         return ""
-    return (f"CPU-scale runs ({scale}; figures/{key}.claims.json, {len(seconds)} timed): {seconds[0]:,.0f}-{seconds[-1]:,.0f} s "
+    return (f"CPU-scale runs ({scale}; figures/{key}.claims.json, {len(seconds)} timed): "
+            f"{seconds[0]:,.0f}-{seconds[-1]:,.0f} s "
             f"a run, mean {sum(seconds) / len(seconds):,.0f} s")
 
 

@@ -84,7 +84,8 @@ def _work_table(rows: list[dict]) -> list[str]:
     """The GPU-scale work table (``figures/gpu_work.json``, written by ``experiments.work``)."""
     lines = ["### GPU-scale work: what the paper profile of each GPU-scale figure costs", "",
              "Enumerated from each figure's config at the paper profile without running anything "
-             "(`replicate/experiments/work.py`; `python -m replicate report --work` refreshes `figures/gpu_work.json`): "
+             "(`replicate/experiments/work.py`; `python -m replicate report --work` refreshes "
+             "`figures/gpu_work.json`): "
              "every distinct run, the tuning grid on the tuning seeds plus the final runs on the other seeds (a final "
              "run on a tuning seed is a tuning run). *Local steps* are sequential: a round's clients step together "
              "when stacked, so a run is rounds × one client's local steps a round; epoch-based runs (FedProx, "

@@ -94,8 +94,12 @@ def _work_table(rows: list[dict]) -> list[str]:
              "stragglers count as if they did all their epochs). *Ops per step*: top-level ATen ops of one stacked "
              "plain-SGD local step (`fl/models/opcount.py`; counted at narrowed widths and the data's own sequence "
              "length; STEM evaluates two gradients a step, about twice these). *Measured CPU cost*: quoted with "
-             "where it was measured; nothing in this table is projected.", "",
-             "| item | figure (panels) | runs (tuning + final) | rounds | local steps per run | sequential local steps "
+             "where it was measured; nothing in this table is projected. *Runs* are split into those before the "
+             "rates are chosen (the grids on the tuning seeds, and FedProx's μ = 0 on every seed) and after. A row "
+             "counts its figure alone: figures share runs where their configs coincide (FedProx Figure 4 is Figure "
+             "3's runs, STEM Figure 3 holds Figure 2's, Figure 12's seed-0 runs are among Figure 13's tuning runs), "
+             "so rows do not add up.", "",
+             "| item | figure (panels) | runs (before + after the choice) | rounds | local steps per run | sequential local steps "
              "(figure) | epoch in steps (mean ⌈n_k/b⌉) | ops per local step | measured CPU cost (source) |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:

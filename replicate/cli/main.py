@@ -159,6 +159,10 @@ def _cache(args) -> int:
 def _report(args) -> int:
     from replicate.report import replication as report
 
+    if args.work:  # the one place that enumerates experiments for the report (report does not import them)
+        from replicate.experiments import work
+
+        print(f"wrote {work.write()}")
     print(f"wrote {report.write()}")
     return 0
 
@@ -230,6 +234,9 @@ def main(argv=None) -> int:
     runs.add_argument("names", nargs="*", default=[], help="export: figures, notebooks or papers (default: all runs)")
     runs.set_defaults(func=_cache)
     rep = sub.add_parser("report", help="regenerate REPLICATION.md from figures/")
+    rep.add_argument("--work", action="store_true",
+                     help="first re-enumerate the GPU-scale figures' paper-profile work into figures/gpu_work.json "
+                          "(loads the datasets their epoch-based runs train on; counts ops per local step)")
     rep.set_defaults(func=_report)
     args = parser.parse_args(argv)
     try:

@@ -122,7 +122,7 @@ ITEMS: tuple[Item, ...] = (
     Item("charles2021", "Figures 6 and 11", "FEMNIST: momentum and α with tuned learning rates", "reduced", "limited",
          "notebook at Reddi et al.'s defaults (their CNN, M = 10, B = 20, one epoch, 1,500 rounds, β = 0.9; "
          "(γ, η) tuned per variant over 7 × 9 half-decades by the last-100-round test accuracy; α ∈ {0, 0.01, "
-         "0.1, 1} PROPOSED); the paper profile (≈ 380 runs of ≈ 3.7 h on this CPU) was not run: no GPU was "
+         "0.1, 1} PROPOSED); the paper profile (390 runs of ≈ 3.7 h on this CPU) was not run: no GPU was "
          "lent. A CPU-scale run (100 rounds, γ = 0.01, η ∈ 3 values, α ∈ {0, 1}, 2 seeds) is in the "
          "reduced-scale section below; the local FEMNIST copy is partial (105 writers)",
          ("charles2021/fig6",)),
@@ -131,7 +131,7 @@ ITEMS: tuple[Item, ...] = (
          "epoch; FEMNIST: their CNN, B = 20, 1,500 rounds; Shakespeare: TFF's data, their 2×256 LSTM, B = 4, "
          "1,200 rounds; Figure 12's fixed η PROPOSED, γ grid 10^-3-10^0, Figure 13's η grid 10^-3-10^1). The "
          "paper profile was not run: a FEMNIST run of 1,500 rounds is ≈ 3.7 h on this CPU (6.6 s a round, 23 s "
-         "an evaluation), 21 runs per dataset for Figure 12 and ≈ 70 for Figure 13, and no GPU was lent. "
+         "an evaluation), 21 runs per dataset for Figure 12 and 77 for Figure 13, and no GPU was lent. "
          "CPU-scale FEMNIST Figures 12 and 13 (100 rounds, 3 γ, 2 seeds) are in the reduced-scale section below. "
          "CIFAR-100 is not available here",
          ("charles2021/fig12", "charles2021/fig13")),
@@ -196,7 +196,7 @@ ITEMS: tuple[Item, ...] = (
          "notebook at the spec's PROPOSED settings (K = 100 class-shard MNIST workers, LeNet, b = 8, I ∈ {10, 100}, "
          "30,000 samples per worker, rates tuned per I over 34 STEM (κ̄, c) pairs and 6 rates each for FedAvg and "
          "SCAFFOLD); not run at that scale: a run took 2-7 min per 3,200 samples per worker here, so the paper "
-         "profile is ≈ 120 runs of 30-60 min (days on this CPU; no GPU was lent); a labelled CPU-scale run "
+         "profile is 104 runs of 30-60 min (days on this CPU; no GPU was lent); a labelled CPU-scale run "
          "(3,200 samples, small grids, 2 seeds) is in the reduced-scale section below", ("khanduri2021/fig5",)),
     # Lecture notes (seed 003): no figures; the items are its theorems, evaluated on measured runs
     Item("notes", "Theorem 1 (convex bound)", "Li et al.'s bound against measured FedAvg runs", "paper", "redrawn",
@@ -216,6 +216,16 @@ ITEMS: tuple[Item, ...] = (
          "measured on a tanh MLP (L by Hessian power iteration) and a logistic control (certified L), E = 1 and "
          "10: eq. (14) fails from T ≈ 200 on, where its right side turns negative (ηL < 1) — a finding about the "
          "notes' proof", ("notes/nonconvex",)),
+)
+
+
+# The items whose paper profile this project's 2-core CPU cannot run (all of it, or the panels named in
+# experiments/work.py): REPLICATION.md states the work of each (runs, local steps, ops per step, measured CPU
+# cost) from figures/gpu_work.json, which ``python -m replicate report --work`` enumerates (experiments.work).
+GPU_SCALE: tuple[tuple[str, str], ...] = (
+    ("fedprox2020", "Figures 2 and 6"), ("fedprox2020", "Figures 3 and 7"), ("fedprox2020", "Figure 4"),
+    ("fedprox2020", "final paper, Figure 1"), ("charles2021", "Figures 6 and 11"), ("charles2021", "Figures 12–13"),
+    ("khanduri2021", "Figures 2–4"), ("khanduri2021", "Figure 5"),
 )
 
 

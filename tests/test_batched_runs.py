@@ -1,3 +1,125 @@
+"""Runs as a tensor dimension (``engine.run_batch``, ``fl/batching``): several runs trained as one
+stack of clients give each run what it gives alone — for every algorithm, with runs of different
+seeds, client rates, schedules, rounds, server settings, clients per round and unequal local work,
+through the fused solver, the generic step, the sequential execution and the oracle, dropout included.
+
+Tolerance: the same operations on the same rows; batched kernels of another shape may sum in another
+order, and a run padded to a wider batch is masked. float64 problems agree to 1e-10 relative, float32
+ones to 1e-5 (the engine-vs-oracle tolerance of tests/test_neural.py)."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+
+from replicate.core.errors import ReplicateError
+from replicate.fl.algorithms import FedAdam, FedAvg, FedProx, LocalUpdate, LocalWork, Scaffold, Stem
+from replicate.fl.engine import LocalObjective, RunSpec, run, run_batch
+from replicate.fl.models import LogisticRegression
+from replicate.fl.oracle import SEQUENTIAL
+from replicate.fl.problems import SampleProblem
+from replicate.fl.schedules import LRSchedule
+
+from conftest import toy_dataset
+from test_algorithms import Problem64, quadratic
+from test_neural import cnn, image_dataset
+
+TOL = {torch.float64: (1e-10, 1e-12), torch.float32: (1e-5, 1e-6)}
+
+
+def logistic64():
+    return Problem64(toy_dataset(small_clients=2), LogisticRegression(5, 3))
+
+
+def logistic32():
+    return SampleProblem(toy_dataset(small_clients=2), LogisticRegression(5, 3))
+
+
+# (problem, [algorithm of each run], local work): runs differ in everything outside the client half
+CASES = {
+    "fedavg-scheme1": (logistic64, [FedAvg("scheme1", 4), FedAvg("scheme1", 6, server_lr=0.5), FedAvg("scheme1", 3)],
+                       LocalWork(3, "steps", 8)),
+    "fedavg-scheme2": (logistic64, [FedAvg("scheme2", 4), FedAvg("scheme2", 5), FedAvg("scheme2", 4)],
+                       LocalWork(3, "steps", 8)),
+    "fedavg-original": (logistic64, [FedAvg("original", 4)] * 3, LocalWork(2, "steps", 8)),
+    "fedavg-transformed2": (logistic64, [FedAvg("transformed2", 4), FedAvg("transformed2", 6)] * 2,
+                            LocalWork(2, "steps", 8)),
+    "fedavg-stragglers": (logistic64, [FedAvg("weighted", 5, straggler_fraction=0.5), FedAvg("weighted", 4)],
+                          LocalWork(3, "epochs", 16)),
+    "fedavg-full-batch": (logistic64, [FedAvg("full")] * 3, LocalWork(2, "steps", None)),
+    "fedprox-stragglers": (logistic64, [FedProx(0.1, 5, straggler_fraction=0.5), FedProx(0.1, 3, "proportional"),
+                                        FedProx(0.1, 4, straggler_fraction=0.9, server_lr=0.7)],
+                           LocalWork(3, "epochs", 16)),
+    "fedprox-float32": (logistic32, [FedProx(0.2, 4, straggler_fraction=0.5), FedProx(0.2, 6)],
+                        LocalWork(2, "epochs", 16)),
+    "scaffold-II": (logistic64, [Scaffold(), Scaffold(4, server_lr=0.5), Scaffold(6)], LocalWork(3, "steps", 8)),
+    "scaffold-I": (logistic64, [Scaffold(option="I"), Scaffold(5, server_lr=2.0, option="I")],
+                   LocalWork(3, "steps", 8)),
+    "stem": (logistic64, [Stem(0.5), Stem(4.0), Stem(0.5)], LocalWork(3, "steps", 8)),  # c differs: a row each
+    "local-update": (logistic64, [LocalUpdate(0.5, momentum=0.9, nesterov=True, alpha=0.1),
+                                  LocalUpdate(1.0, clients_per_round=4, alpha=0.1), LocalUpdate(0.3, alpha=0.1)],
+                     LocalWork(3, "steps", 8)),
+    "fedadam": (logistic64, [FedAdam(5), FedAdam(4, server_lr=0.05, beta1=0.5)], LocalWork(2, "steps", 8)),
+    "quadratic-fedavg": (quadratic, [FedAvg("full"), FedAvg("full", server_lr=0.5), FedAvg("scheme2", 2)],
+                         LocalWork(4, "steps", None)),
+    "cnn-dropout": (lambda: SampleProblem(image_dataset(), cnn()), [FedAvg("scheme2", 3), FedAvg("scheme2", 4)],
+                    LocalWork(2, "epochs", 4)),
+}
+SCHEDULES = [LRSchedule("constant", 0.1), LRSchedule("inverse", 0.2, 1.0), LRSchedule("constant", 0.05)]
+
+
+def specs(algorithms, rounds=(3, 2, 3, 3)):
+    return [RunSpec(a, SCHEDULES[i % 3], seed=i + 1, rounds=rounds[i % 4]) for i, a in enumerate(algorithms)]
+
+
+def assert_same(batched, alone, dtype):
+    rtol, atol = TOL[dtype]
+    for (h_batch, w_batch), (h_alone, w_alone) in zip(batched, alone):
+        pd.testing.assert_frame_equal(h_batch, h_alone, rtol=rtol, atol=atol)
+        torch.testing.assert_close(w_batch, w_alone, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("execution", ["stacked", "sequential", "unfused", "oracle"])
+@pytest.mark.parametrize("case", CASES)
+def test_batched_runs_equal_runs_one_by_one(case, execution):
+    build, algorithms, work = CASES[case]
+    if execution == "oracle" and case == "cnn-dropout":
+        pytest.skip("the autograd oracle on the CNN is covered by tests/test_neural.py; slow here")
+    problem = build()
+    kwargs = dict(objective=LocalObjective(weight_decay=1e-3, clip_norm=5.0), rounds=3, return_params=True)
+    kwargs |= {"trainer": SEQUENTIAL} if execution == "oracle" else (
+        {"fused": False} if execution == "unfused" else {"execution": execution})
+    runs = specs(algorithms)
+    batched = run_batch(problem, runs, work, **kwargs)
+    alone = [run(problem, s.algorithm, work, s.schedule, **(kwargs | {"seed": s.seed, "rounds": s.rounds}))
+             for s in runs]
+    assert_same(batched, alone, problem.dtype)
+    finals = [tuple(w.tolist()) for _, w in batched]
+    assert len(set(finals)) == len(finals)  # the runs really differ
+
+
+def test_a_stopped_run_leaves_the_batch_and_the_others_go_on():
+    problem = logistic64()
+    work, algorithms = LocalWork(2, "steps", 8), [FedAvg("scheme2", 4)] * 3
+    runs = [RunSpec(a, SCHEDULES[0], seed=i, rounds=6) for i, a in enumerate(algorithms)]
+    reference = run(problem, algorithms[0], work, SCHEDULES[0], rounds=6, seed=0)
+    target = float(reference["train_loss"].iloc[2])  # run 0 reaches it at round 2
+    runs[0] = RunSpec(algorithms[0], SCHEDULES[0], seed=0, rounds=6, stop=lambda row: row["train_loss"] <= target)
+    batched = run_batch(problem, runs, work, rounds=6)
+    assert batched[0]["round"].tolist() == [0, 1, 2]
+    for spec, history in zip(runs[1:], batched[1:]):
+        pd.testing.assert_frame_equal(history, run(problem, spec.algorithm, work, spec.schedule, rounds=6,
+                                                   seed=spec.seed), rtol=1e-10, atol=1e-12)
+
+
+def test_runs_with_other_client_settings_are_refused_before_any_compute():
+    problem = logistic64()
+    runs = [RunSpec(FedProx(0.1), SCHEDULES[0]), RunSpec(FedProx(0.2), SCHEDULES[0])]
+    with pytest.raises(ReplicateError, match="client settings"):
+        run_batch(problem, runs, LocalWork(2, "steps", 8), rounds=2)
+    with pytest.raises(ReplicateError, match="client settings"):
+        run_batch(problem, [RunSpec(FedAvg(), SCHEDULES[0]), RunSpec(FedAdam(), SCHEDULES[0])],
+                  LocalWork(2, "steps", 8), rounds=2)
 
 
 # ---------------------------------------------------------------- the run layer: sweeps batch by themselves

@@ -9,6 +9,7 @@ import tarfile
 
 import numpy as np
 import pytest
+import torch
 
 from replicate.core.errors import ReplicateError
 from replicate.data import cifar, store
@@ -127,3 +128,47 @@ def test_offline_jpeg_copy():
     assert np.allclose(means, [0.4914, 0.4822, 0.4465], atol=0.04)
     if not store.is_available("cifar10"):
         assert cifar.cifar10().lossy  # the fallback is taken, and says so
+
+
+def _stem_cifar_or_skip():
+    from replicate.data import store
+
+    if not (store.is_available("cifar10") or store.is_available("cifar10_jpg")):
+        pytest.skip("CIFAR-10 is not available (neither the official batches nor the lossy JPEG copy): "
+                    f"run `{store.fetch_command('cifar10')}`")
+
+
+@pytest.mark.parametrize("heterogeneity, classes_each", [("moderate", 10), ("high", 5)])
+def test_stem_cifar10_partition_counts_disjointness_and_classes(heterogeneity, classes_each):
+    """STEM §4 / spec §6.2-§6.3: 100 workers × 490 train / 90 test, disjoint, all classes (moderate)
+    or 5 of 10 (high, the same 5 in a worker's test set); the JPEG copy is labelled lossy."""
+    _stem_cifar_or_skip()
+    from replicate.data import load
+    from replicate.data.shards import cifar10_stem_name, class_shards
+
+    data = cifar.cifar10()
+    name = cifar10_stem_name(heterogeneity)
+    assert name == (f"cifar10_jpg_stem_{heterogeneity}" if data.lossy else f"cifar10_stem_{heterogeneity}")
+    ds = load(name, seed=1)
+    assert ds.name == name
+    assert ds.num_clients == 100 and ds.meta["image_shape"] == (3, 32, 32)
+    assert set(ds.train.sizes.tolist()) == {490} and set(ds.test.sizes.tolist()) == {90}
+    assert ds.train.x.shape == (49_000, 3 * 32 * 32) and abs(float(ds.train.x.mean())) < 0.1
+    assert ds.meta["lossy"] == data.lossy and (any("lossy" in d for d in ds.meta["deviations"]) == data.lossy)
+    for split, labels, stream in (("train", data.train_y, 0), ("test", data.test_y, 1)):
+        parts = class_shards(labels, heterogeneity, 1, stream)
+        everything = np.concatenate(parts)
+        assert len(np.unique(everything)) == len(everything)  # disjoint across workers
+        y = getattr(ds, split).y.numpy()
+        offsets = getattr(ds, split).offsets.numpy()
+        assert np.array_equal(y, labels[everything])  # the dataset holds exactly these samples, worker by worker
+        for k in range(100):
+            classes = np.unique(y[offsets[k]:offsets[k + 1]])
+            assert len(classes) == classes_each
+            if heterogeneity == "high":
+                assert set(classes) == {(k + j) % 10 for j in range(5)}
+    # same seed, same split; another seed, another one; fewer clients: the first workers of the same split
+    assert all(np.array_equal(a, b) for a, b in zip(parts, class_shards(labels, heterogeneity, 1, stream)))
+    assert not np.array_equal(parts[0], class_shards(labels, heterogeneity, 2, stream)[0])
+    few = load(name, seed=1, num_clients=3)
+    assert torch.equal(few.train.x, ds.train.x[:3 * 490]) and torch.equal(few.test.y, ds.test.y[:3 * 90])

@@ -14,7 +14,8 @@ def test_available_names():
     assert data.available() == ["synthetic", "synthetic_iid", "mnist_balanced", "mnist_unbalanced",
                                 "mnist_fedprox", "femnist", "emnist_star", "femnist_fedprox", "shakespeare",
                                 "sent140", "sent140_leaf", "mnist_stem", "mnist_stem_high", "mnist_stem_moderate",
-                                "shakespeare_tff", "emnist_tff"]
+                                "cifar10_stem_high", "cifar10_stem_moderate", "cifar10_jpg_stem_high",
+                                "cifar10_jpg_stem_moderate", "shakespeare_tff", "emnist_tff"]
 
 def test_load_synthetic_equals_direct_call():
     a = data.load("synthetic", alpha=1, beta=1, num_clients=5, seed=2)

@@ -42,7 +42,7 @@ def test_cache_roundtrip_and_resume(monkeypatch):
 def test_a_numerics_bump_changes_only_the_keys_of_that_model_or_algorithm(monkeypatch):
     lstm = RunConfig("sent140", model="sent_lstm")
     before = (cache.key(QUAD), cache.key(lstm))
-    monkeypatch.setitem(cache.NUMERICS, "sent_lstm", 1)
+    monkeypatch.setitem(cache.NUMERICS, "sent_lstm", cache.NUMERICS.get("sent_lstm", 0) + 1)
     assert cache.key(QUAD) == before[0] and cache.key(lstm) != before[1]
     scaffold = QUAD.replace(algorithm=Scaffold())
     old = cache.key(scaffold)

@@ -84,7 +84,7 @@ def test_table1_config_rejects_bad_input():
         table1.Table1Config.for_profile("smoke", nus=[0.0, 1.5])
 
 
-def _fake_fig5(samples_to_90: dict, losses: dict) -> "pd.DataFrame":
+def _fake_fig5(samples_to_90: dict, losses: dict):
     """Curves whose test accuracy crosses 0.9 at the given samples and whose loss ends at the given value."""
     import pandas as pd
 
@@ -145,3 +145,63 @@ def test_figure5_flags_tuned_rates_at_their_grid_edge():
     data["at_edge"] = np.where(data.algorithm == "STEM", "lr, c", "")
     claims = samples.samples_claims(data, config)
     assert all("STEM lr, c" in c.result for c in claims[1:]) and "FedAvg" not in claims[1].result.split("beyond")[1]
+
+
+def _fake_cifar(finals: dict, rounds: int = 10):
+    """Curves of every (figure, algorithm, seed) whose last evaluation is the given (loss, accuracy)."""
+    import pandas as pd
+
+    rows = []
+    for (figure, algorithm, seed), (loss, acc) in finals.items():
+        for r in range(rounds + 1):
+            last = r == rounds
+            rows.append({"kind": "curve", "figure": figure, "algorithm": algorithm, "seed": seed, "round": r,
+                         "train_loss": loss if last else 2.0, "test_acc": acc if last else 0.3,
+                         "chosen": "lr=0.1", "at_edge": "", "setting": figure, "dataset": "cifar10_jpg_stem_moderate"})
+    return pd.DataFrame(rows)
+
+
+def test_cifar_claims_hold_and_fail_by_their_margins():
+    from replicate.experiments.khanduri2021 import cifar
+
+    config = cifar.Fig3Config.for_profile("paper", seeds=[0, 1])
+    values = {("STEM", s): (0.50, 0.62) for s in (0, 1)} | {("FedAvg", s): (0.52, 0.61) for s in (0, 1)} | {
+        ("SCAFFOLD", s): (0.60, 0.60) for s in (0, 1)}
+    finals = {(f, a, s): v for (a, s), v in values.items() for f in ("Figure 2", "Figure 3")}
+    claims = cifar.cifar_claims(_fake_cifar(finals), config)
+    assert [c.passed for c in claims] == [True, True, True] and all(c.kind == "replication" for c in claims)
+    assert "lossy" in cifar.title(config, _fake_cifar(finals), cifar.is_lossy(_fake_cifar(finals)))
+    assert all(c.source for c in claims)
+    finals[("Figure 3", "STEM", 1)] = (0.515, 0.612)  # 1 % below FedAvg's loss, 0.2 points above: under both margins
+    claims = cifar.cifar_claims(_fake_cifar(finals), config)
+    assert [c.passed for c in claims] == [False, False, True]
+    finals[("Figure 2", "FedAvg", 0)] = (0.52, 0.50)  # Figure 2's FedAvg ends 5.5 points lower on average
+    assert not cifar.cifar_claims(_fake_cifar(finals), config)[2].passed
+    two = cifar.Fig2Config.for_profile("paper", seeds=[0, 1])  # Figure 2 makes no "similar" claim
+    assert len(cifar.cifar_claims(_fake_cifar({k: v for k, v in finals.items() if k[0] == "Figure 2"}), two)) == 2
+
+
+def test_cifar_configs_and_run_configs():
+    from replicate.experiments.khanduri2021 import cifar
+    from replicate.fl.algorithms import FedAvg, Stem
+
+    fig2, fig3, fig4 = (cls.for_profile("paper") for cls in (cifar.Fig2Config, cifar.Fig3Config, cifar.Fig4Config))
+    assert (fig2.batch_size, fig2.local_updates, fig3.batch_size, fig3.local_updates) == (8, 61, 64, 7)  # spec §6.6
+    assert (fig2.heterogeneity, fig3.heterogeneity, fig4.heterogeneity) == ("moderate", "moderate", "high")
+    assert len(fig2.stem_grid()) == 34 and len(fig2.candidates("fedavg")) == 6
+    stem = fig2.run_config("stem", 61, 2, lr=0.1, c=10.0)
+    assert (stem.algorithm, stem.model, stem.rounds, stem.eval_every) == (Stem(momentum_c=10.0), "lenet5", 100, 2)
+    assert stem.lr_decay == pytest.approx(488 / 490) and stem.data_seed == stem.seed == 2 and stem.num_clients is None
+    assert stem.dataset in ("cifar10_stem_moderate", "cifar10_jpg_stem_moderate")
+    assert fig2.run_config("fedavg", 61, 0, lr=0.05).algorithm == FedAvg("full", 100)
+    own, reference = fig3.compared()
+    assert own is fig3 and (reference.batch_size, reference.local_updates) == (8, 61)
+    assert reference.run_config("stem", 61, 0, lr=0.1, c=10.0) == fig2.run_config("stem", 61, 0, lr=0.1, c=10.0)
+    assert cifar.Fig3Config.for_profile("paper", compare_fig2=False).compared() == [
+        cifar.Fig3Config.for_profile("paper", compare_fig2=False)]
+    smoke = cifar.Fig2Config.for_profile("smoke")
+    assert smoke.run_config("fedavg", 2, 0, lr=0.05).num_clients == 10 and smoke.clients() == 10
+    with pytest.raises(ReplicateError, match="num_clients"):
+        cifar.Fig2Config.for_profile("paper", num_clients=101)
+    with pytest.raises(ReplicateError, match="c·η²"):
+        cifar.Fig4Config.for_profile("paper", stem_lr=[1.0], stem_c=[200.0])

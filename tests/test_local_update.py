@@ -68,10 +68,10 @@ def test_server_step_equals_model_averaging_for_normalised_plans(scheme):
         batches = problem.draw_batches(plan.clients, steps, update, torch.Generator().manual_seed(round_))
         # each algorithm's own client functions, on the same mini-batches
         local = engine.train_clients(problem, sampler, sampler.client_init(None, flat, plan, ctx), ctx,
-                                     plan.clients, batches, objective, seed=1)
+                                     plan.clients, batches, objective)
         velocity = ours_algorithm.server_init(flat, problem.population())
         state = engine.train_clients(problem, ours_algorithm, ours_algorithm.client_init(velocity, flat, plan, ctx),
-                                     ctx, plan.clients, batches, objective, seed=1)
+                                     ctx, plan.clients, batches, objective)
         torch.testing.assert_close(state["w"], local["w"], rtol=0, atol=0)  # same local models
         ours, _ = ours_algorithm.server_step(velocity, flat, ours_algorithm.client_message(state, flat, plan, ctx),
                                              plan, ctx)

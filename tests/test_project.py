@@ -13,17 +13,20 @@ NOTEBOOKS = sorted(paths.notebooks_dir().glob("*.ipynb"))
 
 def _pins(lines):
     return {line.strip().lstrip("- ").strip() for line in lines
-            if re.match(r"^\s*-?\s*[A-Za-z0-9_.-]+==", line)}
+            if re.match(r"^\s*-?\s*[A-Za-z0-9_.\[\]-]+==", line)}
 
 
 def test_environment_yml_and_pip_requirements_agree():
     env = _pins((paths.REPO / "environment.yml").read_text().splitlines())
     pip = _pins((paths.REPO / "requirements.txt").read_text().splitlines())
     pip |= _pins((paths.REPO / "requirements-vision.txt").read_text().splitlines())
+    pip |= _pins((paths.REPO / "requirements-ray.txt").read_text().splitlines())
     assert env == pip
     names = {p.split("==")[0] for p in pip}
     assert {"jupyterlab", "papermill", "numpy", "torch", "torchvision", "matplotlib", "seaborn",
-            "pytest", "nbval"} <= names
+            "pytest", "nbval", "ray[default]"} <= names
+    ray = next(p for p in pip if p.startswith("ray"))  # the pyproject extra pins the same Ray
+    assert f'ray = ["{ray}"]' in (paths.REPO / "pyproject.toml").read_text()
 
 
 def test_import_does_not_load_torchvision_or_data():

@@ -125,3 +125,55 @@ def test_lenet_has_the_proposed_shape():
     params = model.init(torch.Generator().manual_seed(0))
     out = model.forward(model.unflatten(params), torch.randn(3, 784))
     assert out.shape == (3, 10)
+
+
+def test_cifar_lenet5_has_the_proposed_shape():
+    """Spec §6.4: conv(3→6, 5×5) → pool → conv(6→16, 5×5) → pool → 400 → 120 → 84 → 10, about 62k parameters."""
+    from replicate.fl.models import for_dataset
+    from replicate.data.federated import FederatedDataset, Split
+
+    x = np.zeros((2, 3 * 32 * 32), np.float32)
+    ds = FederatedDataset("c", Split.from_clients([x], [[0, 1]]), Split.from_clients([x], [[0, 1]]), 10,
+                          meta={"image_shape": (3, 32, 32)})
+    model = for_dataset("lenet5", ds)
+    assert [model.shapes[k] for k in ("fc1.w", "fc2.w", "fc3.w")] == [(120, 400), (84, 120), (10, 84)]
+    assert model.num_params == 62_006 and model.cpu_execution() == "stacked"
+    params = model.init(torch.Generator().manual_seed(0))
+    out = model.forward(model.unflatten(params), torch.randn(4, 3 * 32 * 32))
+    w = model.unflatten(params)  # written out layer by layer
+    import torch.nn.functional as F
+    h = torch.randn(4, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+    out = model.forward(w, h.reshape(4, -1))
+    for conv in ("conv1", "conv2"):
+        h = F.max_pool2d(F.relu(F.conv2d(h, w[f"{conv}.w"], w[f"{conv}.b"])), 2)
+    h = F.relu(F.linear(F.relu(F.linear(h.flatten(1), w["fc1.w"], w["fc1.b"])), w["fc2.w"], w["fc2.b"]))
+    torch.testing.assert_close(out, F.linear(h, w["fc3.w"], w["fc3.b"]))
+
+
+def test_stem_on_a_tiny_two_hidden_layer_cnn_engine_matches_oracle():
+    """STEM on the CIFAR LeNet-5's shape (2 conv + 3 linear), tiny: stacked engine ≡ client loop ≡ oracle."""
+    from replicate.data.federated import FederatedDataset, Split
+    from replicate.fl.engine import run
+    from replicate.fl.oracle import run_sequential
+    from replicate.fl.problems import SampleProblem
+
+    rs = np.random.RandomState(0)
+    sizes = [12, 9, 16, 10]
+    xs = [rs.randn(n, 3 * 16 * 16).astype(np.float32) for n in sizes]
+    ys = [rs.randint(0, 3, n) for n in sizes]
+    ds = FederatedDataset("tiny", Split.from_clients(xs, ys), Split.from_clients(xs[:2], ys[:2]), 3,
+                          meta={"image_shape": (3, 16, 16)})
+    model = CNN((3, 16, 16), 3, channels=(2, 3), hidden=(6, 5), padding=0)
+    assert model.dense == 3 and model.shapes["fc3.w"] == (3, 5)
+    problem = SampleProblem(ds, model)
+    work, schedule = LocalWork(3, "steps", 4), LRSchedule("stem", 0.3, decay=0.5)
+    kwargs = dict(rounds=3, seed=2, return_params=True)
+    algorithm = Stem(5.0)
+    stacked, w_stacked = run(problem, algorithm, work, schedule, execution="stacked", **kwargs)
+    sequential, w_sequential = run(problem, algorithm, work, schedule, execution="sequential", **kwargs)
+    oracle, w_oracle = run_sequential(problem, algorithm, work, schedule, **kwargs)
+    for w in (w_sequential, w_oracle):
+        torch.testing.assert_close(w_stacked, w, rtol=1e-5, atol=1e-6)
+    for other in (sequential, oracle):
+        assert stacked["train_loss"].tolist() == pytest.approx(other["train_loss"].tolist(), rel=1e-5)
+    assert (w_stacked - problem.init(2)).abs().max() > 1e-3

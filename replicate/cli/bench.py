@@ -22,6 +22,18 @@ time) and the oracle, FedProx with K = 10, b = 10; medians of 4 repeats of 2 rou
 timings move between runs on this machine more than the others: on one idle afternoon five bench
 runs gave Sent140's oracle 0.79-1.6 s/round and its stacked engine 1.0-1.2 s/round, so read the
 LSTM ratios to ±50%.
+
+Kernel launches (issue #24 §2): the top-level ATen ops of one stacked local step of every model
+preset at 10 and 1,000 stacked models (counted on the CPU whatever ``--device`` says; the FEMNIST
+CNNs and the LSTMs at reduced widths, which leave the count unchanged), and for the LSTMs the ops
+per time step and layer: 31 before 2026-11-24, when the recurrence ran under autograd, 10 since
+(7 forward, 3 backward, written by hand).
+
+STEM on CIFAR-10 (issue #25; Khanduri et al.'s Figures 2 and 3, skipped when neither CIFAR-10 copy is
+staged): the LeNet-5 over all 100 workers, (b, I) = (8, 61) and (64, 7), one intra-op thread (as the
+figures' runs use), the engine stacked and its client loop. A regular round (two gradients per local
+step) is timed as a 2-round run less the 1-round run (the warm-up round: STEM's initial batch B = b·I),
+once, in wall and in CPU seconds (what an idle core takes where the machine is shared); evaluation excluded.
 """
 from __future__ import annotations
 
@@ -34,7 +46,9 @@ import torch
 from replicate.fl import engine
 from replicate.fl import oracle
 from replicate.core.errors import ReplicateError
-from replicate.fl.algorithms import FedAvg, FedProx
+from replicate.fl import models
+from replicate.fl.algorithms import FedAvg, FedProx, Stem
+from replicate.fl.models import opcount
 from replicate.runs.config import RunConfig, build
 
 WORKLOADS = {
@@ -59,6 +73,16 @@ LSTM_WORKLOADS = {
         local_steps=20, batch_size=10, client_lr=0.3, lr_schedule="constant",
         weight_decay=0.0, clip_norm=None),
 }
+def _stem_cifar(batch_size: int, local_updates: int) -> RunConfig:
+    from replicate.data.shards import cifar10_stem_name
+
+    return RunConfig(dataset=cifar10_stem_name("moderate"), model="lenet5", algorithm=Stem(momentum_c=10.0),
+                     local_steps=local_updates, batch_size=batch_size, client_lr=0.1, lr_schedule="stem",
+                     lr_decay=batch_size * local_updates / 490, weight_decay=0.0, clip_norm=None)
+
+
+STEM_WORKLOADS = {"STEM CIFAR-10 LeNet-5, K=100, b=8, I=61 (Fig. 2)": (8, 61),
+                  "STEM CIFAR-10 LeNet-5, K=100, b=64, I=7 (Fig. 3)": (64, 7)}
 LSTM_SOLVERS = {"stacked": {"execution": "stacked"}, "client loop": {"execution": "sequential"},
                 "oracle": {"trainer": oracle.SEQUENTIAL}}
 SOLVERS = {
@@ -125,6 +149,50 @@ def lstm_run(rounds: int = 2, repeats: int = 4, device=None) -> list[dict]:
         row["speedup"], row["stacked_gain"] = row["oracle"] / auto, row["client loop"] / row["stacked"]
         results.append(row)
     return results
+
+
+def stem_run(device=None) -> list[dict]:
+    """One row per STEM CIFAR-10 workload: seconds of a regular round stacked and in the client loop,
+    and of the warm-up round (stacked), with one intra-op thread."""
+    device = torch.device(device) if device else engine.default_device()
+    results, threads = [], torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for name, (b, i) in STEM_WORKLOADS.items():
+            config = _stem_cifar(b, i)
+            try:
+                problem, algorithm, work, schedule, objective = build(config, device=device)
+            except ReplicateError as exc:
+                print(f"skipping {name}: {exc}")
+                continue
+            row = {"workload": name, "dataset": config.dataset}
+            for solver in ("stacked", "sequential"):
+                wall, cpu = [], []
+                for rounds in (1, 2):
+                    start, start_cpu = time.perf_counter(), time.process_time()
+                    engine.run(problem, algorithm, work, schedule, objective=objective, rounds=rounds, seed=0,
+                               eval_every=None, execution=solver)
+                    if device.type == "cuda":
+                        torch.cuda.synchronize()
+                    wall.append(time.perf_counter() - start)
+                    cpu.append(time.process_time() - start_cpu)
+                row[solver], row[f"{solver}_warmup"] = wall[1] - wall[0], wall[0]
+                row[f"{solver}_cpu"] = cpu[1] - cpu[0]
+            row["stacked_gain"] = row["sequential"] / row["stacked"]
+            results.append(row)
+    finally:
+        torch.set_num_threads(threads)
+    return results
+
+
+def stem_table(results: list[dict]) -> str:
+    """Wall seconds, and the process's CPU seconds beside them: on a shared machine the CPU time is what
+    one idle core would take."""
+    return _markdown(["workload", "data", "stacked s/round (CPU s)", "client loop s/round (CPU s)",
+                      "warm-up round (stacked) s", "stacked vs client loop (CPU)"],
+                     [[r["workload"], r["dataset"], f"{r['stacked']:.1f} ({r['stacked_cpu']:.1f})",
+                       f"{r['sequential']:.1f} ({r['sequential_cpu']:.1f})", f"{r['stacked_warmup']:.1f}",
+                       f"{r['sequential_cpu'] / r['stacked_cpu']:.2f}×"] for r in results])
 
 
 def lstm_table(results: list[dict]) -> str:
@@ -233,3 +301,70 @@ def table(results: list[dict]) -> str:
                      [[r["workload"], r["K"], f"{r['fused_s_per_round']:.4f}", f"{r['generic_s_per_round']:.4f}",
                        f"{r['oracle_s_per_round']:.4f}", f"{r['speedup']:.1f}×", f"{r['fused_gain']:.2f}×"]
                       for r in results])
+
+
+# ---- top-level ops per local step (issue #24 §2) --------------------------------------------------
+
+# Every model preset, built as its preset (layers, loss, options) at the widths given: the FEMNIST CNNs
+# and the LSTMs narrowed so that 1,000 stacked copies fit this machine (a count does not depend on
+# widths: every op is the same op on a wider tensor). The image models see 28×28 MNIST/EMNIST-shaped
+# inputs, the LSTMs sequences of OP_STEPS tokens; 2 samples per model.
+OP_MODELS = {
+    "logistic (MNIST 784 → 10)": lambda: models.LogisticRegression(784, 10),
+    "mlp (784 → 32 → 10)": lambda: models.MLP(784, 10),
+    "lenet (STEM MNIST, preset widths)": lambda: models.CNN((1, 28, 28), 10, **models._CNN_PRESETS["lenet"]),
+    "cnn (FEMNIST; channels 4, 8, dense 16)": lambda: models.CNN((1, 28, 28), 62, channels=(4, 8), hidden=16),
+    "conv_dropout (FEMNIST; channels 4, 8, dense 16)": lambda: models.ConvDropout((1, 28, 28), 62, channels=(4, 8),
+                                                                                 hidden=16),
+    "char_lstm (Shakespeare; embed 8, 2 × 16)": lambda: models.CharLSTM(
+        80, **(models._LSTM_PRESETS["char_lstm"] | dict(hidden=16))),
+    "char_lstm_tff (TFF Shakespeare; embed 8, 2 × 16)": lambda: models.CharLSTM(
+        90, **(models._LSTM_PRESETS["char_lstm_tff"] | dict(hidden=16))),
+    "sent_lstm (Sent140; embed 12, 2 × 8, dense 30)": lambda: models.CharLSTM(
+        100, num_classes=2, **(models._LSTM_PRESETS["sent_lstm"] | dict(embed=12, hidden=8))),
+}
+OP_STEPS, OP_BATCH = (4, 8), 2  # LSTM sequence lengths (the per-time-step count is their difference)
+
+
+def step_inputs(model, k: int, steps: int = OP_STEPS[0], batch: int = OP_BATCH, seed: int = 0):
+    """K stacked models (distinct rows) and a mini-batch each, as ``model.grad`` takes them."""
+    g = torch.Generator().manual_seed(seed)
+    flat = model.init(g).unsqueeze(0) + 0.01 * torch.randn(k, model.num_params, generator=g)
+    noise = None
+    if isinstance(model, models.CharLSTM):
+        x = torch.randint(0, model.vocab_size, (k, batch, steps), generator=g)
+        y = torch.randint(0, model.num_classes, (k, batch, steps) if model.loss_kind == "token" else (k, batch),
+                          generator=g)
+        return flat, x, y, noise
+    shape = getattr(model, "in_shape", None) or (model.d,)
+    classes = getattr(model, "num_classes", None) or model.c
+    x = torch.randn(k * batch, *shape, generator=g)
+    y = torch.randint(0, classes, (k * batch,), generator=g)
+    x, y = model.prepare(x, y, classes)
+    if model.dropout:
+        noise = torch.rand(k, batch, *model.dropout_shape, generator=g)
+    return flat, x.view(k, batch, *x.shape[1:]), y.view(k, batch, *y.shape[1:]), noise
+
+
+def step_op_counts(name: str, ks=(10, 1000)) -> dict:
+    """Top-level ops of one local step of ``OP_MODELS[name]`` at each K (``opcount.step_ops``), and
+    for an LSTM the ops per time step and layer (from two sequence lengths at the first K)."""
+    model = OP_MODELS[name]()
+    row = {"model": name, "params": model.num_params}
+    for k in ks:
+        row[k] = sum(opcount.step_ops(model, *step_inputs(model, k)).values())
+    if isinstance(model, models.CharLSTM):
+        short, long = (sum(opcount.step_ops(model, *step_inputs(model, ks[0], steps)).values()) for steps in OP_STEPS)
+        row["per_step_layer"] = (long - short) / (OP_STEPS[1] - OP_STEPS[0]) / model.layers
+    return row
+
+
+def op_table(ks=(10, 1000)) -> str:
+    rows = [step_op_counts(name, ks) for name in OP_MODELS]
+    per = [f"{r['per_step_layer']:g}" if "per_step_layer" in r else "" for r in rows]
+    return (f"Top-level ATen ops of one stacked local step (forward, loss, backward, update; "
+            f"``replicate/fl/models/opcount.py`` says what counts), {OP_BATCH} samples per model, LSTM sequences "
+            f"of {OP_STEPS[0]} tokens:\n\n"
+            + _markdown(["model", "parameters per model"] + [f"ops, {k:,} models" for k in ks]
+                        + ["LSTM ops per time step and layer"],
+                        [[r["model"], f"{r['params']:,}"] + [r[k] for k in ks] + [p] for r, p in zip(rows, per)]))

@@ -20,6 +20,7 @@ def _figures(args) -> int:
         if not sep:
             raise ReplicateError(f"--set expects NAME=VALUE, got {item!r}")
         overrides[name] = runner.parse_value(value)
+    _executor_settings(args)
     if args.time_budget is not None:
         from replicate.cli import budget
 
@@ -28,6 +29,24 @@ def _figures(args) -> int:
         return _check(args, overrides)
     return 1 if runner.run(args.names, args.profile, overrides, log_output=args.verbose,
                            time_budget=args.time_budget) else 0
+
+
+def _executor_settings(args) -> None:
+    """--executor, --ray-address and --workers reach the notebooks' kernels as the environment variables
+    ``replicate.core.paths`` reads; checked here, before any notebook runs."""
+    import os
+
+    from replicate.core import paths
+
+    for value, name in ((args.executor, "REPLICATE_EXECUTOR"), (args.ray_address, "RAY_ADDRESS"),
+                        (args.workers, "REPLICATE_WORKERS")):
+        if value is not None:
+            os.environ[name] = str(value)
+    paths.workers()
+    if paths.executor() == "ray":
+        from replicate.runs import ray_executor
+
+        ray_executor.check(paths.ray_address())
 
 
 def _check(args, overrides) -> int:
@@ -45,12 +64,16 @@ def _check(args, overrides) -> int:
 
 
 def _bench(args) -> int:
-    from replicate.cli import bench
+    from replicate.cli import bench, bench_batched, bench_executors
     from replicate.core import paths
 
     results = bench.run(rounds=args.rounds, device=args.device)
     text = (bench.table(results) + "\n\n" + bench.profile_table(args.device) + "\n\nFedProx LSTMs:\n\n"
-            + bench.lstm_table(bench.lstm_run(device=args.device)))
+            + bench.lstm_table(bench.lstm_run(device=args.device)) + "\n\n" + bench.op_table()
+            + "\n\nSweep executors, local pool vs Ray:\n\n" + bench_executors.table(bench_executors.run())
+            + "\n\nSTEM on CIFAR-10 (one thread):\n\n" + bench.stem_table(bench.stem_run(device=args.device))
+            + "\n\n## Runs as a tensor dimension\n\n" + bench_batched.__doc__.split(chr(10), 1)[1].strip()
+            + "\n\n" + bench_batched.table(bench_batched.run(device=args.device)))
     print(bench.describe_machine(args.device))
     print(text)
     if args.record:
@@ -136,6 +159,10 @@ def _cache(args) -> int:
 def _report(args) -> int:
     from replicate.report import replication as report
 
+    if args.work:  # the one place that enumerates experiments for the report (report does not import them)
+        from replicate.experiments import work
+
+        print(f"wrote {work.write()}")
     print(f"wrote {report.write()}")
     return 0
 
@@ -160,6 +187,13 @@ def main(argv=None) -> int:
                      help="e.g. 25m, 90s, 1h30m: notebooks whose runs are all cached first, then the others in "
                           "the order given; when the budget is spent, stop as Ctrl-C does (finished runs "
                           "cached, figures finished so far published) and exit with status 75")
+    fig.add_argument("--executor", choices=["local", "ray"], default=None,
+                     help="where missing runs are computed: local (default; REPLICATE_EXECUTOR) worker processes, "
+                          "or ray, the Ray cluster at --ray-address (see README, 'Running on a Ray cluster')")
+    fig.add_argument("--ray-address", metavar="HOST:PORT", default=None,
+                     help="the Ray cluster's head node (default RAY_ADDRESS; none: a private cluster of this machine)")
+    fig.add_argument("--workers", type=int, default=None,
+                     help="worker processes of the local executor (default REPLICATE_WORKERS, else one per core)")
     fig.add_argument("-v", "--verbose", action="store_true", help="stream notebook output (progress bars)")
     fig.set_defaults(func=_figures)
     bench = sub.add_parser(
@@ -200,6 +234,9 @@ def main(argv=None) -> int:
     runs.add_argument("names", nargs="*", default=[], help="export: figures, notebooks or papers (default: all runs)")
     runs.set_defaults(func=_cache)
     rep = sub.add_parser("report", help="regenerate REPLICATION.md from figures/")
+    rep.add_argument("--work", action="store_true",
+                     help="first re-enumerate the GPU-scale figures' paper-profile work into figures/gpu_work.json "
+                          "(loads the datasets their epoch-based runs train on; counts ops per local step)")
     rep.set_defaults(func=_report)
     args = parser.parse_args(argv)
     try:

@@ -53,6 +53,47 @@ def run_device() -> str | None:
     return value or None
 
 
+EXECUTORS = ("local", "ray")
+
+
+def executor() -> str:
+    """Where a sweep's missing runs are computed (`REPLICATE_EXECUTOR`: local, the default, a pool of
+    worker processes on this machine; or ray, the Ray cluster at `ray_address()`)."""
+    value = os.environ.get("REPLICATE_EXECUTOR") or "local"
+    if value not in EXECUTORS:
+        raise ReplicateError(f"REPLICATE_EXECUTOR (--executor) must be one of {', '.join(EXECUTORS)}, got {value!r}")
+    return value
+
+
+def ray_address() -> str | None:
+    """The Ray cluster the ray executor joins (`RAY_ADDRESS`, Ray's own variable: host:port of its head
+    node, ray://host:port, or auto); None: a private cluster of this machine, started for the sweep."""
+    return os.environ.get("RAY_ADDRESS") or None
+
+
+def workers() -> int | None:
+    """Worker processes of the local executor (`REPLICATE_WORKERS`); None: one per usable CPU core."""
+    value = os.environ.get("REPLICATE_WORKERS")
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ReplicateError(f"REPLICATE_WORKERS must be a positive whole number, got {value!r}")
+    return int(value)
+
+
+def ray_gpus() -> float:
+    """GPUs a Ray task of CUDA runs asks for (`REPLICATE_RAY_GPUS`, default 1; a fraction such as 0.25
+    packs four runs on one GPU)."""
+    value = os.environ.get("REPLICATE_RAY_GPUS") or "1"
+    try:
+        gpus = float(value)
+    except ValueError:
+        gpus = -1.0
+    if not 0 < gpus <= 1 and not (gpus > 1 and gpus.is_integer()):
+        raise ReplicateError(f"REPLICATE_RAY_GPUS must be a fraction in (0, 1] or a whole number, got {value!r}")
+    return gpus
+
+
 def build_dir() -> Path:
     """Scratch space outside git: executed notebooks, staged figures, result cache."""
     return _env("REPLICATE_BUILD", REPO / "build")

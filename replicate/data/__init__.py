@@ -14,7 +14,8 @@ from replicate.data.leaf import femnist, load_leaf
 from replicate.data.letters import emnist_star, femnist_fedprox
 from replicate.data.mnist import load_mnist, mnist_balanced, mnist_fedprox, mnist_unbalanced
 from replicate.data.quadratic import QuadraticClients, li2020_counterexample
-from replicate.data.shards import mnist_stem, mnist_stem_high, mnist_stem_moderate
+from replicate.data.shards import (cifar10_jpg_stem_high, cifar10_jpg_stem_moderate, cifar10_stem_high,
+                                   cifar10_stem_moderate, mnist_stem, mnist_stem_high, mnist_stem_moderate)
 # Modules, not functions: the builders share their modules' names, which must stay importable.
 from replicate.data import emnist_tff as _emnist_tff, sent140 as _sent140, shakespeare as _shakespeare
 from replicate.data.stats import table1_statistics
@@ -42,6 +43,10 @@ _BUILDERS: dict[str, Callable[..., FederatedDataset]] = {
     "mnist_stem": mnist_stem,
     "mnist_stem_high": mnist_stem_high,
     "mnist_stem_moderate": mnist_stem_moderate,
+    "cifar10_stem_high": cifar10_stem_high,
+    "cifar10_stem_moderate": cifar10_stem_moderate,
+    "cifar10_jpg_stem_high": cifar10_jpg_stem_high,
+    "cifar10_jpg_stem_moderate": cifar10_jpg_stem_moderate,
     "shakespeare_tff": shakespeare_tff,
     "emnist_tff": _emnist_tff.emnist_tff,
 }
@@ -82,6 +87,6 @@ def _builder(name: str) -> Callable[..., FederatedDataset]:
 __all__ = [
     "FederatedDataset", "QuadraticClients", "Split", "available", "emnist_star", "femnist",
     "femnist_fedprox", "fetch", "li2020_counterexample", "load", "load_leaf", "load_mnist",
-    "mnist_balanced", "mnist_fedprox", "mnist_stem", "mnist_unbalanced", "parameters",
-    "shakespeare_tff", "synthetic", "synthetic_iid", "table1_statistics",
+    "mnist_balanced", "mnist_fedprox", "mnist_stem", "mnist_unbalanced", "parameters", "cifar10_stem_high",
+    "cifar10_stem_moderate", "shakespeare_tff", "synthetic", "synthetic_iid", "table1_statistics",
 ]

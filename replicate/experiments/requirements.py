@@ -30,6 +30,8 @@ def staged(name: str) -> str | None:
     for store_name, names in STAGED.items():
         if name in names:
             return store_name
+    if name.startswith(("cifar10_stem_", "cifar10_jpg_stem_")):  # STEM's CIFAR-10: the official batches, or the JPEG copy
+        return name.split("_stem_")[0]
     for prefix in ("mnist_", "femnist_"):
         if name.startswith(prefix):
             return prefix[:-1]

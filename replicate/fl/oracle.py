@@ -14,13 +14,12 @@ from dataclasses import replace
 
 import torch
 
-from replicate.core import rng
 from replicate.fl import sgd
 from replicate.fl.engine import Trainer, run
 
 
-def sequential_train(problem, algorithm, state, ctx, clients, batches, objective, seed, execution=None):
-    """Train each client of ``state`` in turn, step by step, with autograd gradients."""
+def sequential_train(problem, algorithm, state, ctx, clients, batches, objective, dropout=None, execution=None):
+    """Train each client of ``state`` in turn, step by step, with autograd gradients (``dropout(s, batch)``: the engine's noise stream)."""
     steps = ctx.steps.tolist()
     for j, k in enumerate(clients.tolist()):
         row = {name: value[j:j + 1].clone() for name, value in state.items()}
@@ -30,8 +29,7 @@ def sequential_train(problem, algorithm, state, ctx, clients, batches, objective
             if batches is not None:
                 index, mask = batches.step(s)
                 rows = index[j] if mask is None else index[j][mask[j]]
-                full = problem.dropout_noise((index, mask), rng.generator(seed, "dropout", ctx.round, s,
-                                                                          device=index.device))
+                full = None if dropout is None else dropout(s, (index, mask))
                 if full is not None:
                     noise = full[j] if mask is None else full[j][mask[j]]
 

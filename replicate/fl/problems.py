@@ -28,7 +28,7 @@ class Problem(Protocol):
     device: torch.device
     dtype: torch.dtype
     single_threaded: bool  # tiny per-step ops: run with one intra-op thread (engine._threads)
-    fused_sgd: Callable | None  # (params, clients, steps, lr (m,), batches, objective, PlainSGD) -> (m, P), or None
+    fused_sgd: Callable | None  # (params (P,) or (m, P), clients, steps, lr (m,), batches, objective, PlainSGD) -> (m, P)
 
     def population(self) -> Population: ...
 
@@ -140,7 +140,8 @@ class SampleProblem:
             norms = None if clip is None else self.row_norms.index_select(0, rows).view(index.shape)
             return x, y, mask, norms
 
-        start = global_flat.unsqueeze(0).expand(clients.numel(), -1)
+        # each row starts from its run's global model: (m, P) when runs are batched (fl/batching), else (P,)
+        start = global_flat if global_flat.dim() == 2 else global_flat.unsqueeze(0).expand(clients.numel(), -1)
         equal = bool((steps == steps[0]).all())
         # one rate for all: a scalar, so each step's decay and update stay one fused baddbmm
         rate = float(lr[0]) if bool((lr == lr[0]).all()) else lr.view(-1, 1, 1)

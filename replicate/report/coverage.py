@@ -122,7 +122,7 @@ ITEMS: tuple[Item, ...] = (
     Item("charles2021", "Figures 6 and 11", "FEMNIST: momentum and α with tuned learning rates", "reduced", "limited",
          "notebook at Reddi et al.'s defaults (their CNN, M = 10, B = 20, one epoch, 1,500 rounds, β = 0.9; "
          "(γ, η) tuned per variant over 7 × 9 half-decades by the last-100-round test accuracy; α ∈ {0, 0.01, "
-         "0.1, 1} PROPOSED); the paper profile (≈ 380 runs of ≈ 3.7 h on this CPU) was not run: no GPU was "
+         "0.1, 1} PROPOSED); the paper profile (390 runs of ≈ 3.7 h on this CPU) was not run: no GPU was "
          "lent. A CPU-scale run (100 rounds, γ = 0.01, η ∈ 3 values, α ∈ {0, 1}, 2 seeds) is in the "
          "reduced-scale section below; the local FEMNIST copy is partial (105 writers)",
          ("charles2021/fig6",)),
@@ -131,7 +131,7 @@ ITEMS: tuple[Item, ...] = (
          "epoch; FEMNIST: their CNN, B = 20, 1,500 rounds; Shakespeare: TFF's data, their 2×256 LSTM, B = 4, "
          "1,200 rounds; Figure 12's fixed η PROPOSED, γ grid 10^-3-10^0, Figure 13's η grid 10^-3-10^1). The "
          "paper profile was not run: a FEMNIST run of 1,500 rounds is ≈ 3.7 h on this CPU (6.6 s a round, 23 s "
-         "an evaluation), 21 runs per dataset for Figure 12 and ≈ 70 for Figure 13, and no GPU was lent. "
+         "an evaluation), 21 runs per dataset for Figure 12 and 77 for Figure 13, and no GPU was lent. "
          "CPU-scale FEMNIST Figures 12 and 13 (100 rounds, 3 γ, 2 seeds) are in the reduced-scale section below. "
          "CIFAR-100 is not available here",
          ("charles2021/fig12", "charles2021/fig13")),
@@ -180,12 +180,23 @@ ITEMS: tuple[Item, ...] = (
          "an analytic illustration redrawn from the RECONSTRUCTED bound (spec §2.3, §7), constants and logs dropped; "
          "ε = 1e-4, K = 1 PROPOSED; Remarks 2-3 as consistency checks (nothing measured)", ("khanduri2021/fig1",)),
     Item("khanduri2021", "Figures 2–4", "STEM vs FedAvg vs SCAFFOLD on CIFAR-10", "none", "limited",
-         "the local CIFAR-10 copy is lossy JPEG (quality ~75): runs would be labelled as such"),
+         "notebooks (khanduri2021_fig2/3/4) at the spec's PROPOSED settings: K = 100 class-shard workers (490 / 90 "
+         "images each; moderate: all classes, high: 5 of 10), LeNet-5 (2 conv + 3 linear), (b, I) = (8, 61), (64, 7), "
+         "(8, 61), 100 rounds, rates tuned per figure over 34 STEM (κ̄, c) pairs and 6 rates each for FedAvg and "
+         "SCAFFOLD on seed 0, then 3 seeds: 52 runs of 100 rounds per figure (Figure 3 reuses Figure 2's runs for its "
+         "'similar' claim), 15,600 rounds for the three, each round 100 workers × I steps × 2 gradients for STEM. "
+         "Not run at that scale: a regular STEM round takes 35 CPU s on one core (Figure 2, stacked; Figure 3: 26 s "
+         "stacked, 16 s in the client loop; FedAvg's and SCAFFOLD's about half; an evaluation 2.3 s: BENCHMARKS.md), "
+         "so the paper profile is ≈ 45 h of one core for Figure 2, as much for Figure 4 and 21-33 h for Figure 3 "
+         "(no GPU was lent to this task; on one it runs unchanged). Only the lossy JPEG copy of CIFAR-10 is here: "
+         "every run on it is labelled so in its title and deviations, and its runs are cached apart from the "
+         "official data's. The CPU-scale commands are in coverage.REDUCED (not yet run)",
+         ("khanduri2021/fig2", "khanduri2021/fig3", "khanduri2021/fig4")),
     Item("khanduri2021", "Figure 5", "samples accessed for two values of I", "reduced", "full",
          "notebook at the spec's PROPOSED settings (K = 100 class-shard MNIST workers, LeNet, b = 8, I ∈ {10, 100}, "
          "30,000 samples per worker, rates tuned per I over 34 STEM (κ̄, c) pairs and 6 rates each for FedAvg and "
          "SCAFFOLD); not run at that scale: a run took 2-7 min per 3,200 samples per worker here, so the paper "
-         "profile is ≈ 120 runs of 30-60 min (days on this CPU; no GPU was lent); a labelled CPU-scale run "
+         "profile is 104 runs of 30-60 min (days on this CPU; no GPU was lent); a labelled CPU-scale run "
          "(3,200 samples, small grids, 2 seeds) is in the reduced-scale section below", ("khanduri2021/fig5",)),
     # Lecture notes (seed 003): no figures; the items are its theorems, evaluated on measured runs
     Item("notes", "Theorem 1 (convex bound)", "Li et al.'s bound against measured FedAvg runs", "paper", "redrawn",
@@ -208,6 +219,16 @@ ITEMS: tuple[Item, ...] = (
 )
 
 
+# The items whose paper profile this project's 2-core CPU cannot run (all of it, or the panels named in
+# experiments/work.py): REPLICATION.md states the work of each (runs, local steps, ops per step, measured CPU
+# cost) from figures/gpu_work.json, which ``python -m replicate report --work`` enumerates (experiments.work).
+GPU_SCALE: tuple[tuple[str, str], ...] = (
+    ("fedprox2020", "Figures 2 and 6"), ("fedprox2020", "Figures 3 and 7"), ("fedprox2020", "Figure 4"),
+    ("fedprox2020", "final paper, Figure 1"), ("charles2021", "Figures 6 and 11"), ("charles2021", "Figures 12–13"),
+    ("khanduri2021", "Figures 2–4"), ("khanduri2021", "Figure 5"),
+)
+
+
 @dataclass(frozen=True)
 class Reduced:
     """A run below the paper's scale, committed under ``figures/cpu_scale/<paper>/`` where the paper's
@@ -220,6 +241,18 @@ class Reduced:
     note: str = ""  # what the numbers show beyond the claims (observations, not verdicts)
     stale: str = ""  # why the committed outputs predate today's claims, and the command that republishes them
 
+
+# STEM's CIFAR-10 Figures 2-4 at the scale this machine ran in one session with a GPU-less, shared 2-core CPU
+# (issue #25): ≈ 12 CPU-min a figure (3 runs of 10 rounds; BENCHMARKS.md's CPU seconds of a round).
+_STEM_CIFAR_SCALE = (
+    "seed 0 only (the paper: 3 seeds), 10 of 100 rounds (≈ 9-10 local epochs), evaluated every round, one rate per "
+    "algorithm chosen "
+    "before any CIFAR-10 run (a grid of one: nothing tuned): STEM κ̄ = 0.1, c = 150 (a = c·η² ≈ 0.94, the only "
+    "stable momentum weight of Figure 5's CPU-scale grid), FedAvg and SCAFFOLD η = 0.05 (the top of the spec's "
+    "small-b range; one value for all three figures, so that Figure 3's comparison reuses Figure 2's runs); "
+    "otherwise the paper profile (K = 100, LeNet-5, the figure's (b, I)); on the lossy JPEG copy of CIFAR-10")
+_STEM_CIFAR_KNOBS = ("--set num_rounds=10 --set evals=10 --set 'stem_lr=[0.1]' --set 'stem_c=[150]' "
+                     "--set 'client_lr=[0.05]' --set 'seeds=[0]' --set workers=1 --set out_dir=figures/cpu_scale")
 
 REDUCED: tuple[Reduced, ...] = (
     Reduced("cpu_scale/fedprox2020/fig2", "FedProx Figures 2 and 6, Sent140 panel (E ∈ {1, 20, 50}, μ = 0)",
@@ -351,6 +384,11 @@ REDUCED: tuple[Reduced, ...] = (
             "today's claims and legend flag tuned rates at their grid's edge (STEM's κ̄ = 0.1 and c = 150 are the "
             "largest of their grids); the committed outputs predate that. Republish with the command above (36 runs, "
             "8,067 s from scratch)"),
+    *(Reduced(f"cpu_scale/khanduri2021/{figure}", what, _STEM_CIFAR_SCALE,
+              "python -m replicate figures khanduri2021/" + figure + " --profile paper " + _STEM_CIFAR_KNOBS)
+      for figure, what in (("fig2", "STEM Figure 2 (CIFAR-10, moderate heterogeneity, b = 8, I = 61)"),
+                           ("fig3", "STEM Figure 3 (CIFAR-10, moderate heterogeneity, b = 64, I = 7; against Figure 2)"),
+                           ("fig4", "STEM Figure 4 (CIFAR-10, high heterogeneity, b = 8, I = 61)"))),
 )
 
 

@@ -69,7 +69,52 @@ def _counts(claims: list[dict]) -> str:
     return text
 
 
-def _coverage(records: list[dict]) -> list[str]:
+def _steps(n: float) -> str:
+    return f"{n:,.0f}" if n < 1e6 else f"{n / 1e6:,.1f} M"
+
+
+def _work_of(rows: list[dict]) -> str:
+    """A coverage row's sentence: the work of its paper profile (its rows of the GPU-scale work table)."""
+    parts = [f"{r['runs']} runs, {_steps(r['sequential_steps'])} sequential local steps"
+             + (f" ({r['figure'].split(',')[0]})" if len(rows) > 1 else "") for r in rows]
+    return "paper-profile work: " + "; ".join(parts) + " (GPU-scale work table below)"
+
+
+def _work_table(rows: list[dict]) -> list[str]:
+    """The GPU-scale work table (``figures/gpu_work.json``, written by ``experiments.work``)."""
+    lines = ["### GPU-scale work: what the paper profile of each GPU-scale figure costs", "",
+             "Enumerated from each figure's config at the paper profile without running anything "
+             "(`replicate/experiments/work.py`; `python -m replicate report --work` refreshes "
+             "`figures/gpu_work.json`): "
+             "every distinct run, the tuning grid on the tuning seeds plus the final runs on the other seeds (a final "
+             "run on a tuning seed is a tuning run). *Local steps* are sequential: a round's clients step together "
+             "when stacked, so a run is rounds × one client's local steps a round; epoch-based runs (FedProx, "
+             "Charles & Konečný) convert an epoch into the mean over the dataset's training clients of ⌈n_k/b⌉ "
+             "(DERIVED; a stacked round lasts as long as its largest sampled client, so these are lower bounds, and "
+             "stragglers count as if they did all their epochs). *Ops per step*: top-level ATen ops of one stacked "
+             "plain-SGD local step (`fl/models/opcount.py`; counted at narrowed widths and the data's own sequence "
+             "length; STEM evaluates two gradients a step, about twice these). *Measured CPU cost*: quoted with "
+             "where it was measured; nothing in this table is projected. *Runs* are split into those before the "
+             "rates are chosen (the grids on the tuning seeds, and FedProx's μ = 0 on every seed) and after. A row "
+             "counts its figure alone: figures share runs where their configs coincide (FedProx Figure 4 is Figure "
+             "3's runs, STEM Figure 3 holds Figure 2's, Figure 12's seed-0 runs are among Figure 13's tuning runs), "
+             "so rows do not add up.", "",
+             "| item | figure (panels) | runs (before + after the choice) | rounds | local steps per run | sequential local steps "
+             "(figure) | epoch in steps (mean ⌈n_k/b⌉) | ops per local step | measured CPU cost (source) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lo, hi = r["steps_per_run"]
+        lines.append(
+            f"| {r['paper']} {r['item']} | {_cell(r['figure'])} | {r['runs']} ({r['tuning_runs']} + "
+            f"{r['final_runs']}) | {', '.join(f'{n:,}' for n in r['rounds'])} | "
+            f"{_steps(lo) if lo == hi else _steps(lo) + '-' + _steps(hi)} | {_steps(r['sequential_steps'])} | "
+            f"{_cell('; '.join(f'{k}: {v:g}' for k, v in r['epoch_steps'].items()) or '— (fixed I steps)')} | "
+            f"{_cell('; '.join(f'{k}: {v}' for k, v in r['ops_per_step'].items()))} | {_cell(r['measured'])} |")
+    return lines + [""]
+
+
+def _coverage(records: list[dict], work: list[dict] | None = None) -> list[str]:
+    work = work or []
     by_key = {f"{r['paper']}/{r['figure']}": r for r in records}
     lines = ["## Coverage of every figure and table", "",
              "Statuses (the one rule below assigns them from how an item was run, on what data, and its "
@@ -83,11 +128,13 @@ def _coverage(records: list[dict]) -> list[str]:
         claims = item.claims(by_key)
         statuses.append(item.status(by_key))
         links = ", ".join(f"[{k.split('/')[1]}](figures/{k}.png)" for k in item.figures if k in by_key)
-        lines.append(f"| {item.paper} | {item.item} | {_cell(item.what)} | {statuses[-1]} | {_cell(item.detail)} | "
+        mine = [r for r in work if (r["paper"], r["item"]) == (item.paper, item.item)]
+        detail = item.detail + (("; " if item.detail else "") + _work_of(mine) if mine else "")
+        lines.append(f"| {item.paper} | {item.item} | {_cell(item.what)} | {statuses[-1]} | {_cell(detail)} | "
                      f"{(_counts(claims) + ' — ' + links) if claims else '—'} |")
     counts = {s: statuses.count(s) for s in coverage.STATUSES}
     lines += ["", "Items: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + ".", ""]
-    return lines
+    return lines + (_work_table(work) if work else [])
 
 
 def _claim_text(c: dict) -> str:
@@ -119,7 +166,8 @@ def render(root: Path | None = None) -> str:
     if unrecorded:
         lines += ["Published before claims recorded their basis and seed quote (their kinds, set by hand, agree "
                   "with the rule on re-reading; republishing records both): " + ", ".join(unrecorded) + ".", ""]
-    lines += _coverage(records)
+    work_file = root / "gpu_work.json"  # experiments.work.FILE (the report reads it; it does not import experiments)
+    lines += _coverage(records, json.loads(work_file.read_text())["rows"] if work_file.is_file() else None)
     lines += ["## Data", ""] + [f"- {note}" for note in DATA_NOTES] + [""]
     for paper in PAPER_TITLES:
         mine = [r for r in records if r["paper"] == paper]

@@ -33,6 +33,11 @@ VERSION = 4  # 4: the key holds the full config (the algorithm's own settings), 
 # (the runs computed before it were moved aside by hand, build/cache/stale/).
 NUMERICS: dict[str, int] = {
     "scaffold": 1,  # 1: c_i ← c_i⁺ (it was c_i + c_i⁺ from the third round on)
+    # 1: the stacked LSTM's hand-written backward (2026-11-24; equal to the autograd recurrence to
+    # float32 rounding), which Sent140's runs train through (``cpu_execution`` picks the stacked path).
+    # char_lstm / char_lstm_tff are left at 0: on a CPU their runs train client by client through the
+    # fused kernel (unchanged); only their dissimilarity metric, measured and not fed back, moves by rounding.
+    "sent_lstm": 1,
 }
 
 
@@ -179,6 +184,11 @@ def _file(config: RunConfig, stop_loss: float | None, suffix: str, extra_metrics
     return paths.cache_dir() / "to_target" / f"{name}_to_{stop_loss:g}{suffix}"
 
 
+def entry(config: RunConfig, stop_loss: float | None = None, extra_metrics=None) -> str:
+    """A run's entry name (``RunLog``'s keys): ``<key>`` or ``<key>_to_<loss>``."""
+    return _file(config, stop_loss, "", extra_metrics).name
+
+
 def _with(entry: Path, suffix: str) -> Path:
     return entry.parent / f"{entry.name}{suffix}"  # not with_suffix: "<key>_to_0.29" has a dot of its own
 
@@ -243,6 +253,21 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
                              "for CUDA (REPLICATE_DEVICE), but this machine has none: compute it on a CUDA machine "
                              "and `cache import` it, or unset REPLICATE_DEVICE to compute CPU runs here")
     log.started(entry.name if entry else None)
+    history, text, meta = compute(config, stop_loss=stop_loss, extra_metrics=extra_metrics, device=device,
+                                  progress=progress, problem=problem, serialize=use_cache)
+    log.record(meta["elapsed_s"], cached=False, dataset=config.dataset, key=entry.name if use_cache else None)
+    log.finished()
+    if use_cache:
+        store(config, stop_loss, extra_metrics, text, meta)
+    return history
+
+
+def compute(config: RunConfig, *, stop_loss: float | None = None, extra_metrics=None, device=None,
+            progress: bool = False, problem=None, serialize: bool = True) -> tuple[pd.DataFrame, str | None, dict]:
+    """Compute one run, touching no file: its history, that history as the cache's CSV text (when
+    ``serialize``) and its sidecar's fields. A worker anywhere (a process of this machine, a Ray node
+    without this checkout) calls it and hands the text and fields back; ``store`` writes them."""
+    device = torch.device(device) if device is not None else engine.default_device()
     start = time.perf_counter()
     problem, algorithm, work, schedule, objective = build(config, device=device, problem=problem)
     history = engine.run(problem, algorithm, work, schedule, objective=objective, rounds=config.rounds,
@@ -251,15 +276,31 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
                          stop=None if stop_loss is None else (lambda row: row["train_loss"] <= stop_loss),
                          desc=f"{config.dataset} {config.algorithm_name} E={work.amount} K={config.clients_per_round}")
     elapsed = time.perf_counter() - start
-    log.record(elapsed, cached=False, dataset=config.dataset, key=entry.name if use_cache else None)
-    log.finished()
-    if use_cache:
+    return (history, *entry_of(config, stop_loss, extra_metrics, history, elapsed, problem.device, serialize))
+
+
+def entry_of(config: RunConfig, stop_loss: float | None, extra_metrics, history: pd.DataFrame, elapsed: float,
+             device, serialize: bool = True, **notes) -> tuple[str | None, dict]:
+    """A computed run as ``store`` takes it: the history as the cache's CSV text (when ``serialize``) and
+    the sidecar's fields; ``notes`` join them (e.g. ``batch``: how many runs trained together)."""
+    text = None
+    if serialize:
         buffer = io.StringIO()
         history.to_csv(buffer, index=False)
-        meta = config.to_dict() | {"elapsed_s": round(elapsed, 3), "device": str(problem.device),
-                                             "extra_metrics": metrics_key(extra_metrics), "version": VERSION}
-        if stop_loss is not None:
-            meta["target"] = stop_loss
-        atomic_write_text(_with(entry, ".json"), json.dumps(meta, indent=1))
-        atomic_write_text(_with(entry, ".csv"), buffer.getvalue())
-    return history
+        text = buffer.getvalue()
+    meta = config.to_dict() | {"elapsed_s": round(elapsed, 3), "device": str(device),
+                               "extra_metrics": metrics_key(extra_metrics), "version": VERSION} | notes
+    if stop_loss is not None:
+        meta["target"] = stop_loss
+    return text, meta
+
+
+def store(config: RunConfig, stop_loss: float | None, extra_metrics, text: str, meta: dict) -> None:
+    """Write a computed run into this machine's cache (sidecar, then CSV, each atomically: the CSV's
+    presence means a whole entry), under the key this process gives it."""
+    entry = _file(config, stop_loss, "", extra_metrics)
+    if entry_name(meta) != entry.name:  # e.g. a worker on another device type, or running other code
+        raise ReplicateError(f"run {entry.name} came back as {entry_name(meta)} (computed on {meta['device']}, "
+                             f"cache version {meta['version']}): not stored")
+    atomic_write_text(_with(entry, ".json"), json.dumps(meta, indent=1))
+    atomic_write_text(_with(entry, ".csv"), text)

@@ -30,7 +30,7 @@ class RunConfig:
     dataset: str  # "synthetic(1,1)", "synthetic_iid", "mnist_balanced", "mnist_unbalanced", "quadratic", "given"
     data_seed: int | None = None  # partition seed; None = the builder's documented default
     num_clients: int | None = None  # N for synthetic sets, the first N writers of femnist; None = builder default
-    model: str = "logistic"  # "logistic", "mlp", "cnn", "lenet", "conv_dropout", "char_lstm" (Shakespeare), "sent_lstm" (Sent140)
+    model: str = "logistic"  # "logistic", "mlp", "cnn", "lenet", "lenet5" (STEM CIFAR-10), "conv_dropout", "char_lstm" (Shakespeare), "sent_lstm" (Sent140)
     hidden: int | None = None  # width of the model's hidden layer / LSTM; None = the model's (authors' code)
     algorithm: object = field(default_factory=FedAvg)  # an algorithm's settings: an instance of an ALGORITHMS class
     local_steps: int | None = 50  # E, in SGD steps (Li et al.: the authors' num_epoch × 10)

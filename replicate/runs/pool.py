@@ -1,20 +1,19 @@
-"""A figure's sweep of runs: the missing ones computed side by side in worker processes, every
-one read back from the cache into one tidy frame, and runs stopped at a target loss.
+"""A figure's sweep of runs: the missing ones computed side by side by an executor, every one read
+back from the cache into one tidy frame, and runs stopped at a target loss.
 
 ``compute`` takes the jobs (``Job``: config, optional target loss, optional extra metrics) a
-figure is missing from the result cache and computes them in ``workers`` single-threaded
-processes first (on a shared 2-core CPU two single-threaded runs beat one two-threaded run);
-``frame`` then reads every run from the cache with its labels. Every paper's figures use them.
+figure is missing from the result cache and has an executor compute them first (``executors``: a
+pool of single-threaded processes on this machine, the default, or a Ray cluster), writing each
+into the cache as it comes back; ``frame`` then reads every run from the cache with its labels.
+Every paper's figures use them.
 """
 from __future__ import annotations
 
-import concurrent.futures
-import multiprocessing
 from typing import Callable, NamedTuple
 
 import pandas as pd
 
-from replicate.runs import cache
+from replicate.runs import batched, cache, executors
 from replicate.runs.config import RunConfig
 
 
@@ -32,14 +31,7 @@ def run_to_target(config: RunConfig, target: float, *, progress: bool = False,
     return cache.run(config, stop_loss=target, progress=progress, log=log)
 
 
-def _compute(job: Job) -> None:
-    import torch
-
-    torch.set_num_threads(1)
-    cache.run(job.config, stop_loss=job.target, progress=False, extra_metrics=job.extra_metrics)
-
-
-_NEURAL = ("cnn", "lenet", "conv_dropout", "char_lstm", "char_lstm_tff", "sent_lstm")
+_NEURAL = ("cnn", "lenet", "lenet5", "conv_dropout", "char_lstm", "char_lstm_tff", "sent_lstm")
 
 
 def _cost(job: Job) -> float:
@@ -57,33 +49,55 @@ PARALLEL_ABOVE = 2e6  # below this much work (~1 min) starting worker processes 
 
 def compute(jobs: list[Job | tuple], workers: int = 2, progress: bool = True,
             log: cache.RunLog | None = None) -> None:
-    """Compute the missing jobs (``Job`` or its fields as a tuple; target None = a full run) in parallel.
+    """Compute the missing jobs (``Job`` or its fields as a tuple; target None = a full run) through the
+    executor of this process's settings (``executors.current``) and leave them in the cache, where the
+    figure functions then read them.
 
-    ``workers`` single-threaded processes take the missing runs longest first and leave
-    them in the cache, where the figure functions then read them. With one worker, or
-    too little work to pay for starting processes, nothing happens here and each run is
-    computed in this process when it is first read.
+    Runs that may train together (``batched.group``: same data, model, local work and client half) form
+    one task, trained as one stack of clients (runs as a tensor dimension). Locally, ``workers > 1`` lets
+    single-threaded processes take the tasks longest first (as many as ``REPLICATE_WORKERS`` or the
+    machine's cores); with one worker, or too little work to pay for starting processes, the tasks of
+    several runs are trained here and a run alone is computed in this process when it is first read. On
+    a Ray cluster every task is a Ray task. A run that fails twice is reported at the end (one
+    ``ReplicateError``) after the others are cached.
     """
     missing = cache.plan([Job(*job) for job in jobs], log)  # the log's runs done / total counts them whoever computes them
-    if workers <= 1 or sum(map(_cost, missing)) < PARALLEL_ABOVE:
+    if not missing:
         return
+    executor = executors.current()
+    if executor.name == "local" and _no_cuda():
+        return  # each run is read as it is needed, and cache.run says why a CUDA run cannot be computed here
     from tqdm.auto import tqdm
 
-    missing.sort(key=_cost, reverse=True)
-    context = multiprocessing.get_context("spawn")
-    with (concurrent.futures.ProcessPoolExecutor(workers, mp_context=context, initializer=_ignore_interrupt) as pool,
-          tqdm(total=len(missing), desc="runs", disable=not progress or log is not None, leave=False) as bar):
-        futures = {pool.submit(_compute, job): job for job in missing}
-        try:
-            for future in concurrent.futures.as_completed(futures):
-                future.result()
+    with tqdm(total=len(missing), desc=f"runs ({executor.name})", unit="run",
+              disable=not progress or log is not None, leave=False) as bar:
+        def done(task: list[Job], results: list[tuple[str, dict]]) -> None:
+            for job, (text, meta) in zip(task, results):
+                cache.store(job.config, job.target, job.extra_metrics, text, meta)
                 if log is not None:
-                    log.mark_computed(*futures[future])
+                    log.mark_computed(*job)
                     log.finished(by_worker=True)
                 bar.update()
-        except BaseException:  # a failed run, Ctrl-C or a spent time budget: do not wait for the queued runs
-            pool.shutdown(wait=True, cancel_futures=True)  # the runs under way finish and stay cached
-            raise
+
+        if executor.name == "local" and (workers <= 1 or sum(map(_cost, missing)) < PARALLEL_ABOVE):
+            for task in batched.group(missing):
+                if len(task) > 1:  # a run alone is computed when it is read
+                    done(task, batched.compute(task))
+            return
+        tasks = batched.group(missing, getattr(executor, "workers", 1))
+        tasks.sort(key=lambda task: sum(map(_cost, task)), reverse=True)
+        failures = executor.run(tasks, done)
+    if failures:
+        raise executors.failed(failures, len(missing))
+
+
+def _no_cuda() -> bool:
+    """Runs are for CUDA (``REPLICATE_DEVICE``) and this machine has none: local workers cannot compute them."""
+    import torch
+
+    from replicate.fl import engine
+
+    return engine.default_device().type == "cuda" and not torch.cuda.is_available()
 
 
 def frame(labelled: list[tuple[dict, RunConfig]], *, columns=None, extra_metrics=None, workers: int = 1,
@@ -106,10 +120,3 @@ def frame(labelled: list[tuple[dict, RunConfig]], *, columns=None, extra_metrics
     data = pd.concat(frames, ignore_index=True)
     return data[[*labelled[0][0], *(c for c in data.columns if c not in labelled[0][0])]]
 
-
-def _ignore_interrupt() -> None:
-    """Workers leave Ctrl-C to the parent, which shuts the pool down: one message, not one
-    traceback per worker. Finished runs are already in the cache."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -10,6 +10,7 @@ text does not give. The maths lives in :mod:`replicate.theory.stem`.
   from the reconstructed bounds (``khanduri2021_table1``)
 - ``samples``: Figure 5, STEM vs FedAvg vs SCAFFOLD on MNIST against the samples accessed per
   worker, a small and a large I (``khanduri2021_fig5``)
-
-Figures 2-4 (the same comparison on CIFAR-10) are not built yet.
+- ``cifar``: Figures 2-4, the same comparison on CIFAR-10 against rounds (``khanduri2021_fig2``, ``_fig3``,
+  ``_fig4``)
+- ``common``: what the measured figures share (run configs, tuning, the final runs)
 """

@@ -25,21 +25,18 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-import numpy as np
 import pandas as pd
 
 from replicate.core.errors import ReplicateError
 from replicate.data.shards import HETEROGENEITY, WORKERS
 from replicate.experiments import knobs
-from replicate.runs import cache, pool
-from replicate.fl.algorithms import FedAvg, Scaffold, Stem
-from replicate.runs.config import RunConfig
+from replicate.experiments.khanduri2021.common import (LABELS, StemRuns, chosen_text, edge_note, legend_label,
+                                                       seeds_text, tune_and_run)
+from replicate.experiments.khanduri2021.common import grid_edges  # noqa: F401  (kept importable from here)
 from replicate.runs.measures import final
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check
 
-ALGORITHMS = ("stem", "fedavg", "scaffold")
-LABELS = {"stem": "STEM", "fedavg": "FedAvg", "scaffold": "SCAFFOLD"}
 TRAIN_PER_WORKER = 540  # n_k (spec §6.1)
 
 DEVIATIONS = (
@@ -54,7 +51,7 @@ DEVIATIONS = (
 
 
 @dataclass(frozen=True)
-class Fig5Config(knobs.FigureConfig):
+class Fig5Config(StemRuns, knobs.FigureConfig):
     """Figure 5: samples per worker to accuracy for I small vs large, STEM vs FedAvg vs SCAFFOLD."""
 
     heterogeneity: str = "high"  # 5 classes per worker (Figure 5); "moderate": all 10
@@ -73,6 +70,8 @@ class Fig5Config(knobs.FigureConfig):
     deviations: tuple[str, ...] = DEVIATIONS
 
     CHOICES: ClassVar[dict] = {"heterogeneity": HETEROGENEITY}
+    MODEL: ClassVar[str] = "lenet"
+    TRAIN_PER_WORKER: ClassVar[int] = TRAIN_PER_WORKER
 
     @classmethod
     def smoke(cls):
@@ -90,71 +89,23 @@ class Fig5Config(knobs.FigureConfig):
     def rounds(self, local_updates: int) -> int:
         return math.ceil(self.samples_per_worker / (self.batch_size * local_updates))
 
+    def dataset_name(self) -> str:
+        return f"mnist_stem_{self.heterogeneity}"
+
     def dataset_names(self) -> tuple[str, ...]:
         """The datasets its runs load (``replicate.experiments.requirements``)."""
-        return (f"mnist_stem_{self.heterogeneity}",)
-
-    def stem_grid(self) -> list[tuple[float, float]]:
-        """(κ̄, c) pairs whose first-epoch momentum weight a = c·η_1² stays below 1 (spec §6.5)."""
-        return [(k, c) for k in self.stem_lr for c in self.stem_c if c * (k / 2 ** (1 / 3)) ** 2 < 1]
-
-    def run_config(self, algorithm: str, local_updates: int, seed: int, lr: float, c: float = 1.0) -> RunConfig:
-        rounds = self.rounds(local_updates)
-        common = dict(dataset=f"mnist_stem_{self.heterogeneity}", data_seed=seed, model="lenet",
-                      local_steps=local_updates, batch_size=self.batch_size, client_lr=lr, weight_decay=0.0,
-                      clip_norm=None, rounds=rounds, seed=seed, eval_every=max(1, rounds // self.evals))
-        if algorithm == "stem":
-            return RunConfig(**common, algorithm=Stem(momentum_c=c), lr_schedule="stem",
-                             lr_decay=self.batch_size * local_updates / TRAIN_PER_WORKER)
-        if algorithm == "fedavg":
-            return RunConfig(**common, algorithm=FedAvg("full", WORKERS), lr_schedule="constant")
-        return RunConfig(**common, algorithm=Scaffold(), lr_schedule="constant")
-
-    def candidates(self, algorithm: str) -> list[dict]:
-        if algorithm == "stem":
-            return [{"lr": k, "c": c} for k, c in self.stem_grid()]
-        return [{"lr": lr} for lr in self.client_lr]
-
-
-def grid_edges(candidates: list[dict], chosen: dict) -> str:
-    """The tuned settings that sit at the smallest or largest value of their grid ("" if none): the best
-    may lie beyond the grid."""
-    edges = []
-    for key, value in chosen.items():
-        grid = sorted({c[key] for c in candidates})
-        if len(grid) > 1 and value in (grid[0], grid[-1]):
-            edges.append(key)
-    return ", ".join(edges)
+        return (self.dataset_name(),)
 
 
 def samples(config: Fig5Config, log=None) -> pd.DataFrame:
     """Tidy rows: ``kind`` = tuning (one per candidate, mean final loss on the tuning seeds) and
     curve (per evaluation of every final run)."""
-    tuning_seeds = config.seeds[:config.tune_seeds]
-    jobs = [(config.run_config(a, i, s, **h), None) for i in config.local_updates for a in ALGORITHMS
-            for h in config.candidates(a) for s in tuning_seeds]
-    pool.compute(jobs, workers=config.workers, log=log)
-    rows, chosen = [], {}
-    for i in config.local_updates:
-        for a in ALGORITHMS:
-            scores = []
-            for h in config.candidates(a):
-                finals = [final(cache.run(config.run_config(a, i, s, **h), progress=False, log=log), "train_loss",
-                                fraction=config.tail) for s in tuning_seeds]
-                scores.append((float(np.mean(finals)), h))
-                rows.append({"kind": "tuning", "algorithm": LABELS[a], "local_updates": i, **h,
-                             "final_train_loss": scores[-1][0]})
-            chosen[(a, i)] = min(scores, key=lambda sh: sh[0])[1]
-    finals = [(a, i, s, config.run_config(a, i, s, **chosen[(a, i)])) for i in config.local_updates
-              for a in ALGORITHMS for s in config.seeds]
-    pool.compute([(c, None) for *_, c in finals], workers=config.workers, log=log)
+    rows, runs = tune_and_run(config, config.local_updates, log)
     frames = []
-    for a, i, s, c in finals:
-        history = cache.run(c, progress=False, log=log)
+    for a, i, s, history, chosen, at_edge in runs:
         per_round = config.batch_size * i
         frames.append(history.assign(kind="curve", algorithm=LABELS[a], local_updates=i, seed=s,
-                                     chosen=", ".join(f"{k}={v:g}" for k, v in chosen[(a, i)].items()),
-                                     at_edge=grid_edges(config.candidates(a), chosen[(a, i)]),
+                                     chosen=chosen_text(chosen), at_edge=at_edge,
                                      samples=history["round"] * per_round,
                                      gradients=_gradients(a, history["round"], per_round)))
     return pd.concat([pd.DataFrame(rows), *frames], ignore_index=True)
@@ -206,28 +157,18 @@ def samples_claims(data: pd.DataFrame, config: Fig5Config) -> list:
         part = reached[reached.local_updates == i].pivot(index="seed", columns="algorithm", values="final_train_loss")
         acc = reached[reached.local_updates == i].pivot(index="seed", columns="algorithm", values="final_test_acc")
         best = bool(((part["STEM"] < part["FedAvg"]) & (part["STEM"] < part["SCAFFOLD"])).all())
-        curves = data[(data.kind == "curve") & (data.local_updates == i)]
-        edges = (curves[curves["at_edge"].fillna("") != ""].drop_duplicates("algorithm") if "at_edge" in curves
-                 else curves.iloc[:0])
-        edge = ("; tuned at the edge of its grid (the best may lie beyond): "
-                + ", ".join(f"{r.algorithm} {r.at_edge}" for r in edges.itertuples()) if len(edges) else "")
+        edge = edge_note(data[(data.kind == "curve") & (data.local_updates == i)])
         claims.append(check(
             f"I = {i}: STEM reaches a lower training loss than FedAvg and SCAFFOLD (every seed)", best,
-            ", ".join(f"{a} {_seeds(part[a], '.3f')}" for a in part.columns)
-            + "; test accuracy " + ", ".join(f"{a} {_seeds(acc[a], '.1%')}" for a in acc.columns) + edge,
+            ", ".join(f"{a} {seeds_text(part[a], '.3f')}" for a in part.columns)
+            + "; test accuracy " + ", ".join(f"{a} {seeds_text(acc[a], '.1%')}" for a in acc.columns) + edge,
             margin=f"final = mean of the last {config.tail:.0%} of evaluations; strict, every seed",
             source=BEST_SOURCE))
     return claims
 
 
 def _fmt(values) -> str:
-    return _seeds(values, ",.0f")
-
-
-def _seeds(values, spec: str) -> str:
-    values = np.atleast_1d(np.asarray(values, dtype=float))
-    text = [("never" if not np.isfinite(v) else format(v, spec)) for v in values]
-    return text[0] if len(text) == 1 else "[" + ", ".join(text) + "]"
+    return seeds_text(values, ",.0f")
 
 
 def plot_samples(data: pd.DataFrame, config: Fig5Config):
@@ -243,10 +184,7 @@ def plot_samples(data: pd.DataFrame, config: Fig5Config):
             ax = axes[row, col]
             for a, part in curves[curves.local_updates == i].groupby("algorithm", sort=False):
                 stats = part.groupby("samples")[metric].agg(["mean", "min", "max"])
-                chosen = part.chosen.iloc[0]
-                edge = part.at_edge.iloc[0] if "at_edge" in part and isinstance(part.at_edge.iloc[0], str) else ""
-                ax.plot(stats.index, stats["mean"], color=colours[a],
-                        label=f"{a} ({chosen}" + (f"; {edge} at its grid's edge)" if edge else ")"))
+                ax.plot(stats.index, stats["mean"], color=colours[a], label=legend_label(part, a))
                 ax.fill_between(stats.index, stats["min"], stats["max"], color=colours[a], alpha=0.2, lw=0)
             if metric == "test_acc":
                 ax.axhline(config.target_accuracy, color="0.5", lw=0.8, ls=":")

@@ -15,6 +15,7 @@ from m_{−1} = 0 and v_{−1} = τ² (the paper asks v_{−1} ≥ τ²). Symbol
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -31,6 +32,7 @@ class AdamState:
 
 @dataclass(frozen=True)
 class FedAdam(LocalSGDClients):  # clients: plain SGD from x_t, message the local model
+    client_fields: ClassVar[tuple[str, ...]] = ()  # server-side settings only: runs batch across them
     clients_per_round: int | None = 10  # |S|; None = every client
     server_lr: float = 0.01  # η
     beta1: float = 0.9  # β₁

@@ -24,6 +24,7 @@ distribution (original, scheme2, transformed2, weighted) see the same clients.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -36,6 +37,7 @@ SCHEMES = ("full", "scheme1", "scheme2", "original", "transformed2", "weighted")
 
 @dataclass(frozen=True)
 class FedAvg(LocalSGDClients):  # clients: E steps of w ← w − η∇F_k(w; ξ) from w_t, message w
+    client_fields: ClassVar[tuple[str, ...]] = ()  # plan and server settings only: runs batch across them (fl/batching)
     scheme: str = "scheme1"
     clients_per_round: int = 10  # K
     server_lr: float = 1.0  # η_s

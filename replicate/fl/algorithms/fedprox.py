@@ -23,6 +23,7 @@ of the selected devices are stragglers; each runs x epochs, x uniform on {1, …
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -36,6 +37,7 @@ SAMPLING = ("uniform", "proportional")
 
 @dataclass(frozen=True)
 class FedProx(LocalSGDClients):  # the client step adds the proximal pull
+    client_fields: ClassVar[tuple[str, ...]] = ("prox_mu",)  # read by the client step: runs batch only with an equal μ
     prox_mu: float = 0.0  # μ
     clients_per_round: int = 10  # K
     sampling: str = "uniform"

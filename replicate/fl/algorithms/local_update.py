@@ -21,6 +21,7 @@ Lookahead = (a = 1_K, one client, η = β_LA γ).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -32,6 +33,7 @@ from replicate.fl.algorithms.protocol import Population, RoundPlan, descend_
 
 @dataclass(frozen=True)
 class LocalUpdate:
+    client_fields: ClassVar[tuple[str, ...]] = ("a", "alpha")  # read by the client step: runs batch only with equal a and α
     server_lr: float = 1.0  # η
     a: tuple[float, ...] | None = None  # coefficient vector (a_1, ..., a_K); None = 1_K
     momentum: float = 0.0  # β of the server

@@ -37,6 +37,7 @@ An algorithm whose client update is plain (proximal) SGD on the model says so th
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Protocol, runtime_checkable
 
@@ -127,7 +128,7 @@ class RoundContext:
     """What a round's client functions may know beyond their state."""
 
     round: int  # t
-    params: torch.Tensor  # (P,) the round's global model w_t, as broadcast to the clients
+    params: torch.Tensor  # (P,) the round's global model w_t, as broadcast; (m, P), each row's, when runs are batched
     steps: torch.Tensor  # (m,) int64, each client's local step count this round
     lr: torch.Tensor  # (m, 1) each client's rate this round, in the parameters' dtype and device
     step: int = 0  # the local step being taken (client_step only)
@@ -136,8 +137,10 @@ class RoundContext:
 
     def rows(self, index: torch.Tensor) -> "RoundContext":
         """The context seen by the clients at ``index`` (rows of the round's stacked tensors)."""
+        params = self.params  # (rows, P) when runs are batched (``replicate.fl.batching``): select rows too
         return replace(self, steps=self.steps.index_select(0, index.to(self.steps.device)),
-                       lr=self.lr.index_select(0, index.to(self.lr.device)))
+                       lr=self.lr.index_select(0, index.to(self.lr.device)),
+                       params=params.index_select(0, index.to(params.device)) if params.dim() == 2 else params)
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,18 @@ class PlainSGD:
     def coefficients(self, lr, weight_decay: float):
         """(decay, pull) of the update for rates ``lr`` and weight decay λ."""
         return sgd.coefficients(lr, weight_decay, self.prox_mu)
+
+
+def client_settings(algorithm) -> tuple:
+    """What runs trained as one batch (``replicate.fl.batching``) must share: the algorithm's class and
+    the settings its client half reads, ``client_fields`` (every setting where a class declares none).
+    The plan's and the server's settings (K, η_s, momentum, ...) may differ run to run."""
+    names = getattr(type(algorithm), "client_fields", None)
+    if names is None and not dataclasses.is_dataclass(algorithm):  # settings unknown: batches only with itself
+        return (type(algorithm).__name__, id(algorithm))
+    if names is None:
+        names = tuple(f.name for f in dataclasses.fields(algorithm))
+    return (type(algorithm).__name__, tuple((name, getattr(algorithm, name)) for name in names))
 
 
 class LocalSGDClients:

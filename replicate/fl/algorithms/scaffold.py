@@ -25,6 +25,7 @@ round is FedAvg with equal weights (a test checks it).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -41,6 +42,7 @@ class ScaffoldState:
 
 @dataclass(frozen=True)
 class Scaffold:
+    client_fields: ClassVar[tuple[str, ...]] = ("option",)  # decides the client state's entries: runs batch only with one option
     clients_per_round: int | None = None  # |S|; None = every client
     server_lr: float = 1.0  # η_g
     option: str = "II"  # how c_i⁺ is formed (eq. 4): "I" full local gradient at x, "II" from the iterates

@@ -28,6 +28,7 @@ K → the number of clients, d̄ → ``StemState.direction``, x_{t}^(k) → ``St
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -43,6 +44,7 @@ class StemState:
 
 @dataclass(frozen=True)
 class Stem:
+    client_fields: ClassVar[tuple[str, ...]] = ()  # c travels in the client state (a row each): runs batch across it
     momentum_c: float = 1.0  # c in a = min{1, c·η²}
 
     plain_sgd = None  # the momentum direction is not plain SGD
@@ -51,10 +53,11 @@ class Stem:
         if not self.momentum_c > 0:
             raise ReplicateError(f"STEM's momentum constant c must be positive, got {self.momentum_c}")
 
-    def momentum_weight(self, lr: torch.Tensor) -> torch.Tensor:
+    def momentum_weight(self, lr: torch.Tensor, c=None) -> torch.Tensor:
         """a = min{1, c·η²} per worker, for the (m, 1) rates: the weight of the fresh gradient
-        (1 − a multiplies the old correction)."""
-        return (self.momentum_c * lr * lr).clamp(max=1.0)
+        (1 − a multiplies the old correction). ``c``: (m, 1) per-worker constants (default ``momentum_c``),
+        so runs with other c train in one batch (fl/batching); c·η·η is the same float product either way."""
+        return ((self.momentum_c if c is None else c) * lr * lr).clamp(max=1.0)
 
     def server_init(self, params: torch.Tensor, population: Population) -> StemState:
         return StemState(torch.zeros_like(params), params.unsqueeze(0).repeat(population.num_clients, 1))
@@ -67,17 +70,18 @@ class Stem:
     def client_init(self, state: StemState, params, plan, ctx):
         m = plan.clients.numel()
         w = params.unsqueeze(0).repeat(m, 1)
+        c = w.new_full((m, 1), self.momentum_c)  # a row's c, so runs of other c can share a batch
         if ctx.warmup:  # round 0: accumulate d_1 at x_1
-            return {"w": w, "d": torch.zeros_like(w), "prev": w.clone()}
+            return {"w": w, "d": torch.zeros_like(w), "prev": w.clone(), "c": c}
         prev = state.last_iterates[plan.clients.to(params.device)]
-        return {"w": w, "d": state.direction.unsqueeze(0).repeat(m, 1), "prev": prev}
+        return {"w": w, "d": state.direction.unsqueeze(0).repeat(m, 1), "prev": prev, "c": c}
 
     def client_step(self, state, grad, ctx):
         if ctx.warmup:  # d_1 = (1/I) Σ_s ∇f_k(x_1; B_s): the B = b·I initial batch, model fixed
             steps = ctx.steps.to(state["w"].device, state["w"].dtype).unsqueeze(1)
             state["d"].add_(grad(state["w"]) / steps)
             return state
-        a = self.momentum_weight(ctx.lr)
+        a = self.momentum_weight(ctx.lr, state["c"])
         fresh, old = grad(state["w"]), grad(state["prev"])  # the same mini-batch at x_{t+1} and x_t
         state["d"] = fresh + (1.0 - a) * (state["d"] - old)
         state["prev"] = state["w"].clone()

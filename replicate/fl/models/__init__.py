@@ -29,10 +29,12 @@ _LSTM_PRESETS = {"char_lstm": dict(embed=8, hidden=256, layers=2),  # Shakespear
                                    frozen_embedding=True)}
 
 
-# Image CNNs by name (``for_dataset``): the FEMNIST-style CNN, and STEM's MNIST LeNet (spec STEM §6.4, PROPOSED)
-_CNN_PRESETS = {"cnn": {}, "lenet": dict(channels=(10, 20), hidden=50, padding=0)}
+# Image CNNs by name (``for_dataset``): the FEMNIST-style CNN, STEM's MNIST LeNet and its CIFAR-10 LeNet-5
+# (2 conv + 3 linear; spec STEM §6.4, PROPOSED)
+_CNN_PRESETS = {"cnn": {}, "lenet": dict(channels=(10, 20), hidden=50, padding=0),
+                "lenet5": dict(channels=(6, 16), hidden=(120, 84), padding=0)}
 # Reddi et al.'s EMNIST CNN with two dropouts (Charles & Konečný's FEMNIST model, spec Charles §7.2)
-_IMAGE_MODELS = {"cnn": CNN, "lenet": CNN, "conv_dropout": ConvDropout}
+_IMAGE_MODELS = {"cnn": CNN, "lenet": CNN, "lenet5": CNN, "conv_dropout": ConvDropout}
 
 
 def for_dataset(name: str, dataset, hidden: int | None = None) -> Model:

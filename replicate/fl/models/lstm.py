@@ -12,14 +12,19 @@ Two executions of the same recurrence (gates i, f, g, o as PyTorch orders them, 
   batch 10 × 80 characters, forward + backward: 24-32 ms for 2 × 256 against 117 ms for the
   written-out loop below and 550 ms for it under ``torch.func``.
 - **K clients at once** (the stacked engine, the dissimilarity's per-device gradients): the
-  recurrence written out with one batched matrix product per step over a ``(K, b, ·)`` state;
-  one ``autograd.grad`` of the summed losses gives the derivatives at the gate pre-activations,
-  and each client's weight gradient is one batched product per layer over its b·T rows. No
-  ``vmap`` (measured 4× slower for 10 Shakespeare clients). Forming the weight gradients per
-  layer rather than per step (autograd through the weights) made the stacked rounds of
-  ``python -m replicate bench`` 1.5× faster (Sent140 1.68 → 1.13 s, Shakespeare 6.8 → 4.5 s)
-  and, with the dissimilarity taking devices by size, Sent140's dissimilarity (2,875 devices
-  of ≈ 4 tweets) went from 35 to 14 s on this CPU.
+  recurrence over a ``(K, T, b, ·)`` time-major state, forward and backward written by hand
+  (``_forward``, ``_backward``): per time step and layer 7 ops forward (one batched matrix product,
+  then the gates' arithmetic in place) and 3 backward, against 31 when the loop ran under autograd
+  (issue #24 §2: the count is kernel launches on an accelerator, and dispatcher round trips on a
+  CPU; ``python -m replicate bench`` records it for every model). Only the dense layers and the
+  loss go through autograd; each client's weight gradient is one batched product per layer over
+  its T·b rows. No ``vmap`` (measured 4× slower for 10 Shakespeare clients). History: forming the
+  weight gradients per layer rather than per step made the stacked rounds of ``bench`` 1.5×
+  faster (Sent140 1.68 → 1.13 s, Shakespeare 6.8 → 4.5 s) and Sent140's dissimilarity (2,875
+  devices of ≈ 4 tweets) 35 → 14 s; the hand-written backward then took a Shakespeare step
+  (10 clients, batch 10 × 80 characters, one thread) from 1.70 to 0.71 s of CPU time, Sent140's
+  (25 words) 64 → 61 ms. ``tests/lstm_reference.py`` keeps the autograd recurrence as the
+  reference it is tested against (equal to float32 rounding; to 1e-12 in float64).
 
 ``frozen_embedding``: the authors' Sent140 model embeds with frozen GloVe vectors (spec §1(c)).
 Without GloVe here, a fixed random table (uniform ±1, drawn once from the stream
@@ -28,11 +33,27 @@ would be) stands in; it is not a parameter, so a device trains 245 k weights ins
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from replicate.core import rng
 from replicate.fl.models.base import Model
 from replicate.fl.models.nets import _uniform_init
+
+# The stacked recurrence keeps a layer's gate columns as g, i, f, o (tanh on the first H, σ on one
+# block of 3H); the parameters keep PyTorch's i, f, g, o. Indices of each order's blocks in the other.
+_FROM_PYTORCH, _TO_PYTORCH = (2, 0, 1, 3), (1, 2, 0, 3)
+
+
+class Recurrence(NamedTuple):
+    """One layer's forward pass over K models, what its backward reads (all (K, T or T + 1, b, ·))."""
+    inputs: torch.Tensor  # x_t, (K, T, b, fan)
+    wh: torch.Tensor  # W_h, gates as g, i, f, o: (K, H, 4H)
+    act: torch.Tensor  # tanh(g), σ(i), σ(f), σ(o): (K, T, b, 4H)
+    cell: torch.Tensor  # c_{t-1} at slot t: (K, T + 1, b, H), slot 0 = c_{-1} = 0
+    out: torch.Tensor  # h_{t-1} at slot t: (K, T + 1, b, H), slot 0 = h_{-1} = 0
+    tanh_c: torch.Tensor  # tanh(c_t): (K, T, b, H)
 
 
 class CharLSTM(Model):
@@ -48,7 +69,7 @@ class CharLSTM(Model):
         self.uncounted = tuple(uncounted)
         self.loss_kind, self.head, self.frozen_embedding = loss_kind, tuple(head), bool(frozen_embedding)
         self.num_classes = vocab_size if num_classes is None else num_classes
-        self.shapes, self._fan_in, self._tables = {}, {}, {}
+        self.shapes, self._fan_in, self._tables, self._orders = {}, {}, {}, {}
         if not self.frozen_embedding:
             self.shapes["embed"] = (vocab_size, embed)
             self._fan_in["embed"] = 1.0  # nn.Embedding draws N(0, 1); uniform ±1 keeps the scale
@@ -72,6 +93,8 @@ class CharLSTM(Model):
         # Measured per client and step (batch 10): Shakespeare 2 × 256: fused kernel 24-32 ms vs the
         # batched loop 117 ms; 2 × 100 on 80 characters 9 vs 27 ms. Sent140 (25 words, frozen
         # embedding) 7.8 vs 5.1 ms: short sequences of a small LSTM gain from batching the clients.
+        # With the hand-written backward (2026-11-24; 10 clients, one thread, CPU time): Shakespeare
+        # 45 ms per client looped vs 80 stacked, Sent140 6.8 vs 5.9 ms: the rule stands.
         return "stacked" if self.hidden <= 128 and self.embed >= 64 else "sequential"
 
     def table(self, device) -> torch.Tensor:
@@ -86,7 +109,8 @@ class CharLSTM(Model):
     # ---- the recurrence ------------------------------------------------------------------
 
     def _embedded(self, p: dict, x: torch.Tensor) -> torch.Tensor:
-        """(K, b, T) tokens → (K, b, T, embed) inputs, with each client's own table when learned."""
+        """(K, ·, ·) tokens → (K, ·, ·, embed) inputs, with each client's own table when learned
+        (the stacked recurrence passes them time-major, (K, T, b): ``_forward``)."""
         if self.frozen_embedding:
             return self.table(x.device)[x]
         emb = p["embed"]  # (K, V, E)
@@ -109,29 +133,96 @@ class CharLSTM(Model):
                                False, True)
         return out
 
-    def _written_out(self, p: dict, seq: torch.Tensor):
-        """The layers step by step: (K, b, T, E) → (K, b, T, H), and per layer its inputs,
-        outputs h_t and gate pre-activations (what ``_bptt`` differentiates)."""
-        k, b, steps = seq.shape[:3]
+    def _gates(self, w: torch.Tensor, back: bool = False) -> torch.Tensor:
+        """A layer's (K, ·, 4H) weights (or gradients) with the gate columns from PyTorch's order
+        i, f, g, o to the recurrence's g, i, f, o (``back``: the other way)."""
+        key = (str(w.device), back)
+        if key not in self._orders:
+            self._orders[key] = torch.tensor(_TO_PYTORCH if back else _FROM_PYTORCH, device=w.device)
+        index = self._orders[key]
+        return w.view(*w.shape[:-1], 4, self.hidden).index_select(-2, index).view(*w.shape)
+
+    def _forward(self, seq: torch.Tensor, wx: torch.Tensor, wh: torch.Tensor, bias: torch.Tensor) -> Recurrence:
+        """One layer over time for K models: (K, T, b, fan) inputs → ``Recurrence`` (no autograd).
+
+        Weights in the order g, i, f, o (``_gates``), so one ``tanh_`` covers g and one ``sigmoid_``
+        i, f, o. The input projection of every step is one batched product before the loop; then
+        each step is 7 ops, in place on preallocated buffers whose per-step views ``unbind`` makes
+        once per layer: gates += h_{t-1}·W_h, tanh(g), σ(i, f, o), c = f·c_{t-1}, c += i·g, tanh(c),
+        h = o·tanh(c) (the first step, from h = c = 0, skips the product and f·c)."""
+        k, steps, b = seq.shape[:3]
+        hid = self.hidden
+        act = torch.baddbmm(bias.unsqueeze(1), seq.reshape(k, steps * b, -1), wx).view(k, steps, b, 4 * hid)
+        cell, out = seq.new_zeros(k, steps + 1, b, hid), seq.new_zeros(k, steps + 1, b, hid)  # slot 0: t = −1
+        tanh_c = seq.new_empty(k, steps, b, hid)
+        rows, tan, sig = act.unbind(1), act.narrow(-1, 0, hid).unbind(1), act.narrow(-1, hid, 3 * hid).unbind(1)
+        g_g, i_g, f_g, o_g = (gate.unbind(1) for gate in act.view(k, steps, b, 4, hid).unbind(3))
+        c, h, tc = cell.unbind(1), out.unbind(1), tanh_c.unbind(1)
+        for t in range(steps):  # c[t], h[t] hold c_{t-1}, h_{t-1}
+            if t:
+                rows[t].baddbmm_(h[t], wh)
+            tan[t].tanh_()
+            sig[t].sigmoid_()
+            if t:
+                torch.mul(f_g[t], c[t], out=c[t + 1])
+                c[t + 1].addcmul_(i_g[t], g_g[t])
+            else:
+                torch.mul(i_g[t], g_g[t], out=c[t + 1])
+            torch.tanh(c[t + 1], out=tc[t])
+            torch.mul(o_g[t], tc[t], out=h[t + 1])
+        return Recurrence(seq, wh, act, cell, out, tanh_c)
+
+    def _backward(self, r: Recurrence, d_out: torch.Tensor) -> torch.Tensor:
+        """Derivatives at one layer's gate pre-activations, (K, T·b, 4H) in PyTorch's order i, f, g, o,
+        given those at its outputs h_t from above, ``d_out`` (K, T, b, H) (no autograd).
+
+        With σ' = s − s², every factor that does not depend on the incoming derivatives is formed
+        for all steps at once before the loop, in a (K, T, b, 2, 4, H) tensor Q whose first row
+        multiplies dc_t and second dh_t: [[f, i·(1 − g²), g·σ'(i), c_{t-1}·σ'(f)], [tanh(c)·σ'(o),
+        0, 0, 0]]. A step is then 3 ops: dh_t += dG_{t+1}·W_hᵀ; dc_t = f_{t+1}·dc_{t+1} + dh_t·o·(1 −
+        tanh²c), one ``addcmul`` onto the previous step's product; and one broadcast product
+        Q_t·[dc_t, dh_t], whose H-blocks 1-4 are dG_t (g, i, f, o) and block 0 f_t·dc_t for the
+        step before (3H of zeros are its price)."""
+        k, steps, b, hid = *r.act.shape[:3], self.hidden
+        gates = r.act.view(k, steps, b, 4, hid)
+        s = gates.narrow(3, 1, 3)  # σ(i), σ(f), σ(o)
+        g_a, i_a, f_a, o_a = gates.unbind(3)
+        q = r.act.new_zeros(k, steps, b, 8, hid)  # Q with its (2, 4) flattened
+        q.select(3, 0).copy_(f_a)
+        torch.mul(i_a, 1 - g_a * g_a, out=q.select(3, 1))
+        torch.mul(torch.stack([g_a, r.cell.narrow(1, 0, steps), r.tanh_c], 3), s - s * s, out=q.narrow(3, 2, 3))
+        dc_by_dh = o_a - o_a * r.tanh_c * r.tanh_c  # o·(1 − tanh²c)
+        z = r.act.new_empty(k, steps, b, 2, hid)  # [dc_t, dh_t]
+        z.select(3, 1).copy_(d_out)
+        prod = r.act.new_empty(k, steps, b, 8, hid)
+        wh_t = r.wh.transpose(1, 2)
+        dc, dh, zt = z.select(3, 0).unbind(1), z.select(3, 1).unbind(1), z.view(k, steps, b, 2, 1, hid).unbind(1)
+        qt, pt, p_dc = q.view(k, steps, b, 2, 4, hid).unbind(1), prod.view(k, steps, b, 2, 4, hid).unbind(1), \
+            dc_by_dh.unbind(1)
+        d_gates, carry = prod.view(k, steps, b, 8 * hid).narrow(-1, hid, 4 * hid).unbind(1), prod.select(3, 0).unbind(1)
+        for t in reversed(range(steps)):
+            if t < steps - 1:
+                dh[t].baddbmm_(d_gates[t + 1], wh_t)
+                torch.addcmul(carry[t + 1], dh[t], p_dc[t], out=dc[t])
+            else:
+                torch.mul(dh[t], p_dc[t], out=dc[t])
+            torch.mul(qt[t], zt[t], out=pt[t])
+        return self._gates(prod.view(k, steps * b, 8 * hid).narrow(-1, hid, 4 * hid), back=True)
+
+    def _layers(self, p: dict, seq: torch.Tensor) -> list[Recurrence]:
+        """Every layer's ``Recurrence`` for K models on (K, T, b, E) inputs."""
         layers = []
         for i in range(self.layers):
-            gates_x = _affine(seq.reshape(k, b * steps, -1), p[f"lstm{i}.wx"], p[f"lstm{i}.b"]).view(k, b, steps, -1)
-            wh, h, c = p[f"lstm{i}.wh"], seq.new_zeros(k, b, self.hidden), seq.new_zeros(k, b, self.hidden)
-            pre, outputs = [], []
-            for t in range(steps):
-                gates = torch.baddbmm(gates_x[:, :, t], h, wh)
-                pre.append(gates)
-                i_g, f_g, g_g, o_g = gates.chunk(4, dim=-1)
-                c = torch.sigmoid(f_g) * c + torch.sigmoid(i_g) * torch.tanh(g_g)
-                h = torch.sigmoid(o_g) * torch.tanh(c)
-                outputs.append(h)
-            layers.append((seq, outputs, pre))
-            seq = torch.stack(outputs, dim=2)
-        return seq, layers
+            r = self._forward(seq, *(self._gates(p[f"lstm{i}.{n}"]) for n in ("wx", "wh")),
+                              self._gates(p[f"lstm{i}.b"]))
+            layers.append(r)
+            seq = r.out.narrow(1, 1, seq.shape[1])
+        return layers
 
-    def _dense(self, p: dict, seq: torch.Tensor):
-        """Dense layers on the last (or every) output: logits and each layer's (name, input, output)."""
-        out, dense = (seq if self.loss_kind == "token" else seq[:, :, -1]), []
+    def _dense(self, p: dict, seq: torch.Tensor, time: int):
+        """Dense layers on the last (or every) output of (K, ·, ·, H) outputs whose dimension ``time``
+        is time: logits and each layer's (name, input, output)."""
+        out, dense = (seq if self.loss_kind == "token" else seq.select(time, -1)), []
         for name in [f"head{j}" for j in range(len(self.head))] + ["out"]:
             z = _affine(out.reshape(out.shape[0], -1, out.shape[-1]), p[f"{name}.w"], p[f"{name}.b"])
             z = z.view(*out.shape[:-1], -1)
@@ -139,43 +230,56 @@ class CharLSTM(Model):
             out = z
         return out, dense
 
+    def _per_sample(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """(K, b) losses of the stacked path's logits (time-major (K, T, b, V) for every position)."""
+        if self.loss_kind == "token":
+            out = out.transpose(1, 2)
+        return self.loss(out.flatten(0, 1), y.flatten(0, 1)).view(y.shape[:2])
+
     def logits(self, p: dict, x: torch.Tensor) -> torch.Tensor:
         """Logits of K models (parameters with a leading K) on their own tokens x: (K, b, T)."""
-        seq = self._embedded(p, x.long())
-        seq = self._fused(seq[0], p).unsqueeze(0) if seq.shape[0] == 1 else self._written_out(p, seq)[0]
-        return self._dense(p, seq)[0]
+        if x.shape[0] == 1:
+            return self._dense(p, self._fused(self._embedded(p, x.long())[0], p).unsqueeze(0), 2)[0]
+        with torch.no_grad():
+            seq = self._layers(p, self._embedded(p, x.long().transpose(1, 2)))[-1].out[:, 1:]
+        out = self._dense(p, seq, 1)[0]
+        return out.transpose(1, 2) if self.loss_kind == "token" else out
 
     def _bptt(self, p: dict, x: torch.Tensor, y: torch.Tensor, m: torch.Tensor):
         """Mean losses ``(K,)`` and gradients ``(K, P)`` of K batches, each under its own model.
 
-        One ``autograd.grad`` (the weights are constants to it) gives the loss's derivative δ at
-        every gate pre-activation, dense output and input embedding; each batch's weight gradient
-        is then one batched product per layer over its b·T rows (Σ_t x_tᵀ δ_t, Σ_t h_{t-1}ᵀ δ_t).
-        Autograd through the weights would instead form and sum a (K, P)-sized gradient at every
-        step, which dominated the backward of the dissimilarity's many small devices."""
+        The layers run forward and backward by hand (``_forward``, ``_backward``: 7 + 3 ops per
+        step and layer); autograd only differentiates the dense layers and the loss, giving the
+        derivatives at the top layer's outputs. Each batch's weight gradient is then one batched
+        product per layer over its T·b rows (Σ_t x_tᵀ δ_t, Σ_t h_{t-1}ᵀ δ_t). Until 2026-11-24 the
+        recurrence ran under autograd (31 ops per step and layer; ``tests/lstm_reference.py``
+        keeps it and checks this one against it)."""
         k, b = y.shape[:2]
+        with torch.no_grad():
+            first = self._embedded(p, x.long().transpose(1, 2))  # (K, T, b, E)
+            layers = self._layers(p, first)
+        steps = first.shape[1]
         with torch.enable_grad():
-            first = self._embedded(p, x.long()).detach().requires_grad_(True)
-            seq, layers = self._written_out(p, first)
-            out, dense = self._dense(p, seq)
-            per_sample = self.loss(out.flatten(0, 1), y.flatten(0, 1)).view(k, b)
-            losses = (per_sample * m).sum(1) / m.sum(1)
-            learned = [] if self.frozen_embedding else [first]  # a frozen table needs no input gradient
-            wrt = learned + [g for _, _, pre in layers for g in pre] + [z for _, _, z in dense]
-            deltas = list(torch.autograd.grad(losses.sum(), wrt))
-        grads, d_first = {}, (None if self.frozen_embedding else deltas.pop(0))
-        for i, (inputs, outputs, pre) in enumerate(layers):
-            d = torch.stack(deltas[:len(pre)], dim=2)  # (K, b, T, 4H)
-            del deltas[:len(pre)]
-            previous = torch.stack([torch.zeros_like(outputs[0])] + outputs[:-1], dim=2).detach()
-            grads[f"lstm{i}.wx"], grads[f"lstm{i}.wh"] = _per_batch(inputs.detach(), d), _per_batch(previous, d)
-            grads[f"lstm{i}.b"] = d.reshape(k, -1, d.shape[-1]).sum(1)
-        for (name, a, _), d in zip(dense, deltas):
-            grads[f"{name}.w"], grads[f"{name}.b"] = _per_batch(a.detach(), d), d.reshape(k, -1, d.shape[-1]).sum(1)
-        if not self.frozen_embedding:  # each batch's input gradients onto its own table
-            rows = x.long() + self.vocab_size * torch.arange(k, device=x.device).view(k, 1, 1)
-            table = d_first.new_zeros(k * self.vocab_size, self.embed)
-            grads["embed"] = table.index_add_(0, rows.reshape(-1), d_first.reshape(-1, self.embed))
+            top = layers[-1].out.narrow(1, 1, steps).detach().requires_grad_(True)
+            out, dense = self._dense(p, top, 1)
+            losses = (self._per_sample(out, y) * m).sum(1) / m.sum(1)
+            deltas = list(torch.autograd.grad(losses.sum(), [top] + [z for _, _, z in dense]))
+        grads, d_out = {}, deltas.pop(0)
+        with torch.no_grad():
+            for i in reversed(range(self.layers)):
+                r = layers[i]
+                d = self._backward(r, d_out)
+                grads[f"lstm{i}.wx"] = _per_batch(r.inputs, d)
+                grads[f"lstm{i}.wh"] = _per_batch(r.out.narrow(1, 0, steps), d)  # h_{t-1}
+                grads[f"lstm{i}.b"] = d.sum(1)
+                if i or not self.frozen_embedding:  # a frozen table needs no input gradient
+                    d_out = torch.bmm(d, p[f"lstm{i}.wx"].transpose(1, 2)).view(k, steps, b, -1)
+            for (name, a, _), d in zip(dense, deltas):
+                grads[f"{name}.w"], grads[f"{name}.b"] = _per_batch(a.detach(), d), d.reshape(k, -1, d.shape[-1]).sum(1)
+            if not self.frozen_embedding:  # each batch's input gradients onto its own table
+                rows = x.long().transpose(1, 2) + self.vocab_size * torch.arange(k, device=x.device).view(k, 1, 1)
+                table = d_out.new_zeros(k * self.vocab_size, self.embed)
+                grads["embed"] = table.index_add_(0, rows.reshape(-1), d_out.reshape(-1, self.embed))
         return losses.detach(), torch.cat([grads[name].reshape(k, -1) for name in self.shapes], dim=1)
 
     # ---- the Model interface -------------------------------------------------------------

@@ -1,9 +1,11 @@
 """Neural models as pure functions of a flat parameter vector (vmapped over clients).
 
-- ``CNN``: two 5×5 conv layers (each ReLU + 2×2 max-pool), a dense hidden layer with
-  dropout, a dense output layer — the shape of the LEAF/FedAvg FEMNIST CNN ("same" padding) and,
+- ``CNN``: two 5×5 conv layers (each ReLU + 2×2 max-pool), dense hidden layers (ReLU; dropout
+  after the last), a dense output layer — the shape of the LEAF/FedAvg FEMNIST CNN ("same" padding) and,
   with ``padding=0``, channels (10, 20) and 50 hidden units, of STEM's MNIST "2 conv + 2 linear"
-  LeNet (spec STEM §6.4, PROPOSED; ReLU and max-pool commute, so the order is immaterial).
+  LeNet (spec STEM §6.4, PROPOSED; ReLU and max-pool commute, so the order is immaterial); with
+  channels (6, 16) and hidden layers (120, 84), of STEM's CIFAR-10 "2 conv + 3 linear" LeNet-5
+  (spec STEM §6.4, PROPOSED: 62,006 parameters for 3×32×32 inputs).
 - ``CharLSTM`` lives in ``lstm.py`` (its own batched and fused paths).
 - ``ConvDropout``: Reddi et al.'s EMNIST CNN (two 3×3 convs, one pool, two dropouts), the model of
   Charles & Konečný's FEMNIST experiments (Keras' Glorot-normal initialisation, as there).
@@ -40,22 +42,26 @@ def _side(n: int, padding: int) -> int:
 
 
 class CNN(Model):
-    """conv(c1, 5×5) → pool → conv(c2, 5×5) → pool → dense(hidden) → dropout → dense(classes)."""
+    """conv(c1, 5×5) → pool → conv(c2, 5×5) → pool → dense(hidden) … → dropout → dense(classes);
+    ``hidden`` is one width or a tuple of widths (one dense ReLU layer each, ``fc1``, ``fc2``, …)."""
 
     eval_batch_size = 512
 
-    def __init__(self, in_shape: tuple[int, int, int], num_classes: int, channels=(32, 64), hidden: int = 2048,
-                 dropout: float = 0.0, padding: int = 2):
+    def __init__(self, in_shape: tuple[int, int, int], num_classes: int, channels=(32, 64),
+                 hidden: int | tuple[int, ...] = 2048, dropout: float = 0.0, padding: int = 2):
         c, h, w = in_shape
         c1, c2 = channels
+        widths = (hidden,) if isinstance(hidden, int) else tuple(hidden)
         self.in_shape, self.num_classes, self.padding = tuple(in_shape), num_classes, int(padding)
-        self.dropout, self.dropout_shape = float(dropout), (hidden,)
-        flat = c2 * _side(h, padding) * _side(w, padding)
-        self.shapes = {"conv1.w": (c1, c, 5, 5), "conv1.b": (c1,), "conv2.w": (c2, c1, 5, 5), "conv2.b": (c2,),
-                       "fc1.w": (hidden, flat), "fc1.b": (hidden,), "fc2.w": (num_classes, hidden),
-                       "fc2.b": (num_classes,)}
-        self._fan_in = {"conv1.w": c * 25, "conv1.b": c * 25, "conv2.w": c1 * 25, "conv2.b": c1 * 25,
-                        "fc1.w": flat, "fc1.b": flat, "fc2.w": hidden, "fc2.b": hidden}
+        self.dropout, self.dropout_shape = float(dropout), (widths[-1],)
+        self.shapes = {"conv1.w": (c1, c, 5, 5), "conv1.b": (c1,), "conv2.w": (c2, c1, 5, 5), "conv2.b": (c2,)}
+        self._fan_in = {"conv1.w": c * 25, "conv1.b": c * 25, "conv2.w": c1 * 25, "conv2.b": c1 * 25}
+        fan_in = c2 * _side(h, padding) * _side(w, padding)
+        for i, width in enumerate((*widths, num_classes), start=1):
+            self.shapes |= {f"fc{i}.w": (width, fan_in), f"fc{i}.b": (width,)}
+            self._fan_in |= {f"fc{i}.w": fan_in, f"fc{i}.b": fan_in}
+            fan_in = width
+        self.dense = len(widths) + 1
 
     def init(self, generator, dtype=torch.float32):
         return _uniform_init(self.shapes, self._fan_in, generator, dtype)
@@ -64,8 +70,10 @@ class CNN(Model):
         x = x.reshape(x.shape[0], *self.in_shape)
         h = F.max_pool2d(F.relu(F.conv2d(x, params["conv1.w"], params["conv1.b"], padding=self.padding)), 2)
         h = F.max_pool2d(F.relu(F.conv2d(h, params["conv2.w"], params["conv2.b"], padding=self.padding)), 2)
-        h = F.relu(F.linear(h.flatten(1), params["fc1.w"], params["fc1.b"]))
-        return F.linear(self.drop(h, noise), params["fc2.w"], params["fc2.b"])
+        h = h.flatten(1)
+        for i in range(1, self.dense):
+            h = F.relu(F.linear(h, params[f"fc{i}.w"], params[f"fc{i}.b"]))
+        return F.linear(self.drop(h, noise), params[f"fc{self.dense}.w"], params[f"fc{self.dense}.b"])
 
 
 class ConvDropout(Model):

@@ -1,0 +1,140 @@
+"""What Khanduri et al.'s measured figures share (§4; spec STEM §6.5): the three algorithms with the
+same (b, I), each algorithm's rates tuned on the first seeds by the final training loss and then run
+on every seed, and the "STEM ends best" comparison. Figure 5 (``samples``, MNIST) and Figures 2-4
+(``cifar``, CIFAR-10) build on it.
+
+A figure config mixes in :class:`StemRuns` and provides ``dataset_name()``, ``rounds(I)``, ``MODEL``,
+``TRAIN_PER_WORKER`` and the knobs ``batch_size``, ``stem_lr``, ``stem_c``, ``client_lr``, ``seeds``,
+``tune_seeds``, ``evals`` and ``tail``.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pandas as pd
+
+from replicate.data.shards import WORKERS
+from replicate.fl.algorithms import FedAvg, Scaffold, Stem
+from replicate.runs import cache, pool
+from replicate.runs.config import RunConfig
+from replicate.runs.measures import final
+
+ALGORITHMS = ("stem", "fedavg", "scaffold")
+LABELS = {"stem": "STEM", "fedavg": "FedAvg", "scaffold": "SCAFFOLD"}
+
+
+class StemRuns:
+    """Run configs, STEM's (κ̄, c) grid and each algorithm's tuning candidates of a figure config."""
+
+    def clients(self) -> int:
+        """Workers taking part (all of them, every round)."""
+        return WORKERS
+
+    def data_options(self) -> dict:
+        return {}
+
+    def run_options(self) -> dict:
+        """Further ``RunConfig`` fields (e.g. the execution) where the figure sets them."""
+        return {}
+
+    def stem_grid(self) -> list[tuple[float, float]]:
+        """(κ̄, c) pairs whose first-epoch momentum weight a = c·η_1² stays below 1 (spec §6.5)."""
+        return [(k, c) for k in self.stem_lr for c in self.stem_c if c * (k / 2 ** (1 / 3)) ** 2 < 1]
+
+    def run_config(self, algorithm: str, local_updates: int, seed: int, lr: float, c: float = 1.0) -> RunConfig:
+        rounds = self.rounds(local_updates)
+        common = dict(dataset=self.dataset_name(), data_seed=seed, model=self.MODEL, local_steps=local_updates,
+                      batch_size=self.batch_size, client_lr=lr, weight_decay=0.0, clip_norm=None, rounds=rounds,
+                      seed=seed, eval_every=max(1, rounds // self.evals), **self.data_options(), **self.run_options())
+        if algorithm == "stem":
+            return RunConfig(**common, algorithm=Stem(momentum_c=c), lr_schedule="stem",
+                             lr_decay=self.batch_size * local_updates / self.TRAIN_PER_WORKER)
+        if algorithm == "fedavg":
+            return RunConfig(**common, algorithm=FedAvg("full", self.clients()), lr_schedule="constant")
+        return RunConfig(**common, algorithm=Scaffold(), lr_schedule="constant")
+
+    def candidates(self, algorithm: str) -> list[dict]:
+        if algorithm == "stem":
+            return [{"lr": k, "c": c} for k, c in self.stem_grid()]
+        return [{"lr": lr} for lr in self.client_lr]
+
+
+def grid_edges(candidates: list[dict], chosen: dict) -> str:
+    """The tuned settings that sit at the smallest or largest value of their grid ("" if none): the best
+    may lie beyond the grid."""
+    edges = []
+    for key, value in chosen.items():
+        grid = sorted({c[key] for c in candidates})
+        if len(grid) > 1 and value in (grid[0], grid[-1]):
+            edges.append(key)
+    return ", ".join(edges)
+
+
+@contextlib.contextmanager
+def _one_thread():
+    """One intra-op thread for the runs computed in this process, as the pool's workers use: on a
+    shared CPU a second thread waiting at every small conv's barrier made a LeNet step 5× slower."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def tune_and_run(config, local_updates, log=None) -> tuple[list[dict], list[tuple]]:
+    """Tune every algorithm at every I on the first ``tune_seeds`` seeds (lowest mean final training
+    loss), then run the chosen rates on every seed. Returns the tuning rows (one per candidate) and
+    ``(algorithm, I, seed, history, chosen, at_edge)`` for every final run."""
+    with _one_thread():
+        return _tune_and_run(config, local_updates, log)
+
+
+def _tune_and_run(config, local_updates, log):
+    tuning_seeds = config.seeds[:config.tune_seeds]
+    jobs = [(config.run_config(a, i, s, **h), None) for i in local_updates for a in ALGORITHMS
+            for h in config.candidates(a) for s in tuning_seeds]
+    pool.compute(jobs, workers=config.workers, log=log)
+    rows, chosen = [], {}
+    for i in local_updates:
+        for a in ALGORITHMS:
+            scores = []
+            for h in config.candidates(a):
+                finals = [final(cache.run(config.run_config(a, i, s, **h), progress=False, log=log), "train_loss",
+                                fraction=config.tail) for s in tuning_seeds]
+                scores.append((float(np.mean(finals)), h))
+                rows.append({"kind": "tuning", "algorithm": LABELS[a], "local_updates": i, **h,
+                             "final_train_loss": scores[-1][0]})
+            chosen[(a, i)] = min(scores, key=lambda sh: sh[0])[1]
+    finals = [(a, i, s, config.run_config(a, i, s, **chosen[(a, i)])) for i in local_updates
+              for a in ALGORITHMS for s in config.seeds]
+    pool.compute([(c, None) for *_, c in finals], workers=config.workers, log=log)
+    return rows, [(a, i, s, cache.run(c, progress=False, log=log), chosen[(a, i)],
+                   grid_edges(config.candidates(a), chosen[(a, i)])) for a, i, s, c in finals]
+
+
+def chosen_text(chosen: dict) -> str:
+    return ", ".join(f"{k}={v:g}" for k, v in chosen.items())
+
+
+def edge_note(curves: pd.DataFrame) -> str:
+    """"; tuned at the edge of its grid …" for the algorithms whose tuned rates sit at a grid's edge."""
+    edges = (curves[curves["at_edge"].fillna("") != ""].drop_duplicates("algorithm") if "at_edge" in curves
+             else curves.iloc[:0])
+    return ("; tuned at the edge of its grid (the best may lie beyond): "
+            + ", ".join(f"{r.algorithm} {r.at_edge}" for r in edges.itertuples()) if len(edges) else "")
+
+
+def seeds_text(values, spec: str) -> str:
+    values = np.atleast_1d(np.asarray(values, dtype=float))
+    text = [("never" if not np.isfinite(v) else format(v, spec)) for v in values]
+    return text[0] if len(text) == 1 else "[" + ", ".join(text) + "]"
+
+
+def legend_label(part: pd.DataFrame, algorithm: str) -> str:
+    chosen = part.chosen.iloc[0]
+    edge = part.at_edge.iloc[0] if "at_edge" in part and isinstance(part.at_edge.iloc[0], str) else ""
+    return f"{algorithm} ({chosen}" + (f"; {edge} at its grid's edge)" if edge else ")")

@@ -1,0 +1,269 @@
+"""The work of the paper profile of every GPU-scale figure (issue #24 §3), enumerated without running it.
+
+A GPU-scale figure is one whose paper profile this project's 2-core CPU cannot run (coverage items with
+``gpu_scale``). For each, its figure config at the paper profile (the dataclass defaults; the FedProx
+figures with their LSTM panels, Shakespeare and Sent140, named in ``datasets``) yields its run configs
+the way the figure's own code does: the tuning grid on the tuning seeds, then the chosen rates on every
+seed. Which rate is chosen does not change the count (a final run on a tuning seed is a tuning run), so
+the first grid point stands in for it. Runs are counted once (the run cache computes a config once).
+
+Per run: rounds × local steps a round for one client — a *sequential* step, as a GPU sees a stacked round
+(all clients of a round step together). Epoch-based runs convert an epoch into the mean over the
+dataset's training clients of ⌈n_k/b⌉ (DERIVED: a stacked round lasts as long as its largest sampled
+client, so this is a lower bound; stragglers are counted as if they did all their epochs). Ops per local
+step are ``fl.models.opcount.step_ops`` of the model at its data's input shape (sequence length) with
+narrowed widths (the count does not depend on widths, as ``cli.bench.op_table``). The measured CPU costs
+are quoted from where they were measured (named in each), never projected here.
+
+``write()`` stores the table in ``figures/gpu_work.json`` (``python -m replicate report --work``; it loads
+the four datasets the epoch-based figures train on); REPLICATION.md renders it from there.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Callable
+
+from replicate.core import paths
+from replicate.core.fileio import atomic_write_text
+
+LSTM_PANELS = ("shakespeare", "sent140")  # the FedProx figures' GPU-scale panels
+FILE = "gpu_work.json"
+
+
+@dataclass(frozen=True)
+class Figure:
+    paper: str
+    item: str  # the coverage item (``report.coverage.ITEMS``) whose work this is
+    figure: str  # the figure and panels enumerated
+    plan: Callable[[], tuple[list, list]]  # (tuning runs, final runs) of the paper profile
+    measured: str  # measured CPU cost, each number with where it was measured
+    records: tuple[tuple[str, str], ...] = ()  # (figures/<key>.claims.json of CPU-scale runs, their scale)
+
+
+def _unique(configs) -> list:
+    return list(dict.fromkeys(configs))
+
+
+def _fedprox_fig2():
+    from replicate.experiments.fedprox2020.epochs import Fig2Config
+    return [], [c for _, c in Fig2Config(datasets=LSTM_PANELS).configs()]
+
+
+def _fedprox_fig3():
+    from replicate.experiments.fedprox2020.common import LABELS
+    from replicate.experiments.fedprox2020.mu import Fig3Config
+    config = Fig3Config(datasets=LSTM_PANELS)
+    best = {LABELS[d]: config.mus[0] for d in config.datasets}  # any μ of the grid: the same count
+    return [c for _, c in config.tuning()], [c for _, c in config.tuned(best)]
+
+
+def _stragglers():
+    from replicate.experiments.fedprox2020.stragglers import StragglersConfig
+    config = StragglersConfig(datasets=LSTM_PANELS)
+    checks = [c for _, fedavg, fedprox in config.checks() for c in (fedavg, fedprox)]
+    return [], [c for _, c in config.configs()] + checks
+
+
+def _charles_fig6():
+    from replicate.experiments.charles2021.tuned import Fig6Config
+    config = Fig6Config()
+    grid = [(g, e) for g in config.client_lrs for e in config.server_lrs]
+    tuning = [config.config(s, a, lr, seed) for _, s, a in config.variants() for lr in grid
+              for seed in config.seeds[:config.tune_seeds]]
+    return tuning, [config.config(s, a, grid[0], seed) for _, s, a in config.variants() for seed in config.seeds]
+
+
+def _charles_sweep(cls):
+    def plan():
+        config = cls()
+        tune = config.seeds[:config.tune_seeds] if len(config.server_lrs) > 1 else ()
+        tuning = [config.run_config(d, g, e, s) for d in config.datasets for g in config.client_lrs
+                  for e in config.server_lrs for s in tune]
+        return tuning, [config.run_config(d, g, config.server_lrs[0], s) for d in config.datasets
+                        for g in config.client_lrs for s in config.seeds]
+    return plan
+
+
+def _stem(cls):
+    def plan():
+        from replicate.experiments.khanduri2021.common import ALGORITHMS
+        tuning, final = [], []
+        for part in (cls().compared() if hasattr(cls, "compared") else [cls()]):
+            updates = part.local_updates if isinstance(part.local_updates, tuple) else (part.local_updates,)
+            seeds = part.seeds[:part.tune_seeds]
+            tuning += [part.run_config(a, i, s, **h) for i in updates for a in ALGORITHMS
+                       for h in part.candidates(a) for s in seeds]
+            final += [part.run_config(a, i, s, **part.candidates(a)[0]) for i in updates for a in ALGORITHMS
+                      for s in part.seeds]
+        return tuning, final
+    return plan
+
+
+def _stem_cifar(name):
+    from replicate.experiments.khanduri2021 import cifar
+    return _stem(getattr(cifar, name))
+
+
+def _stem_fig5():
+    from replicate.experiments.khanduri2021.samples import Fig5Config
+    return _stem(Fig5Config)()
+
+
+_LSTM_COST = ("Shakespeare: 24-32 ms a local step of one device (fused LSTM kernel, batch 10; fedprox2020/common.py, "
+              "LSTM_DEVIATION, which projects ≈ 40 min a round at E = 20 from it); BENCHMARKS.md: 1.29 s a round "
+              "of 5 steps × 10 devices (client loop). Sent140: ≈ 57 ms a step of all 10 devices stacked, ≈ 17 s an "
+              "evaluation (LSTM_DEVIATION)")
+_FEMNIST_COST = ("FEMNIST: 6.6 s a round and 23 s an evaluation of the paper-profile run (coverage.py, "
+                 "Figures 12–13 row)")
+_STEM_COST = ("BENCHMARKS.md (one idle core's CPU s): a STEM round at (b, I) = (8, 61) 35.3 s stacked, 43.8 s in the "
+              "client loop; at (64, 7) 25.8 s stacked, 16.2 s in the loop; FedAvg's and SCAFFOLD's about half "
+              "(coverage.py); an evaluation 2.3 s")
+
+FIGURES: tuple[Figure, ...] = (
+    Figure("fedprox2020", "Figures 2 and 6", "Fig. 2 / 6, Shakespeare + Sent140 panels", _fedprox_fig2,
+           _LSTM_COST, (("cpu_scale/fedprox2020/fig2", "Sent140, 200 of 800 rounds"),)),
+    Figure("fedprox2020", "Figures 3 and 7", "Fig. 3 / 7, Shakespeare + Sent140 panels", _fedprox_fig3,
+           _LSTM_COST, (("cpu_scale/fedprox2020/fig3", "Sent140, 200 of 800 rounds"),)),
+    Figure("fedprox2020", "Figure 4", "Fig. 4 (the Figure 3 runs), Shakespeare + Sent140 panels", _fedprox_fig3,
+           _LSTM_COST, (("cpu_scale/fedprox2020/fig4", "Sent140, 200 of 800 rounds"),)),
+    Figure("fedprox2020", "final paper, Figure 1", "stragglers, Shakespeare + Sent140 columns", _stragglers,
+           _LSTM_COST, (("cpu_scale/fedprox2020/stragglers", "Sent140, 200 of 800 rounds"),)),
+    Figure("charles2021", "Figures 6 and 11", "Fig. 6 / 11, FEMNIST", _charles_fig6, _FEMNIST_COST,
+           (("cpu_scale/charles2021/fig6", "FEMNIST, 100 of 1,500 rounds"),)),
+    Figure("charles2021", "Figures 12–13", "Fig. 12, FEMNIST + Shakespeare",
+           lambda: _charles_sweep(_neural("Fig12Config"))(), _FEMNIST_COST + "; TFF Shakespeare: not measured",
+           (("cpu_scale/charles2021/fig12", "FEMNIST, 100 of 1,500 rounds"),)),
+    Figure("charles2021", "Figures 12–13", "Fig. 13, FEMNIST + Shakespeare",
+           lambda: _charles_sweep(_neural("Fig13Config"))(), _FEMNIST_COST + "; TFF Shakespeare: not measured",
+           (("cpu_scale/charles2021/fig13", "FEMNIST, 100 of 1,500 rounds"),)),
+    Figure("khanduri2021", "Figures 2–4", "Fig. 2, CIFAR-10 (b, I) = (8, 61)", lambda: _stem_cifar("Fig2Config")(),
+           _STEM_COST),
+    Figure("khanduri2021", "Figures 2–4", "Fig. 3, CIFAR-10 (64, 7), with Fig. 2's runs it compares",
+           lambda: _stem_cifar("Fig3Config")(), _STEM_COST),
+    Figure("khanduri2021", "Figures 2–4", "Fig. 4, CIFAR-10 high heterogeneity (8, 61)",
+           lambda: _stem_cifar("Fig4Config")(), _STEM_COST),
+    Figure("khanduri2021", "Figure 5", "Fig. 5, MNIST, I ∈ {10, 100}", _stem_fig5, "",
+           (("cpu_scale/khanduri2021/fig5", "3,200 of 30,000 samples per worker"),)),
+)
+
+
+def _neural(name):
+    from replicate.experiments.charles2021 import neural
+    return getattr(neural, name)
+
+
+def runs(figure: Figure) -> tuple[int, int, list]:
+    """(tuning runs, final runs not among them, every distinct run config) of ``figure``'s paper profile."""
+    tuning, final = figure.plan()
+    tuning = _unique(tuning)
+    every = _unique(tuning + final)
+    return len(tuning), len(every) - len(tuning), every
+
+
+# ---- local steps and ops --------------------------------------------------------------------------------
+
+def _mean_steps(dataset: str, batch_size: int, cache: dict) -> float:
+    """Mean over the training clients of ⌈n_k/b⌉: one epoch of a client, in local steps."""
+    if (dataset, batch_size) not in cache:
+        from replicate import data
+        sizes = data.load(dataset).train.sizes.double()
+        cache[(dataset, batch_size)] = float(((sizes / batch_size).ceil()).mean())
+    return cache[(dataset, batch_size)]
+
+
+def local_steps(config, cache: dict) -> float:
+    """Sequential local steps of one run: rounds × a client's steps a round."""
+    if config.local_steps is not None:
+        return config.rounds * config.local_steps
+    return config.rounds * config.local_epochs * _mean_steps(config.dataset, config.batch_size, cache)
+
+
+def _narrow(model: str, dataset: str):
+    """(model at narrowed widths, sequence length or None) with ``dataset``'s inputs (loaded for the LSTMs)."""
+    from replicate.fl import models
+    if model in models._LSTM_PRESETS:
+        from replicate import data
+        ds = data.load(dataset)
+        preset = dict(models._LSTM_PRESETS[model], embed=8, hidden=16)
+        preset["head"] = tuple(8 for _ in preset.get("head", ()))
+        vocab = ds.meta.get("vocab_size") or len(ds.meta.get("vocabulary", ()))
+        if preset.get("loss_kind") == "token":
+            preset["uncounted"] = tuple(ds.meta.get("uncounted", ()))
+        classes = None if model.startswith("char_lstm") else ds.num_classes
+        return models.CharLSTM(vocab, num_classes=classes, **preset), int(ds.train.x.shape[1])
+    shapes = {"conv_dropout": ((1, 28, 28), 62), "lenet": ((1, 28, 28), 10), "lenet5": ((3, 32, 32), 10)}
+    shape, classes = shapes[model]
+    if model == "conv_dropout":
+        return models.ConvDropout(shape, classes, channels=(4, 8), hidden=16), None
+    return models.CNN(shape, classes, **models._CNN_PRESETS[model]), None
+
+
+def ops_per_step(model: str, dataset: str, k: int = 2, batch: int = 2) -> int:
+    """Top-level ATen ops of one stacked local step of ``model`` on ``dataset``'s input shape."""
+    import torch
+
+    from replicate.fl.models import CharLSTM, opcount
+    net, steps = _narrow(model, dataset)
+    g = torch.Generator().manual_seed(0)
+    flat = net.init(g).unsqueeze(0) + 0.01 * torch.randn(k, net.num_params, generator=g)
+    noise = None
+    if isinstance(net, CharLSTM):
+        x = torch.randint(0, net.vocab_size, (k, batch, steps), generator=g)
+        y = torch.randint(0, net.num_classes, (k, batch, steps) if net.loss_kind == "token" else (k, batch),
+                          generator=g)
+    else:
+        x = torch.randn(k * batch, *net.in_shape, generator=g)
+        x, y = net.prepare(x, torch.randint(0, net.num_classes, (k * batch,), generator=g), net.num_classes)
+        x, y = x.view(k, batch, *x.shape[1:]), y.view(k, batch, *y.shape[1:])
+        if net.dropout:
+            noise = torch.rand(k, batch, *net.dropout_shape, generator=g)
+    return int(sum(opcount.step_ops(net, flat, x, y, noise).values()))
+
+
+def _recorded(key: str, scale: str) -> str:
+    """Seconds per run of a committed CPU-scale figure's timed runs, from its claims record."""
+    path = paths.figures_dir() / f"{key}.claims.json"
+    if not path.is_file():
+        return ""
+    seconds = sorted((json.loads(path.read_text()).get("run_seconds") or {}).values())
+    if not seconds:
+        return ""
+    return (f"CPU-scale runs ({scale}; figures/{key}.claims.json, {len(seconds)} timed): "
+            f"{seconds[0]:,.0f}-{seconds[-1]:,.0f} s "
+            f"a run, mean {sum(seconds) / len(seconds):,.0f} s")
+
+
+def table() -> list[dict]:
+    """One row per GPU-scale figure (see the module docstring)."""
+    cache, ops = {}, {}
+    rows = []
+    for figure in FIGURES:
+        tuning, final, every = runs(figure)
+        steps = [local_steps(c, cache) for c in every]
+        per_model = {}
+        for c in every:
+            key = (c.model, c.dataset)
+            if key not in ops:
+                ops[key] = ops_per_step(*key)
+            per_model[f"{c.model} ({c.dataset})"] = ops[key]
+        epochs = sorted({c.dataset for c in every if c.local_steps is None})
+        measured = "; ".join(t for t in [figure.measured] + [_recorded(*r) for r in figure.records] if t)
+        rows.append({"paper": figure.paper, "item": figure.item, "figure": figure.figure, "runs": len(every),
+                     "tuning_runs": tuning, "final_runs": final,
+                     "rounds": sorted({c.rounds for c in every}),
+                     "steps_per_run": [round(min(steps)), round(max(steps))], "sequential_steps": round(sum(steps)),
+                     "epoch_steps": {f"{d}, b = {b}": round(v, 2) for (d, b), v in cache.items() if d in epochs},
+                     "ops_per_step": per_model, "measured": measured or "not measured"})
+    return rows
+
+
+def write(root=None):
+    path = (root or paths.figures_dir()) / FILE
+    text = json.dumps({"generated_by": "python -m replicate report --work (replicate/experiments/work.py)",
+                       "rows": table()}, indent=1, ensure_ascii=False)
+    atomic_write_text(path, text + "\n")
+    return path
+
+
+__all__ = ["FIGURES", "FILE", "Figure", "local_steps", "ops_per_step", "runs", "table", "write"]

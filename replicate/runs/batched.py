@@ -1,0 +1,98 @@
+"""A sweep's missing runs trained in batches: runs as a tensor dimension at the run layer.
+
+``group`` sorts a sweep's missing jobs into batches of runs that may train as one stack of
+clients (``replicate.fl.engine.run_batch``): same data, model, local work, local objective,
+execution, extra metrics and algorithm client half (``protocol.client_settings``). Seeds,
+client rates and schedules, rounds, targets and every plan or server setting (K, η_s, server
+momentum, FedAdam's β, ...) may differ. ``compute`` trains one batch and returns every run as
+its own cache entry, which the driver stores as ``cache.run`` would: figures cannot tell a batched run
+from one computed alone (its numbers agree to float rounding: tests/test_batched_runs.py).
+
+Memory is bounded: a batch holds at most ``MAX_RUNS`` runs, and ``compute`` trains it in pieces
+of at most ``MAX_ELEMENTS`` stacked parameters (clients × parameters summed over the runs). On a CPU a
+piece also holds at most ``CPU_ROWS`` stacked clients: measured (``bench``, BENCHMARKS.md), 16 runs of
+10 logistic clients train 1.6× faster per run than one by one, while STEM's LeNet grid, 100 workers a
+run, is slower per run batched (0.65× at 4 runs, 0.38× at 16: a step's activations outgrow the
+caches), so on a CPU such runs train one by one.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+
+from replicate.core.errors import ReplicateError
+from replicate.fl import engine
+from replicate.fl.algorithms.protocol import client_settings
+from replicate.runs import cache
+from replicate.fl.schedules import LRSchedule
+from replicate.runs.config import RunConfig, build
+
+MAX_RUNS = 16  # runs per batch: the bench's R = 16 (BENCHMARKS.md)
+MAX_ELEMENTS = 1 << 26  # stacked parameters per piece (256 MiB a float32 state tensor)
+CPU_ROWS = 160  # stacked clients per piece on a CPU (see the module docstring)
+
+# What runs trained together may differ in (everything else of the config must be equal).
+PER_RUN = ("seed", "client_lr", "lr_schedule", "lr_decay", "rounds", "algorithm")
+
+
+def batch_key(config: RunConfig, extra_metrics=None) -> tuple:
+    """Runs with equal keys may be one batch."""
+    shared = tuple((name, value) for name, value in config.to_dict().items() if name not in PER_RUN)
+    return shared + (("client", client_settings(config.algorithm)), ("metrics", cache.metrics_key(extra_metrics)))
+
+
+def group(jobs: list, workers: int = 1, max_runs: int = MAX_RUNS) -> list[list]:
+    """The jobs (``pool.Job``s) as batches: equal ``batch_key``s together, in pieces of at most
+    ``max_runs`` and, while there are fewer batches than ``workers``, split so every worker has one."""
+    groups: dict[tuple, list] = {}
+    for job in jobs:
+        alone = job.config.dataset == "given"  # its problem comes from the caller: never cached, never batched
+        groups.setdefault(("given", id(job)) if alone else batch_key(job.config, job.extra_metrics), []).append(job)
+    batches = []
+    share = max(1, math.ceil(len(jobs) / max(workers, 1)))
+    for members in groups.values():
+        size = min(max_runs, share)
+        batches += [members[i:i + size] for i in range(0, len(members), size)]
+    return batches
+
+
+def compute(jobs: list, device: str | None = None, *, progress: bool = False) -> list[tuple[str, dict]]:
+    """Train one batch (``group``'s) on ``device`` (None: this process's default) and return each run as
+    ``cache.store`` takes it (CSV text, sidecar fields), touching no file: a worker anywhere calls it
+    (``executors.compute_task``) and the driver stores what comes back."""
+    device = torch.device(device) if device is not None else engine.default_device()
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ReplicateError("runs are read for CUDA (REPLICATE_DEVICE) but this machine has none: compute them on "
+                             "a CUDA machine and `cache import` them, or unset REPLICATE_DEVICE")
+    first = jobs[0].config if hasattr(jobs[0], "config") else jobs[0][0]
+    problem, _, work, _, objective = build(first, device=device)
+    size = piece(first.clients_per_round or problem.num_clients, problem.init(0).numel(), device)
+    return [entry for lo in range(0, len(jobs), size)
+            for entry in _train(problem, [tuple(job) for job in jobs[lo:lo + size]], work, objective, progress)]
+
+
+def piece(clients: int, params: int, device) -> int:
+    """How many runs of ``clients`` stacked clients of ``params`` parameters train together on ``device``."""
+    size = MAX_ELEMENTS // max(clients * params, 1)
+    if torch.device(device).type == "cpu":
+        size = min(size, CPU_ROWS // max(clients, 1))
+    return max(1, size)
+
+
+def _train(problem, jobs, work, objective, progress) -> list[tuple[str, dict]]:
+    first = jobs[0][0]
+    specs = []
+    for config, target, _ in jobs:
+        schedule = LRSchedule(config.lr_schedule, config.client_lr, config.lr_decay)
+        stop = None if target is None else (lambda row, t=target: row["train_loss"] <= t)
+        specs.append(engine.RunSpec(config.algorithm, schedule, config.seed, config.rounds, stop))
+    start = time.perf_counter()
+    histories = engine.run_batch(problem, specs, work, objective=objective, rounds=first.rounds,
+                                 eval_every=first.eval_every, execution=first.execution, progress=progress,
+                                 extra_metrics=jobs[0][2], desc=f"{first.dataset} {first.algorithm_name} × {len(jobs)} runs")
+    share = (time.perf_counter() - start) / len(jobs)  # each run's share of the batch's time
+    notes = {"batch": len(jobs)} if len(jobs) > 1 else {}
+    return [cache.entry_of(config, target, metrics, history, share, problem.device, **notes)
+            for (config, target, metrics), history in zip(jobs, histories)]

@@ -1,0 +1,145 @@
+"""REPLICATION.md's GPU-scale work table (issue #24 §3): every GPU-scale coverage item states its work, and the
+committed counts are today's enumeration of the figures' paper profiles (nothing is run)."""
+import json
+
+import pytest
+
+from replicate.core import paths
+from replicate.experiments import work
+from replicate.report import coverage, replication
+
+COMMITTED = paths.figures_dir() / work.FILE
+
+
+def _committed() -> list[dict]:
+    return json.loads(COMMITTED.read_text())["rows"]
+
+
+def test_every_gpu_scale_item_is_a_coverage_item_and_enumerated():
+    items = {(i.paper, i.item) for i in coverage.ITEMS}
+    assert set(coverage.GPU_SCALE) <= items
+    assert {(f.paper, f.item) for f in work.FIGURES} == set(coverage.GPU_SCALE)
+
+
+def test_the_committed_table_lists_every_gpu_scale_item_with_todays_run_counts():
+    rows = _committed()
+    assert {(r["paper"], r["item"]) for r in rows} == set(coverage.GPU_SCALE)
+    assert [r["figure"] for r in rows] == [f.figure for f in work.FIGURES]
+    for row, figure in zip(rows, work.FIGURES):
+        tuning, final, every = work.runs(figure)  # a real enumeration of the figure's configs
+        assert (row["runs"], row["tuning_runs"], row["final_runs"]) == (len(every), tuning, final), figure.figure
+        assert row["runs"] == row["tuning_runs"] + row["final_runs"] > 0
+        assert sorted({c.rounds for c in every}) == row["rounds"]
+        assert row["measured"]  # a measured cost with its source, or "not measured"
+
+
+def test_fixed_step_figures_count_rounds_times_local_updates():
+    """The STEM figures take I local steps a round: their steps need no data and are exact."""
+    rows = {r["figure"]: r for r in _committed()}
+    for figure in work.FIGURES:
+        if figure.paper != "khanduri2021":
+            continue
+        _, _, every = work.runs(figure)
+        assert rows[figure.figure]["sequential_steps"] == sum(c.rounds * c.local_steps for c in every)
+    fig2 = next(f for f in work.FIGURES if f.figure.startswith("Fig. 2, CIFAR-10"))
+    assert work.runs(fig2)[0:2] == (34 + 6 + 6, 3 * 2)  # 34 STEM (κ̄, c) pairs, 6 rates each, then 2 more seeds
+
+
+def test_replication_md_has_the_table_and_each_gpu_row_states_its_work():
+    text = replication.render()
+    assert "### GPU-scale work: what the paper profile of each GPU-scale figure costs" in text
+    table = text.split("### GPU-scale work")[1].split("\n## ")[0]
+    coverage_rows = [line for line in text.splitlines() if line.startswith("| ")]
+    for paper, item in coverage.GPU_SCALE:
+        assert f"| {paper} {item} |" in table
+        row = next(line for line in coverage_rows if line.startswith(f"| {paper} | {item} |"))
+        assert "paper-profile work:" in row and " runs, " in row
+    committed = (paths.REPO / "REPLICATION.md").read_text()
+    assert table in committed, "regenerate REPLICATION.md: python -m replicate report"
+
+
+@pytest.mark.parametrize("model, dataset", [("lenet", "mnist_stem_high"), ("lenet5", "cifar10_stem_moderate")])
+def test_ops_per_step_matches_the_committed_count(model, dataset):
+    counts = {k.split(" (")[0]: v for r in _committed() for k, v in r["ops_per_step"].items()}
+    assert work.ops_per_step(model, dataset) == counts[model]
+
+
+def _history(config) -> "pd.DataFrame":
+    """A made-up run: the figure code tunes on it and plots it; its numbers vary with the config so that a
+    choice is made (any choice gives the same count)."""
+    import pandas as pd
+
+    level = 1.0 + (hash(config) % 97) / 100
+    return pd.DataFrame({"round": [0, 1, 2, 3], "train_loss": [2.0, 1.5, level, level],
+                         "test_acc": [0.1, 0.2, 0.3, 0.3], "test_loss": [2.0, 1.5, 1.2, 1.2]})
+
+
+def _same_plan(seen, figure):
+    """The figure code asked for as many distinct runs as enumerated, every enumerated tuning run among them
+    (its final runs use the rates it chose on the made-up runs, ours the first grid point: same count)."""
+    tuning, final = figure.plan()
+    assert len(set(seen)) == work.runs(figure)[0] + work.runs(figure)[1]
+    assert set(tuning) <= set(seen)
+
+
+def _recorder(monkeypatch, module):
+    """Replace ``module``'s pool and run cache by recorders: the configs the figure code asks for, none run."""
+    seen = []
+
+    class Pool:
+        @staticmethod
+        def compute(jobs, **_):
+            seen.extend(c for c, _ in jobs)
+
+    class Cache:
+        @staticmethod
+        def run(config, **_):
+            seen.append(config)
+            return _history(config)
+
+    monkeypatch.setattr(module, "pool", Pool)
+    monkeypatch.setattr(module, "cache", Cache)
+    return seen
+
+
+@pytest.mark.parametrize("name", ["Fig. 2, CIFAR-10", "Fig. 3, CIFAR-10", "Fig. 5, MNIST"])
+def test_the_stem_enumeration_is_what_the_figure_code_runs(monkeypatch, name):
+    from replicate.experiments.khanduri2021 import cifar, common, samples
+
+    seen = _recorder(monkeypatch, common)
+    config = {"Fig. 2": cifar.Fig2Config, "Fig. 3": cifar.Fig3Config, "Fig. 5": samples.Fig5Config}[name[:6]]()
+    for part in config.compared() if hasattr(config, "compared") else [config]:
+        updates = part.local_updates if isinstance(part.local_updates, tuple) else (part.local_updates,)
+        common._tune_and_run(part, updates, None)
+    figure = next(f for f in work.FIGURES if f.figure.startswith(name))
+    _same_plan(seen, figure)
+
+
+@pytest.mark.parametrize("name", ["Fig. 6 / 11", "Fig. 12", "Fig. 13"])
+def test_the_charles_enumeration_is_what_the_figure_code_runs(monkeypatch, name):
+    from replicate.experiments.charles2021 import neural, tuned
+
+    if name == "Fig. 6 / 11":
+        seen = _recorder(monkeypatch, tuned)
+        tuned.tuned(tuned.Fig6Config())
+    else:
+        seen = _recorder(monkeypatch, neural)
+        neural.sweep(neural.Fig12Config() if name == "Fig. 12" else neural.Fig13Config())
+    figure = next(f for f in work.FIGURES if f.figure.startswith(name))
+    _same_plan(seen, figure)
+
+
+def test_the_fedprox_mu_enumeration_is_what_the_figure_code_runs(monkeypatch):
+    import pandas as pd
+
+    from replicate.experiments.fedprox2020 import mu
+
+    seen = []
+
+    def runs(labelled, *_, **__):
+        seen.extend(c for _, c in labelled)
+        return pd.concat([_history(c).assign(**labels) for labels, c in labelled], ignore_index=True)
+
+    monkeypatch.setattr(mu, "runs", runs)
+    mu.fig3(mu.Fig3Config(datasets=work.LSTM_PANELS))
+    _same_plan(seen, next(f for f in work.FIGURES if f.figure.startswith("Fig. 3 / 7")))

@@ -37,6 +37,7 @@ once, in wall and in CPU seconds (what an idle core takes where the machine is s
 """
 from __future__ import annotations
 
+import os
 import platform
 import statistics
 import time
@@ -291,8 +292,9 @@ def profile_table(device=None) -> str:
 def describe_machine(device=None) -> str:
     device = torch.device(device) if device else engine.default_device()
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
+    load = f", load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores" if hasattr(os, "getloadavg") else ""
     return (f"{device.type} ({name}), torch {torch.__version__}, {torch.get_num_threads()} threads, "
-            f"python {platform.python_version()}")
+            f"python {platform.python_version()}{load} (read at the start: other work on the machine slows the timings; ratios within one run compare like with like)")
 
 
 def table(results: list[dict]) -> str:

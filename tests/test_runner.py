@@ -367,7 +367,9 @@ def test_reduced_scale_commands_still_write_figures_cpu_scale(project, monkeypat
               .replace('"figA"', f'"{figure}"'))
     monkeypatch.chdir(project)
     assert runner.run([f"{paper}/{figure}"], "paper", {"out_dir": "figures/cpu_scale"}) == 0
-    assert (project / "figures" / "cpu_scale" / paper / f"{figure}.claims.json").is_file()
+    record = json.loads((project / "figures" / "cpu_scale" / paper / f"{figure}.claims.json").read_text())
+    assert record["scale"] == "reduced"  # staged under cpu_scale: the title and the record say so
+    assert not (paths.build_dir() / "staging").exists()
     with pytest.raises(ReplicateError, match="inside the committed figures/"):
         runner.run([f"{paper}/{figure}"], "smoke", {"out_dir": "figures/cpu_scale"})
 

@@ -142,10 +142,12 @@ def _promote(staged: Path, destination: Path) -> list[Path]:
     return moved
 
 
-def _staging(nb: FigureNotebook) -> Path:
+def _staging(nb: FigureNotebook, reduced: bool = False) -> Path:
     """A fresh folder for one run of ``nb``: ``build/staging/<notebook>-<pid>-<random>``, so two batches
-    of the same notebook on one build folder never share (or delete) each other's files."""
-    root = paths.build_dir() / "staging"
+    of the same notebook on one build folder never share (or delete) each other's files. A reduced-scale
+    run stages under ``build/staging/cpu_scale/``: the notebook's ``out_dir`` is then what ``publish``
+    reads the scale from (``claims.scale_of``), so its title and record say "reduced"."""
+    root = paths.build_dir() / "staging" / ("cpu_scale" if reduced else "")
     for _ in range(3):  # a concurrent batch may remove the empty root between our mkdir and mkdtemp
         try:
             root.mkdir(parents=True, exist_ok=True)
@@ -160,10 +162,11 @@ def _staging(nb: FigureNotebook) -> Path:
 def _unstage(staging: Path) -> None:
     """Remove one run's staging folder, and ``build/staging`` itself once no other run uses it."""
     shutil.rmtree(staging, ignore_errors=True)
-    try:
-        staging.parent.rmdir()
-    except OSError:  # another batch is staging there, or it is gone already
-        pass
+    for folder in (staging.parent, staging.parent.parent) if staging.parent.name == "cpu_scale" else (staging.parent,):
+        try:
+            folder.rmdir()
+        except OSError:  # another batch is staging there, or it is gone already
+            break
 
 
 def _quiet_kernel_manager(log: Path):
@@ -219,7 +222,8 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
     # Only a paper-profile run with no overrides may replace the committed figures and REPLICATION.md.
     committed = profile == "paper" and not overrides and out_dir is None
     target = Path(out_dir).resolve() if out_dir else paths.figures_dir() if committed else paths.build_dir() / "figures"
-    if not committed and paths.within(target, paths.figures_dir()) and not _reduced_scale(target, profile, notebooks):
+    reduced = not committed and _reduced_scale(target, profile, notebooks)
+    if not committed and paths.within(target, paths.figures_dir()) and not reduced:
         raise committed_figures_refused(out_dir)
     check_writable(target)  # before any notebook runs: one line, not a traceback after the compute
     if profile == "paper" and not committed:
@@ -238,7 +242,7 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
         left = notebooks[notebooks.index(nb):]
         if budget is not None and budget.spent():
             raise _stop(None, finished, left, budget, committed)
-        staging = _staging(nb)
+        staging = _staging(nb, reduced)
         executed_dir.mkdir(parents=True, exist_ok=True)
         progress_file = staging / "progress.json"
         os.environ["REPLICATE_PROGRESS"] = str(progress_file)  # the kernel inherits it (unset below)

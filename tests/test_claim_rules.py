@@ -141,9 +141,12 @@ def test_li2020_table2_counts_the_fitted_partition_as_a_consistency_check():
     assert unbalanced.kind == "consistency" and unbalanced.basis == "fitted" and unbalanced.passed
 
 
-def test_stale_figures_are_listed_with_their_command(tmp_path):
-    from replicate.report import replication
+def test_stale_figures_are_listed_with_their_command(tmp_path, monkeypatch):
+    from replicate.report import coverage, replication
 
+    monkeypatch.setattr(coverage, "STALE", {  # none is stale today: the mechanism, on two made-up entries
+        "fedprox2020/fig3": "the claims changed. Republish: `python -m replicate figures fedprox2020/fig3 --profile paper`",
+        "fedprox2020/fig4": "the labels changed. Republish: `python -m replicate figures fedprox2020/fig4 --profile paper`"})
     publish(None, pd.DataFrame({"x": [0]}), [check("a", True, "1")], paper="fedprox2020", figure="fig3",
             profile="paper", out_dir=tmp_path)
     text = replication.render(tmp_path)

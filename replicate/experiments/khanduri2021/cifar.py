@@ -219,8 +219,8 @@ def cifar_claims(data: pd.DataFrame, config: Fig2Config) -> list:
     claims = [
         check(f"{config.FIGURE} ({config.setting()}): STEM ends with a lower training loss than FedAvg and SCAFFOLD "
               f"(every seed)", bool((lead >= config.loss_margin).all()),
-              ", ".join(f"{a} {seeds_text(loss[a], '.3f')}" for a in loss.columns)
-              + f"; STEM's lead {seeds_text(lead * 100, '.1f')} %" + edge,
+              ", ".join(f"{a} {seeds_text(loss[a], '.3f', 'diverged')}" for a in loss.columns)
+              + f"; STEM's lead {seeds_text(lead, '.1%', 'none (STEM diverged)')}" + edge,
               margin=f"≥ {config.loss_margin:.0%} below the better of the two, every seed; {tail}"),
         check(f"{config.FIGURE} ({config.setting()}): STEM ends with a higher test accuracy than FedAvg and SCAFFOLD "
               f"(every seed)", bool((gain >= config.acc_margin).all()),

@@ -128,9 +128,10 @@ def edge_note(curves: pd.DataFrame) -> str:
             + ", ".join(f"{r.algorithm} {r.at_edge}" for r in edges.itertuples()) if len(edges) else "")
 
 
-def seeds_text(values, spec: str) -> str:
+def seeds_text(values, spec: str, missing: str = "never") -> str:
+    """One value per seed; ``missing`` stands for a non-finite one (a target never reached, a run diverged)."""
     values = np.atleast_1d(np.asarray(values, dtype=float))
-    text = [("never" if not np.isfinite(v) else format(v, spec)) for v in values]
+    text = [(missing if not np.isfinite(v) else format(v, spec)) for v in values]
     return text[0] if len(text) == 1 else "[" + ", ".join(text) + "]"
 
 

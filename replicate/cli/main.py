@@ -72,7 +72,7 @@ def _bench(args) -> int:
             + bench.lstm_table(bench.lstm_run(device=args.device)) + "\n\n" + bench.op_table()
             + "\n\nSweep executors, local pool vs Ray:\n\n" + bench_executors.table(bench_executors.run())
             + "\n\nSTEM on CIFAR-10 (one thread):\n\n" + bench.stem_table(bench.stem_run(device=args.device))
-            + "\n\n## Runs as a tensor dimension\n\n" + bench_batched.__doc__.split(chr(10), 1)[1].strip()
+            + "\n\n## Runs as a tensor dimension\n\n" + bench_batched.__doc__.strip()
             + "\n\n" + bench_batched.table(bench_batched.run(device=args.device)))
     print(bench.describe_machine(args.device))
     print(text)

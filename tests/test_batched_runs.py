@@ -79,12 +79,14 @@ def assert_same(batched, alone, dtype):
         torch.testing.assert_close(w_batch, w_alone, rtol=rtol, atol=atol)
 
 
-@pytest.mark.parametrize("execution", ["stacked", "sequential", "unfused", "oracle"])
-@pytest.mark.parametrize("case", CASES)
+# every case on every execution path, but the autograd oracle on the CNN (slow; tests/test_neural.py covers it)
+PATHS = [(case, execution) for case in CASES for execution in ("stacked", "sequential", "unfused", "oracle")
+         if (case, execution) != ("cnn-dropout", "oracle")]
+
+
+@pytest.mark.parametrize("case, execution", PATHS)
 def test_batched_runs_equal_runs_one_by_one(case, execution):
     build, algorithms, work = CASES[case]
-    if execution == "oracle" and case == "cnn-dropout":
-        pytest.skip("the autograd oracle on the CNN is covered by tests/test_neural.py; slow here")
     problem = build()
     kwargs = dict(objective=LocalObjective(weight_decay=1e-3, clip_norm=5.0), rounds=3, return_params=True)
     kwargs |= {"trainer": SEQUENTIAL} if execution == "oracle" else (

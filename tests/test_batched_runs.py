@@ -140,9 +140,10 @@ def test_a_sweep_is_grouped_by_what_runs_share():
     from replicate.runs.pool import Job
 
     jobs = [Job(c) for c in _sweep()]
-    assert [len(b) for b in batched.group(jobs)] == [4, 1]
+    assert [len(b) for b in batched.group(jobs)] == [1] * 5  # off by default (REPLICATE_BATCH_RUNS)
+    assert [len(b) for b in batched.group(jobs, max_runs=16)] == [4, 1]
     assert [len(b) for b in batched.group(jobs, max_runs=3)] == [3, 1, 1]
-    assert [len(b) for b in batched.group(jobs, workers=2)] == [3, 1, 1]  # ⌈5/2⌉ a batch: both workers busy
+    assert [len(b) for b in batched.group(jobs, workers=2, max_runs=16)] == [3, 1, 1]  # ⌈5/2⌉: both workers busy
 
 
 def test_a_batched_sweep_caches_each_run_as_computed_alone(tmp_path, monkeypatch):
@@ -152,6 +153,9 @@ def test_a_batched_sweep_caches_each_run_as_computed_alone(tmp_path, monkeypatch
 
     configs = _sweep()
     log = cache.RunLog(progress_file=None, display=False)
+    pool.compute([(c,) for c in configs], workers=1, progress=False, log=log)
+    assert log.computed == 0  # batching is off by default: every run is computed when read
+    monkeypatch.setenv("REPLICATE_BATCH_RUNS", "16")
     pool.compute([(c,) for c in configs], workers=1, progress=False, log=log)
     assert log.computed == 4  # the batch of four; the run alone is computed when read
     batched_runs = [cache.load(c) for c in configs[:4]]

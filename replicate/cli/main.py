@@ -39,10 +39,11 @@ def _executor_settings(args) -> None:
     from replicate.core import paths
 
     for value, name in ((args.executor, "REPLICATE_EXECUTOR"), (args.ray_address, "RAY_ADDRESS"),
-                        (args.workers, "REPLICATE_WORKERS")):
+                        (args.workers, "REPLICATE_WORKERS"), (args.batch_runs, "REPLICATE_BATCH_RUNS")):
         if value is not None:
             os.environ[name] = str(value)
     paths.workers()
+    paths.batch_runs()
     if paths.executor() == "ray":
         from replicate.runs import ray_executor
 
@@ -194,6 +195,9 @@ def main(argv=None) -> int:
                      help="the Ray cluster's head node (default RAY_ADDRESS; none: a private cluster of this machine)")
     fig.add_argument("--workers", type=int, default=None,
                      help="worker processes of the local executor (default REPLICATE_WORKERS, else one per core)")
+    fig.add_argument("--batch-runs", type=int, default=None, metavar="R",
+                     help="train up to R runs of a sweep as one batch (default REPLICATE_BATCH_RUNS, else 1: one by one; "
+                          "batched runs agree to float rounding only, which chaotic runs amplify: docs/engine.md)")
     fig.add_argument("-v", "--verbose", action="store_true", help="stream notebook output (progress bars)")
     fig.set_defaults(func=_figures)
     bench = sub.add_parser(

@@ -8,6 +8,14 @@ momentum, FedAdam's β, ...) may differ. ``compute`` trains one batch and return
 its own cache entry, which the driver stores as ``cache.run`` would: figures cannot tell a batched run
 from one computed alone (its numbers agree to float rounding: tests/test_batched_runs.py).
 
+Off by default (``REPLICATE_BATCH_RUNS`` / ``--batch-runs``, default 1): batched runs agree with
+one-by-one runs only to float rounding (the fused solver forms a batch's gradients explicitly when any
+of its rows may clip; kernels of another shape sum in another order), and chaotic runs amplify that:
+Li et al. Figure 4 recomputed in batches left 20 of its 30 runs not bitwise equal to one-by-one
+runs, up to 10 % apart (Scheme II and "original" on synthetic(1,1)), 93 of 30,000 values outside
+``--check``'s tolerance and one claim's verdict changed. So the committed figures stay what one-by-one
+runs give; batching is for speed where that is acceptable (e.g. a GPU's tuning grids).
+
 Memory is bounded: a batch holds at most ``MAX_RUNS`` runs, and ``compute`` trains it in pieces
 of at most ``MAX_ELEMENTS`` stacked parameters (clients × parameters summed over the runs). On a CPU a
 piece also holds at most ``CPU_ROWS`` stacked clients: measured (``bench``, BENCHMARKS.md), 16 runs of
@@ -22,6 +30,7 @@ import time
 
 import torch
 
+from replicate.core import paths
 from replicate.core.errors import ReplicateError
 from replicate.fl import engine
 from replicate.fl.algorithms.protocol import client_settings
@@ -43,9 +52,12 @@ def batch_key(config: RunConfig, extra_metrics=None) -> tuple:
     return shared + (("client", client_settings(config.algorithm)), ("metrics", cache.metrics_key(extra_metrics)))
 
 
-def group(jobs: list, workers: int = 1, max_runs: int = MAX_RUNS) -> list[list]:
+def group(jobs: list, workers: int = 1, max_runs: int | None = None) -> list[list]:
     """The jobs (``pool.Job``s) as batches: equal ``batch_key``s together, in pieces of at most
-    ``max_runs`` and, while there are fewer batches than ``workers``, split so every worker has one."""
+    ``max_runs`` (None: ``REPLICATE_BATCH_RUNS``, default 1, capped at ``MAX_RUNS``) and, while there are
+    fewer batches than ``workers``, split so every worker has one."""
+    if max_runs is None:
+        max_runs = min(paths.batch_runs(), MAX_RUNS)
     groups: dict[tuple, list] = {}
     for job in jobs:
         alone = job.config.dataset == "given"  # its problem comes from the caller: never cached, never batched

@@ -17,8 +17,6 @@ regression's).
 """
 from __future__ import annotations
 
-import contextlib
-
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -27,6 +25,7 @@ import torch
 from tqdm.auto import tqdm
 
 from replicate.core import paths, rng
+from replicate.core.threads import threads
 from replicate.core.errors import ReplicateError
 from replicate.fl import batching, sgd
 from replicate.fl.algorithms import protocol
@@ -217,22 +216,10 @@ def run_batch(problem: Problem, runs: list[RunSpec], work: LocalWork, options: R
                              + "; ".join(map(str, sorted(shared))))
     trainer = trainer or STACKED
     execution = preferred_execution(problem) if options.execution == "auto" else options.execution
-    with _threads(1 if problem.single_threaded else None):
+    # Tiny problems (the quadratics: a 21 × 21 bmm per step) run single-threaded: waking a second thread per
+    # op cost 34× on a busy 2-core machine (0.19 s vs 6.4 s for 20 rounds of E = 100, Li et al. Fig 2).
+    with threads(1 if problem.single_threaded else None):
         return _run(problem, runs, work, options, execution, trainer, extra_metrics, return_params)
-
-
-@contextlib.contextmanager
-def _threads(count: int | None):
-    """Run with ``count`` intra-op threads, restoring the caller's setting afterwards. Tiny problems
-    (the quadratics: a 21 × 21 bmm per step) run single-threaded: waking a second thread per op
-    cost 34× on a busy 2-core machine (0.19 s vs 6.4 s for 20 rounds of E = 100, Li et al. Fig 2)."""
-    before = torch.get_num_threads()
-    if count is not None:
-        torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 class _Run:

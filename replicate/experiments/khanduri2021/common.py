@@ -9,11 +9,11 @@ A figure config mixes in :class:`StemRuns` and provides ``dataset_name()``, ``ro
 """
 from __future__ import annotations
 
-import contextlib
 
 import numpy as np
 import pandas as pd
 
+from replicate.core.threads import threads
 from replicate.data.shards import WORKERS
 from replicate.fl.algorithms import FedAvg, Scaffold, Stem
 from replicate.runs import cache, pool
@@ -71,25 +71,13 @@ def grid_edges(candidates: list[dict], chosen: dict) -> str:
     return ", ".join(edges)
 
 
-@contextlib.contextmanager
-def _one_thread():
-    """One intra-op thread for the runs computed in this process, as the pool's workers use: on a
-    shared CPU a second thread waiting at every small conv's barrier made a LeNet step 5× slower."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def tune_and_run(config, local_updates, log=None) -> tuple[list[dict], list[tuple]]:
     """Tune every algorithm at every I on the first ``tune_seeds`` seeds (lowest mean final training
     loss), then run the chosen rates on every seed. Returns the tuning rows (one per candidate) and
     ``(algorithm, I, seed, history, chosen, at_edge)`` for every final run."""
-    with _one_thread():
+    # one intra-op thread, as the pool's workers: on a shared CPU a second thread waiting at every small
+    # conv's barrier made a LeNet step 5× slower
+    with threads(1):
         return _tune_and_run(config, local_updates, log)
 
 

@@ -22,7 +22,6 @@ Symbols → names: p_k → ``weights``, σ_k² → ``variances``, G² → ``grad
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
@@ -34,6 +33,7 @@ import torch
 
 from replicate.core import paths
 from replicate.core.fileio import atomic_write_text
+from replicate.core.threads import threads
 from replicate.experiments.li2020.common import LABELS, batch_size  # noqa: F401  (re-exported)
 from replicate.runs import config as run_config
 from replicate.fl import models
@@ -48,16 +48,10 @@ _ARRAYS = ("weights", "client_smoothness", "client_strong_convexity", "client_op
            "variances")
 
 
-@contextlib.contextmanager
 def single_threaded():
     """One intra-op thread while these figures compute: their small products gain nothing from a second
     thread, and on a busy 2-core machine the threads only wait for each other (3-5× slower here)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
+    return threads(1)
 
 
 def sample_problem(dataset: str, model: str = "logistic", *, num_clients: int | None = None,

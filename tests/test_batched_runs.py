@@ -3,9 +3,11 @@ stack of clients give each run what it gives alone — for every algorithm, with
 seeds, client rates, schedules, rounds, server settings, clients per round and unequal local work,
 through the fused solver, the generic step, the sequential execution and the oracle, dropout included.
 
-Tolerance: the same operations on the same rows; batched kernels of another shape may sum in another
-order, and a run padded to a wider batch is masked. float64 problems agree to 1e-10 relative, float32
-ones to 1e-5 (the engine-vs-oracle tolerance of tests/test_neural.py)."""
+Bitwise where the model says so (``Model.batch_exact``: the logistic model, whose fused solver keeps each
+run's own arithmetic, ``fl/models/fused_runs.py``; the quadratic), with one intra-op thread as the run
+layer's workers compute (with more, a softmax's vectorised chunks fall at other rows of a wider batch).
+Elsewhere (the CNN) kernels of another batch shape may sum in another order: float32 to 1e-5 (the
+engine-vs-oracle tolerance of tests/test_neural.py)."""
 from __future__ import annotations
 
 import pandas as pd
@@ -13,6 +15,7 @@ import pytest
 import torch
 
 from replicate.core.errors import ReplicateError
+from replicate.core.threads import threads
 from replicate.fl.algorithms import FedAdam, FedAvg, FedProx, LocalUpdate, LocalWork, Scaffold, Stem
 from replicate.fl.engine import LocalObjective, RunSpec, run, run_batch
 from replicate.fl.models import LogisticRegression
@@ -72,7 +75,12 @@ def specs(algorithms, rounds=(3, 2, 3, 3)):
     return [RunSpec(a, SCHEDULES[i % 3], seed=i + 1, rounds=rounds[i % 4]) for i, a in enumerate(algorithms)]
 
 
-def assert_same(batched, alone, dtype):
+def assert_same(batched, alone, dtype, exact=False):
+    if exact:
+        for i, ((h_batch, w_batch), (h_alone, w_alone)) in enumerate(zip(batched, alone)):
+            assert torch.equal(w_batch, w_alone), f"run {i}: {float((w_batch - w_alone).abs().max()):.3g} apart"
+            pd.testing.assert_frame_equal(h_batch, h_alone, check_exact=True)
+        return
     rtol, atol = TOL[dtype]
     for (h_batch, w_batch), (h_alone, w_alone) in zip(batched, alone):
         pd.testing.assert_frame_equal(h_batch, h_alone, rtol=rtol, atol=atol)
@@ -92,10 +100,13 @@ def test_batched_runs_equal_runs_one_by_one(case, execution):
     kwargs |= {"trainer": SEQUENTIAL} if execution == "oracle" else (
         {"fused": False} if execution == "unfused" else {"execution": execution})
     runs = specs(algorithms)
-    batched = run_batch(problem, runs, work, **kwargs)
-    alone = [run(problem, s.algorithm, work, s.schedule, **(kwargs | {"seed": s.seed, "rounds": s.rounds}))
-             for s in runs]
-    assert_same(batched, alone, problem.dtype)
+    with threads(1):
+        batched = run_batch(problem, runs, work, **kwargs)
+        alone = [run(problem, s.algorithm, work, s.schedule, **(kwargs | {"seed": s.seed, "rounds": s.rounds}))
+                 for s in runs]
+    exact = getattr(getattr(problem, "model", None), "batch_exact", True)  # quadratic clients: exact too
+    assert exact == (case != "cnn-dropout")
+    assert_same(batched, alone, problem.dtype, exact)
     finals = [tuple(w.tolist()) for _, w in batched]
     assert len(set(finals)) == len(finals)  # the runs really differ
 
@@ -135,32 +146,43 @@ def _sweep():
         [base.with_algorithm(prox_mu=1.0)]  # another μ: another batch
 
 
-def test_a_sweep_is_grouped_by_what_runs_share():
+def test_a_sweep_is_grouped_by_what_runs_share(monkeypatch):
     from replicate.runs import batched
     from replicate.runs.pool import Job
 
     jobs = [Job(c) for c in _sweep()]
-    assert [len(b) for b in batched.group(jobs)] == [1] * 5  # off by default (REPLICATE_BATCH_RUNS)
+    monkeypatch.delenv("REPLICATE_BATCH_RUNS", raising=False)
+    assert [len(b) for b in batched.group(jobs)] == [4, 1]  # logistic runs batch by default: bitwise as alone
     assert [len(b) for b in batched.group(jobs, max_runs=16)] == [4, 1]
     assert [len(b) for b in batched.group(jobs, max_runs=3)] == [3, 1, 1]
     assert [len(b) for b in batched.group(jobs, workers=2, max_runs=16)] == [3, 1, 1]  # ⌈5/2⌉: both workers busy
+    monkeypatch.setenv("REPLICATE_BATCH_RUNS", "1")
+    assert [len(b) for b in batched.group(jobs)] == [1] * 5  # asked for one by one
+    monkeypatch.delenv("REPLICATE_BATCH_RUNS")
+    neural = [Job(c.replace(model="mlp")) for c in _sweep()]
+    assert [len(b) for b in batched.group(neural)] == [1] * 5  # on a CPU: not bitwise, and slower batched
 
 
 def test_a_batched_sweep_caches_each_run_as_computed_alone(tmp_path, monkeypatch):
+    """The run layer's default batches the four logistic runs; each cache entry equals, bitwise, the run
+    computed alone (as a worker computes it, one thread), and its sidecar records the batch."""
     import json
 
     from replicate.runs import cache, pool
 
     configs = _sweep()
+    monkeypatch.delenv("REPLICATE_BATCH_RUNS", raising=False)
     log = cache.RunLog(progress_file=None, display=False)
-    pool.compute([(c,) for c in configs], workers=1, progress=False, log=log)
-    assert log.computed == 0  # batching is off by default: every run is computed when read
-    monkeypatch.setenv("REPLICATE_BATCH_RUNS", "16")
     pool.compute([(c,) for c in configs], workers=1, progress=False, log=log)
     assert log.computed == 4  # the batch of four; the run alone is computed when read
     batched_runs = [cache.load(c) for c in configs[:4]]
     assert all(json.loads((cache.paths.cache_dir() / "runs" / f"{cache.entry(c)}.json").read_text())["batch"] == 4
                for c in configs[:4])
     monkeypatch.setenv("REPLICATE_BUILD", str(tmp_path / "alone"))
-    for config, history in zip(configs[:4], batched_runs):
-        pd.testing.assert_frame_equal(history, cache.run(config, progress=False), rtol=1e-5, atol=1e-7)
+    monkeypatch.setenv("REPLICATE_BATCH_RUNS", "1")
+    log = cache.RunLog(progress_file=None, display=False)
+    pool.compute([(c,) for c in configs], workers=1, progress=False, log=log)
+    assert log.computed == 0  # one by one: each computed when read
+    with threads(1):
+        for config, history in zip(configs[:4], batched_runs):
+            pd.testing.assert_frame_equal(history, cache.run(config, progress=False), check_exact=True)

@@ -81,14 +81,13 @@ def workers() -> int | None:
     return int(value)
 
 
-def batch_runs() -> int:
-    """Runs the sweep runner may train as one batch (`REPLICATE_BATCH_RUNS`, `--batch-runs`; default 1: one by
-    one). Off by default: batched runs agree with one-by-one runs only to float rounding, which chaotic runs
-    amplify (Li et al. Figure 4's Scheme II runs: up to 10 % apart, a claim's verdict changed), so the
-    committed figures stay what one-by-one runs give; turn it on for speed where that is acceptable."""
+def batch_runs() -> int | None:
+    """Runs the sweep runner may train as one batch (`REPLICATE_BATCH_RUNS`, `--batch-runs`; 1: one by one).
+    None when unset: the runner's default (``runs.batched.default_runs``: batched where rows compute bitwise
+    as runs alone, or on CUDA)."""
     value = os.environ.get("REPLICATE_BATCH_RUNS")
     if not value:
-        return 1
+        return None
     if not value.isdigit() or int(value) < 1:
         raise ReplicateError(f"REPLICATE_BATCH_RUNS must be a positive whole number, got {value!r}")
     return int(value)

@@ -51,6 +51,12 @@ class Round:
     state: ClientState
     noise: Callable | None  # noise(s, batch): step s's dropout noise for every row, or None
     sizes: list[int] = field(default_factory=list)  # rows per part
+    masked: list[bool] = field(default_factory=list)  # per part: its own mini-batches had a mask
+
+    @property
+    def runs(self):
+        """Each part's (rows, masked), for a fused solver (``SampleProblem.local_sgd``); None for one part."""
+        return None if len(self.sizes) == 1 else list(zip(self.sizes, self.masked))
 
     def split(self, state: ClientState) -> list[ClientState]:
         if len(self.sizes) == 1:
@@ -62,10 +68,11 @@ class Round:
 def merge(parts: list[Part], problem) -> Round:
     """Stack the parts' rows into one round (one part: itself, unchanged)."""
     sizes = [p.clients.numel() for p in parts]
+    masked = [p.batches is not None and p.batches.mask is not None for p in parts]
     noise = _noise(parts, problem, sizes)
     if len(parts) == 1:
         p = parts[0]
-        return Round(p.ctx, p.clients, p.batches, p.state, noise, sizes)
+        return Round(p.ctx, p.clients, p.batches, p.state, noise, sizes, masked)
     first = parts[0]
     keys = first.state.keys()
     if any(p.state.keys() != keys or p.ctx.warmup != first.ctx.warmup for p in parts):
@@ -77,7 +84,7 @@ def merge(parts: list[Part], problem) -> Round:
                        warmup=first.ctx.warmup)
     state = {k: torch.cat([p.state[k] for p in parts]) for k in keys}
     return Round(ctx, torch.cat([p.clients for p in parts]), merge_batches([p.batches for p in parts]), state,
-                 noise, sizes)
+                 noise, sizes, masked)
 
 
 def merge_batches(parts: list[Batches | None]) -> Batches | None:

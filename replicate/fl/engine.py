@@ -284,7 +284,7 @@ def _run(problem, specs, work, options, execution, trainer, extra_metrics, retur
             state, ctx = round_.state, round_.ctx
             if solver is not None and round_.batches is not None:  # the same update, one fused solve (PlainSGD)
                 state["w"] = solver(ctx.params, round_.clients, ctx.steps, ctx.lr.squeeze(1), round_.batches,
-                                    objective, plain)
+                                    objective, plain, runs=round_.runs)
             else:
                 state = trainer.train(problem, specs[0].algorithm, state, ctx, round_.clients, round_.batches,
                                       objective, round_.noise, execution)

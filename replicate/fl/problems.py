@@ -7,6 +7,7 @@ A fused local solver is an optional capability: ``fused_sgd`` is the solver or N
 """
 from __future__ import annotations
 
+import itertools
 from typing import Callable, Protocol, runtime_checkable
 
 import torch
@@ -19,6 +20,7 @@ from replicate.fl import batches
 from replicate.fl.algorithms.protocol import PlainSGD, Population
 from replicate.fl.batches import Batches
 from replicate.fl.models import Model, clip_may_act
+from replicate.fl.sgd import RunRows
 
 
 @runtime_checkable
@@ -119,8 +121,12 @@ class SampleProblem:
         return self.model.grad(flat, x, y, mask, noise)
 
     def local_sgd(self, global_flat: torch.Tensor, clients: torch.Tensor, steps: torch.Tensor, lr: torch.Tensor,
-                  batches: Batches, objective, update: PlainSGD = PlainSGD()):
+                  batches: Batches, objective, update: PlainSGD = PlainSGD(), runs=None):
         """All clients' local (proximal) SGD through the model's fused solver (``fused_sgd``).
+
+        ``runs``: when several runs are batched (``fl/batching``), each run's ``(rows, masked)`` in row
+        order — its client count and whether its own mini-batches had a mask — so the solver computes
+        every row as that run alone would (``sgd.RunRows``); None: one run.
 
         Clipping is dropped when the model proves it can never act on this data (every
         mini-batch gradient's norm is below ``objective.clip_norm``): a no-op then either way.
@@ -143,11 +149,11 @@ class SampleProblem:
         # each row starts from its run's global model: (m, P) when runs are batched (fl/batching), else (P,)
         start = global_flat if global_flat.dim() == 2 else global_flat.unsqueeze(0).expand(clients.numel(), -1)
         equal = bool((steps == steps[0]).all())
-        # one rate for all: a scalar, so each step's decay and update stay one fused baddbmm
-        rate = float(lr[0]) if bool((lr == lr[0]).all()) else lr.view(-1, 1, 1)
-        decay, pull = update.coefficients(rate, objective.weight_decay)
-        return self.model.sgd(start, batch, int(steps[0]) if equal else steps, rate, decay,
-                              pull if update.prox_mu else None, clip)
+        # a run's rates, one float when all its rows share it (then its decay and update stay one fused baddbmm)
+        bounds = [0, *itertools.accumulate(size for size, _ in runs)] if runs else [0, lr.numel()]
+        rows = [RunRows.of(lr[lo:hi], update, objective.weight_decay, masked)
+                for (lo, hi), (_, masked) in zip(itertools.pairwise(bounds), runs or [(lr.numel(), True)])]
+        return self.model.sgd(start, batch, int(steps[0]) if equal else steps, rows, clip)
 
     @torch.no_grad()
     def dissimilarity(self, flat: torch.Tensor, max_samples: int | None = None, piece: int = 64,

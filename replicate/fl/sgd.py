@@ -12,6 +12,8 @@ which the generic step applies as a gradient step and a fused solver as the coef
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 
@@ -33,3 +35,33 @@ def proximal_(g: torch.Tensor, w: torch.Tensor, anchor: torch.Tensor, prox_mu: f
 def coefficients(lr, weight_decay: float, prox_mu: float):
     """(1 − η(λ + μ), ημ): the update as w ← decay·w + pull·w_t − η·clip(∇f(w))."""
     return 1.0 - lr * (weight_decay + prox_mu), lr * prox_mu
+
+
+@dataclass(frozen=True)
+class RunRows:
+    """One run's rows in a fused solve of several runs (``fl/batching``), with what that run alone
+    would solve with: its rate η, ``coefficients`` (decay, pull rate) and whether its own mini-batches
+    carried a mask. A fused solver's arithmetic depends on them (a rate shared by all of a run's rows
+    stays a float, so its decay fits inside one GEMM), so each row computes bitwise what it computes
+    alone only when the solver knows them."""
+
+    size: int  # rows (clients) of this run
+    lr: float | torch.Tensor  # η: a float when every row of the run shares it, else (size, 1, 1)
+    decay: float | torch.Tensor  # 1 − η(λ + μ), of the same kind as ``lr``
+    pull_rate: float | torch.Tensor | None  # ημ; None without a proximal term
+    masked: bool = True  # its own batches had a mask (masked means weigh by m/Σm, else divide by the width)
+
+    @classmethod
+    def of(cls, lr: torch.Tensor, update, weight_decay: float, masked: bool = True) -> "RunRows":
+        """A run's rows given its (size,) rates and its algorithm's ``PlainSGD`` update: one float rate
+        when they are all equal, as a run alone computes."""
+        rate = float(lr[0]) if bool((lr == lr[0]).all()) else lr.view(-1, 1, 1)
+        decay, pull = update.coefficients(rate, weight_decay)
+        return cls(lr.numel(), rate, decay, pull if update.prox_mu else None, masked)
+
+    def column(self, value, like: torch.Tensor) -> torch.Tensor:
+        """``value`` (one of this run's coefficients) as a (size, 1, 1) tensor of ``like``'s dtype: a float
+        is cast as a tensor-scalar product casts it, so elementwise products agree bitwise."""
+        if torch.is_tensor(value):
+            return value.to(like.dtype).view(-1, 1, 1)
+        return torch.full((self.size, 1, 1), value, dtype=like.dtype, device=like.device)

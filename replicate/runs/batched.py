@@ -8,13 +8,16 @@ momentum, FedAdam's β, ...) may differ. ``compute`` trains one batch and return
 its own cache entry, which the driver stores as ``cache.run`` would: figures cannot tell a batched run
 from one computed alone (its numbers agree to float rounding: tests/test_batched_runs.py).
 
-Off by default (``REPLICATE_BATCH_RUNS`` / ``--batch-runs``, default 1): batched runs agree with
-one-by-one runs only to float rounding (the fused solver forms a batch's gradients explicitly when any
-of its rows may clip; kernels of another shape sum in another order), and chaotic runs amplify that:
-Li et al. Figure 4 recomputed in batches left 20 of its 30 runs not bitwise equal to one-by-one
-runs, up to 10 % apart (Scheme II and "original" on synthetic(1,1)), 93 of 30,000 values outside
-``--check``'s tolerance and one claim's verdict changed. So the committed figures stay what one-by-one
-runs give; batching is for speed where that is acceptable (e.g. a GPU's tuning grids).
+When it batches (``REPLICATE_BATCH_RUNS`` / ``--batch-runs R`` say how many runs at most; unset:
+``default_runs``): on a CPU, by default only runs of models whose batched rows compute bitwise what
+each run computes alone in a worker (one thread) — the logistic model (``Model.batch_exact``: its fused
+solver keeps each run's own arithmetic, ``fl/models/fused_runs.py``) — so the committed figures are the
+same numbers either way (tests/test_batched_runs.py checks bitwise; Li et al. Figure 4 recomputed in
+batches matched its committed CSV exactly). Neural models' kernels of another batch shape round
+differently (agreement to 1e-5 in float32), and their runs train one by one on a CPU (also faster
+there, below); on CUDA every model batches (the point of the GPU hour), and a run's sidecar records
+its ``batch``. Before the fused solver kept each run's arithmetic, batching Figure 4 changed 20 of
+its 30 runs by up to 10 % (chaotic runs amplify a rounding) and one claim's verdict.
 
 Memory is bounded: a batch holds at most ``MAX_RUNS`` runs, and ``compute`` trains it in pieces
 of at most ``MAX_ELEMENTS`` stacked parameters (clients × parameters summed over the runs). On a CPU a
@@ -32,7 +35,7 @@ import torch
 
 from replicate.core import paths
 from replicate.core.errors import ReplicateError
-from replicate.fl import engine
+from replicate.fl import engine, models
 from replicate.fl.algorithms.protocol import client_settings
 from replicate.runs import cache
 from replicate.fl.schedules import LRSchedule
@@ -54,10 +57,9 @@ def batch_key(config: RunConfig, extra_metrics=None) -> tuple:
 
 def group(jobs: list, workers: int = 1, max_runs: int | None = None) -> list[list]:
     """The jobs (``pool.Job``s) as batches: equal ``batch_key``s together, in pieces of at most
-    ``max_runs`` (None: ``REPLICATE_BATCH_RUNS``, default 1, capped at ``MAX_RUNS``) and, while there are
-    fewer batches than ``workers``, split so every worker has one."""
-    if max_runs is None:
-        max_runs = min(paths.batch_runs(), MAX_RUNS)
+    ``max_runs`` (None: ``REPLICATE_BATCH_RUNS`` capped at ``MAX_RUNS``, else ``default_runs``) and, while
+    there are fewer batches than ``workers``, split so every worker has one."""
+    asked = max_runs if max_runs is not None else paths.batch_runs()
     groups: dict[tuple, list] = {}
     for job in jobs:
         alone = job.config.dataset == "given"  # its problem comes from the caller: never cached, never batched
@@ -65,9 +67,18 @@ def group(jobs: list, workers: int = 1, max_runs: int | None = None) -> list[lis
     batches = []
     share = max(1, math.ceil(len(jobs) / max(workers, 1)))
     for members in groups.values():
-        size = min(max_runs, share)
+        limit = default_runs(members[0].config) if asked is None else asked
+        size = min(limit, MAX_RUNS, share)
         batches += [members[i:i + size] for i in range(0, len(members), size)]
     return batches
+
+
+def default_runs(config: RunConfig) -> int:
+    """How many runs like ``config`` batch when nobody said: ``MAX_RUNS`` where a batch computes bitwise
+    what its runs compute alone (``Model.batch_exact``) or on CUDA, else 1 (one by one)."""
+    if engine.default_device().type == "cuda":
+        return MAX_RUNS
+    return MAX_RUNS if getattr(models.MODELS.get(config.model), "batch_exact", False) else 1
 
 
 def compute(jobs: list, device: str | None = None, *, progress: bool = False) -> list[tuple[str, dict]]:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from replicate.core import paths
+from replicate.core.threads import threads
 from replicate.core.errors import ReplicateError
 
 ATTEMPTS = 2  # a task that raises is tried once more, then reported
@@ -38,12 +39,10 @@ def compute_task(jobs: list, device: str | None = None) -> list[tuple[str, dict]
     """A worker's whole job: compute each run of the task (``(config, target, extra_metrics)``) with one
     torch thread, on ``device`` (None: this process's default), and return its cache CSV text and
     sidecar fields; nothing is written here."""
-    import torch
-
     from replicate.runs import batched
 
-    torch.set_num_threads(1)
-    return batched.compute([tuple(job) for job in jobs], device)  # one batch of runs (batched.group's)
+    with threads(1):  # a batch's rows then round as each run alone in a worker (runs/batched.py)
+        return batched.compute([tuple(job) for job in jobs], device)  # one batch of runs (batched.group's)
 
 
 @dataclass

@@ -82,7 +82,7 @@ def compute(jobs: list[Job | tuple], workers: int = 2, progress: bool = True,
         if executor.name == "local" and (workers <= 1 or sum(map(_cost, missing)) < PARALLEL_ABOVE):
             for task in batched.group(missing):
                 if len(task) > 1:  # a run alone is computed when it is read
-                    done(task, batched.compute(task))
+                    done(task, executors.compute_task(task))  # one thread, as a worker computes it
             return
         tasks = batched.group(missing, getattr(executor, "workers", 1))
         tasks.sort(key=lambda task: sum(map(_cost, task)), reverse=True)

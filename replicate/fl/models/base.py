@@ -31,6 +31,9 @@ class Model:
     dropout_shape: tuple[int, ...] | None = None
     eval_batch_size: int = 1024  # samples per evaluation chunk (bounds memory)
     uncounted: tuple[int, ...] = ()  # target tokens left out of the accuracy (padding, sequence marks)
+    # Runs batched as one stack of rows (fl/batching) compute bitwise what each computes alone, one thread
+    # (tests/test_batched_runs.py); False: kernels of another batch shape may round differently.
+    batch_exact: bool = False
 
     @property
     def num_params(self) -> int:

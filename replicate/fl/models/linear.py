@@ -6,6 +6,7 @@ the layout CPU batched GEMM likes best; it is the fast path that plain-SGD algor
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -31,6 +32,7 @@ class LogisticRegression(Model):
         return (torch.rand(self.num_params, generator=generator, dtype=dtype, device=generator.device) * 2 - 1) * bound
 
     fused = True  # has ``sgd``, the fused local solver
+    batch_exact = True  # its step is per-row GEMMs and elementwise ops, each run's arithmetic kept (fused_runs)
     eval_batch_size = 1 << 20  # logits are n × C: one chunk keeps the plain mean of earlier results
 
     def forward(self, params, x, noise=None):
@@ -74,29 +76,35 @@ class LogisticRegression(Model):
         """
         return math.sqrt(2.0) * float(row_norms.max())
 
-    def sgd(self, flat: torch.Tensor, batches, steps, lr, decay, pull_rate,
-            clip_norm: float | None = None) -> torch.Tensor:
+    def sgd(self, flat: torch.Tensor, batches, steps, runs, clip_norm: float | None = None) -> torch.Tensor:
         """Local SGD for all K rows of ``flat`` at once: the linear model's fused solver.
 
         ``steps`` is an int, or a (K,) tensor of per-row step counts: a row that has done its
         count is left as it is while the others go on. ``batches(s, rows=None)`` gives step s's prepared
         ``(x_aug (K, b, d+1), onehot (K, b, C), mask, row_norms)`` with ``row_norms`` (K, b) =
         ‖x_i‖ (needed only with ``clip_norm``), for the given rows only. The update is the algorithm's
-        (``replicate.fl.sgd``): w ← decay·w + pull_rate·w₀ − lr·clip(∇), with ``(decay, pull_rate)`` =
-        ``PlainSGD.coefficients(lr, λ)`` (``pull_rate`` None without a proximal term); ``lr``, ``decay`` and
-        ``pull_rate`` are floats or (K, 1, 1) per-row tensors. Same maths as the generic step (tests check they agree).
+        (``replicate.fl.sgd``): w ← decay·w + pull_rate·w₀ − lr·clip(∇), with each run's rows, rate and
+        coefficients in ``runs`` (``sgd.RunRows``, one per run: one unless runs are batched). Same maths as
+        the generic step (tests check they agree).
 
         Layout: the parameters stay class-major, (K, C, d+1), for the whole call, so both
         products run with the narrow class dimension leading (logits as (K, C, b) = W·xᵀ, the
         update as one ``baddbmm`` of (K, C, b)·(K, b, d+1)), which CPU batched GEMM does 2–3x
         faster than the (K, b, d+1)·(K, d+1, C) layout, and no step transposes anything.
         Clipping: ‖∇‖ ≤ Σ_i ω_i ‖p_i − e_{y_i}‖·‖x_i‖ costs K·b·C to evaluate; only at steps
-        where that bound reaches ``clip_norm`` for some client is the gradient formed
+        where that bound reaches ``clip_norm`` for some client of a run is that run's gradient formed
         explicitly and its exact norm taken. Elsewhere clipping is a no-op either way.
+        Several runs (``fused_runs``) compute every row exactly as its run alone would.
         """
         k = flat.shape[0]
         w = flat.reshape(k, self.d + 1, self.c).transpose(1, 2).contiguous()
-        pull = None if pull_rate is None else w * pull_rate  # lr·μ·w₀, the same every step
+        if len(runs) == 1:
+            lr, decay, pull_rate = runs[0].lr, runs[0].decay, runs[0].pull_rate
+            step = functools.partial(_sgd_step, lr=lr, decay=decay, pull=None if pull_rate is None else w * pull_rate)
+        else:
+            from replicate.fl.models import fused_runs  # (it builds on this module's step pieces)
+
+            step = fused_runs.Step(w, runs)
         counts = steps if torch.is_tensor(steps) else None
         live = k  # rows still working; counts only change at a row's last step, so track them lazily
         idx = None
@@ -105,14 +113,10 @@ class LogisticRegression(Model):
                 idx = (counts > s).nonzero().squeeze(1)  # only the rows still working: no wasted gathers or GEMMs
                 live = idx.numel()
             if idx is None:
-                _sgd_step(w, *batches(s), lr, decay, pull, clip_norm)
+                step(w, *batches(s), clip_norm=clip_norm)
                 continue
-
-            def rows(t):
-                return t.index_select(0, idx) if torch.is_tensor(t) and t.dim() and t.shape[0] == k else t
-
             sub = w.index_select(0, idx)
-            _sgd_step(sub, *batches(s, idx), rows(lr), rows(decay), rows(pull), clip_norm)
+            step(sub, *batches(s, idx), clip_norm=clip_norm, rows=idx)
             w.index_copy_(0, idx, sub)
         return w.transpose(1, 2).reshape(k, -1)
 
@@ -133,25 +137,14 @@ def clip_may_act(bound, clip_norm: float) -> bool:
     return bool((bound * (1 + 1e-4) + 1e-6 >= clip_norm).any())
 
 
-def _may_clip(g: torch.Tensor, row_norms: torch.Tensor, clip_norm: float) -> bool:
-    """``clip_may_act`` for the clients' gradients Σ_i g_i x_iᵀ (g: (K, C, b), already weighted),
-    by the triangle bound Σ_i ‖g_i‖·‖x_i‖."""
-    return clip_may_act((g.square().sum(1).sqrt_() * row_norms).sum(-1), clip_norm)
-
-
-def _sgd_step(w, x, onehot, mask, row_norms, lr, decay, pull, clip_norm) -> None:
-    """One fused SGD step on class-major parameters ``w`` (K, C, d+1), in place."""
-    g = torch.bmm(w, x.transpose(1, 2)).softmax(dim=1).sub_(onehot.transpose(1, 2))  # dCE/dlogits
-    if mask is None:
-        g.div_(x.shape[1])
-    else:
-        m = mask.to(g.dtype)
-        g.mul_((m / m.sum(1, keepdim=True)).unsqueeze(1))
-    if clip_norm is not None and _may_clip(g, row_norms, clip_norm):
-        grad = torch.bmm(g, x)
-        norms = torch.linalg.vector_norm(grad, dim=(1, 2), keepdim=True)
-        factor = sgd.clip_factor(norms, clip_norm).mul_(lr)
-        w.mul_(decay).sub_(grad.mul_(factor))
+def _sgd_step(w, x, onehot, mask, row_norms, *, lr, decay, pull, clip_norm, rows=None) -> None:
+    """One fused SGD step on class-major parameters ``w`` (K, C, d+1), in place (``rows``: the
+    rows of the round's K that ``w`` holds, when only some still work)."""
+    if rows is not None:
+        lr, decay, pull = (t.index_select(0, rows) if torch.is_tensor(t) and t.dim() else t for t in (lr, decay, pull))
+    g = gradient_weights(w, x, onehot, mask)
+    if clip_norm is not None and may_clip(g, row_norms, clip_norm).any():
+        explicit_(w, g, x, lr, decay, clip_norm)
     else:
         g.mul_(lr)
         if torch.is_tensor(decay):
@@ -160,3 +153,35 @@ def _sgd_step(w, x, onehot, mask, row_norms, lr, decay, pull, clip_norm) -> None
             w.baddbmm_(g, x, beta=decay, alpha=-1.0)
     if pull is not None:
         w.add_(pull)
+
+
+def gradient_weights(w, x, onehot, mask, masked=None) -> torch.Tensor:
+    """dCE/dlogits of every sample, weighted for a mean over each row's real samples: (K, C, b).
+
+    A row without a mask divides by the width b; a masked row multiplies by m/Σm. ``masked`` (K,)
+    marks, in a batch of runs, the rows whose run alone had a mask: the others multiply by m (exact)
+    and divide by Σm, which is their width, so each row rounds as it does alone."""
+    g = torch.bmm(w, x.transpose(1, 2)).softmax(dim=1).sub_(onehot.transpose(1, 2))
+    if mask is None:
+        return g.div_(x.shape[1])
+    m = mask.to(g.dtype)
+    total = m.sum(1, keepdim=True)
+    if masked is None or bool(masked.all()):
+        return g.mul_((m / total).unsqueeze(1))
+    keep = masked.unsqueeze(1)
+    return g.mul_(torch.where(keep, m / total, m).unsqueeze(1)).div_(torch.where(keep, 1.0, total).unsqueeze(1))
+
+
+def may_clip(g: torch.Tensor, row_norms: torch.Tensor, clip_norm: float) -> torch.Tensor:
+    """Per row (K,), whether clipping may act on the gradient Σ_i g_i x_iᵀ (g: (K, C, b), already
+    weighted), by the triangle bound Σ_i ‖g_i‖·‖x_i‖ with ``clip_may_act``'s margin for rounding."""
+    bound = (g.square().sum(1).sqrt_() * row_norms).sum(-1)
+    return bound * (1 + 1e-4) + 1e-6 >= clip_norm
+
+
+def explicit_(w, g, x, lr, decay, clip_norm) -> None:
+    """w ← decay·w − lr·clip(Σ_i g_i x_iᵀ), the gradient formed explicitly to take its exact norm."""
+    grad = torch.bmm(g, x)
+    norms = torch.linalg.vector_norm(grad, dim=(1, 2), keepdim=True)
+    factor = sgd.clip_factor(norms, clip_norm).mul_(lr)
+    w.mul_(decay).sub_(grad.mul_(factor))

@@ -205,3 +205,46 @@ def test_cifar_configs_and_run_configs():
         cifar.Fig2Config.for_profile("paper", num_clients=101)
     with pytest.raises(ReplicateError, match="c·η²"):
         cifar.Fig4Config.for_profile("paper", stem_lr=[1.0], stem_c=[200.0])
+
+
+def _fake_measured(samples_of, config):
+    """Rows as ``measured.measured`` returns them, from made-up samples per (b, I, seed)."""
+    import pandas as pd
+
+    rows = []
+    for (b, i), s in [(p, s) for p in config.pairs for s in config.seeds]:
+        samples = samples_of(b, i, s)
+        rows.append({"b": b, "I": i, "product": b * i, "seed": s, "relative": b * i / config.product,
+                     "rounds": samples / (b * i) - 1, "samples": samples, "last_train_loss": 0.4})
+    return pd.DataFrame(rows)
+
+
+def test_figure1_measured_claims_hold_and_fail_on_made_up_runs():
+    from replicate.experiments.khanduri2021 import measured
+
+    config = measured.Fig1MeasuredConfig.for_profile("paper")
+    remark3 = lambda b, i, s: 1600.0 * max(1.0, b * i / config.product) + s  # noqa: E731  (Remark 3's shape)
+    claims = measured.measured_claims(_fake_measured(remark3, config), config)
+    assert [c.passed for c in claims] == [True, True, True] and all(c.kind == "replication" for c in claims)
+    assert all(c.source.startswith("§3.1, Remark") for c in claims)
+    wasteful = lambda b, i, s: 1600.0 * (2.5 if (b, i, s) == (8, 10, 1) else 1.0)  # noqa: E731
+    first, _, third = measured.measured_claims(_fake_measured(wasteful, config), config)
+    assert not first.passed and not third.passed  # seed 1: the curve's mean above 4P's; one split 2.5× another
+    never = lambda b, i, s: math.inf if (b, i) == (40, 2) else remark3(b, i, s)  # noqa: E731
+    first, _, third = measured.measured_claims(_fake_measured(never, config), config)
+    assert not first.passed and not third.passed and "never" in first.result
+
+
+def test_figure1_measured_config_and_run_configs():
+    from replicate.experiments.khanduri2021 import measured
+    from replicate.fl.algorithms import Stem
+
+    config = measured.Fig1MeasuredConfig.for_profile("paper")
+    run = config.run_config(2, 40, 1)
+    assert (run.batch_size, run.local_steps, run.rounds, run.algorithm) == (2, 40, 80, Stem(momentum_c=150.0))
+    assert run.eval_every == 2 and run.lr_decay == pytest.approx(80 / 540)  # every 160 samples per worker
+    assert config.run_config(128, 10, 0).eval_every == 1
+    with pytest.raises(ReplicateError, match="larger product"):
+        measured.Fig1MeasuredConfig.for_profile("paper", pairs=[[2, 10], [8, 10]])
+    with pytest.raises(ReplicateError, match="c·η²"):
+        measured.Fig1MeasuredConfig.for_profile("paper", stem_lr=1.0)

@@ -40,6 +40,7 @@ FIGURES = {
     "fedprox2020/stragglers": "replicate.experiments.fedprox2020.stragglers:StragglersConfig",
     "khanduri2021/table1": "replicate.experiments.khanduri2021.table1:Table1Config",
     "khanduri2021/fig1": "replicate.experiments.khanduri2021.tradeoff:Fig1Config",
+    "khanduri2021/fig1_measured": "replicate.experiments.khanduri2021.measured:Fig1MeasuredConfig",
     "khanduri2021/fig2": "replicate.experiments.khanduri2021.cifar:Fig2Config",
     "khanduri2021/fig3": "replicate.experiments.khanduri2021.cifar:Fig3Config",
     "khanduri2021/fig4": "replicate.experiments.khanduri2021.cifar:Fig4Config",

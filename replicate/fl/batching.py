@@ -9,11 +9,11 @@ the engine trains that round with one batched gradient per local step, and ``Rou
 hands each run its rows back for its own message and server step. A batch of one run is
 passed through untouched, so a single run computes exactly what it always did.
 
-Agreement with one-by-one runs: the same operations on the same rows; what may differ is the
-order of floating-point reductions inside a batched kernel of another shape, and a mask of
-all-True entries where a run alone had none (runs of unequal local work or full local
-batches of unequal width are padded to the widest). Tests bound the difference
-(``tests/test_batched_runs.py``).
+Agreement with one-by-one runs: the same operations on the same rows. ``Round.runs`` tells a fused
+solver each run's rows and whether its own mini-batches had a mask (runs of unequal local work or full
+local batches of unequal width are padded to the widest, the padding masked), so the logistic model's
+solver computes every row bitwise as its run alone (``fl/models/fused_runs.py``); kernels of another
+batch shape (convolutions, the LSTM) may sum in another order. ``tests/test_batched_runs.py`` checks both.
 """
 from __future__ import annotations
 

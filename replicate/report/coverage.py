@@ -179,6 +179,11 @@ ITEMS: tuple[Item, ...] = (
     Item("khanduri2021", "Figure 1", "analytic b–I trade-off surface", "analytic", "full",
          "an analytic illustration redrawn from the RECONSTRUCTED bound (spec §2.3, §7), constants and logs dropped; "
          "ε = 1e-4, K = 1 PROPOSED; Remarks 2-3 as consistency checks (nothing measured)", ("khanduri2021/fig1",)),
+    Item("khanduri2021", "(ours)", "Figure 1 measured: STEM to a training-loss target for (b, I) on and off the curve",
+         "paper", "full",
+         "not a figure of the paper: Remarks 2-3 tested on runs (MNIST, Figure 5's setting, K = 100, LeNet); the curve "
+         "b·I = 80, the nine pairs, the target 0.5 and STEM's κ̄ = 0.1, c = 150 PROPOSED; two seeds",
+         ("khanduri2021/fig1_measured",)),
     Item("khanduri2021", "Figures 2–4", "STEM vs FedAvg vs SCAFFOLD on CIFAR-10", "reduced", "limited",
          "notebooks (khanduri2021_fig2/3/4) at the spec's PROPOSED settings: K = 100 class-shard workers (490 / 90 "
          "images each; moderate: all classes, high: 5 of 10), LeNet-5 (2 conv + 3 linear), (b, I) = (8, 61), (64, 7), "

@@ -6,6 +6,8 @@ RECONSTRUCTS the bounds, the trade-off curves and Table 1's cells, and PROPOSES 
 text does not give. The maths lives in :mod:`replicate.theory.stem`.
 
 - ``tradeoff``: Figure 1, the analytic (b, I) trade-off surface and curve (``khanduri2021_fig1``)
+- ``measured``: Figure 1 measured (beyond the paper): STEM run to a target for (b, I) pairs on and off
+  the trade-off curve (``khanduri2021_fig1_measured``)
 - ``table1``: Table 1, sample and communication complexities, with this work's rows re-derived
   from the reconstructed bounds (``khanduri2021_table1``)
 - ``samples``: Figure 5, STEM vs FedAvg vs SCAFFOLD on MNIST against the samples accessed per

@@ -1,0 +1,206 @@
+"""Khanduri et al. 2021, Figure 1 measured (beyond the paper): STEM trained on MNIST for (b, I) pairs on
+and off a trade-off curve b·I = P, each run until its training loss reaches a target, and the samples
+per worker and communication rounds it needed set beside Figure 1(b)'s curve and Remark 3's prediction.
+
+Remark 3 (RECONSTRUCTED, spec §2.3): per worker STEM needs max{ε^{-3/2}, b·I·K·ε^{-1}}/K samples and
+max{ε^{-1}, ε^{-3/2}/(b·I·K)} rounds, so beyond the curve b·I = ε^{-1/2}/K the samples grow with b·I,
+short of it the rounds grow, and along it (Remark 2: ν from 0, Minibatch STEM, to 1, Fed STEM) both
+stay at the optimum. The curve's product has no measured counterpart (constants and logs are dropped),
+so this figure PROPOSES one: P = 80, Figure 5's b = 8, I = 10, where STEM was tuned. Pairs at P/4, P,
+4P and 16P, split between b and I several ways (``pairs``), run on two seeds.
+
+Setting: Figure 5's (``samples``): MNIST at high heterogeneity over K = 100 workers, the LeNet, full
+participation, STEM's eq. (2) step per epoch with Figure 5's CPU-scale tuned κ̄ = 0.1, c = 150
+(PROPOSED: the paper tunes per (b, I); one setting keeps the pairs comparable). Samples per worker at
+round r: b·I·r plus the initial batch B = b·I read before the first step (Figure 5 counts B among its
+gradients, not its samples); evaluations every
+``eval_samples`` samples per worker (every round where b·I is larger), so a pair's count is known to
+that grain.
+
+Symbols → names: b → ``b``, I → ``I``, P → ``product``, κ̄ → ``stem_lr``, c → ``stem_c``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+import numpy as np
+import pandas as pd
+
+from replicate.core.errors import ReplicateError
+from replicate.data.shards import HETEROGENEITY, WORKERS
+from replicate.experiments import knobs
+from replicate.experiments.khanduri2021.common import seeds_text
+from replicate.experiments.khanduri2021.samples import Fig5Config
+from replicate.experiments.khanduri2021.tradeoff import REMARK2, REMARK3_OFF
+from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
+from replicate.report.claims import check
+from replicate.runs import cache, pool
+
+DEVIATIONS = (
+    "Not a figure of the paper: Figure 1 is analytic there. The curve's product P = 80 (Figure 5's b = 8, I = 10), "
+    "the (b, I) pairs, the training-loss target and the fixed κ̄ = 0.1, c = 150 are PROPOSED.",
+    "Figure 5's setting (spec §6.2-§6.5): MNIST, 5 of 10 classes per worker, K = 100, LeNet, STEM's eq. (2) step "
+    "per epoch with w = σ² = 1; samples per worker count the initial batch B = b·I.",
+)
+
+
+@dataclass(frozen=True)
+class Fig1MeasuredConfig(knobs.FigureConfig):
+    """STEM to a training-loss target for (b, I) pairs around the product ``product``."""
+
+    heterogeneity: str = "high"  # Figure 5's partition
+    product: int = 80  # P: the b·I taken as the curve (Figure 5's b = 8, I = 10)
+    pairs: tuple[tuple[int, int], ...] = ((2, 10), (10, 2), (8, 10), (2, 40), (40, 2), (8, 40), (32, 10),
+                                          (32, 40), (128, 10))  # (b, I) at P/4, P, 4P, 16P
+    target_loss: float = 0.5  # global training loss to reach
+    samples_per_worker: int = 6400  # budget per run (≈ 12 local epochs); a run ends at the target
+    eval_samples: int = 160  # samples per worker between evaluations (at least one round)
+    stem_lr: float = 0.1  # κ̄
+    stem_c: float = 150.0  # c
+    seeds: tuple[int, ...] = (0, 1)
+    equal_factor: float = 2.0  # "similar along the curve": every split within this factor of the others
+    rounds_margin: float = 0.1  # "more rounds below the curve": by more than this fraction
+    workers: int = 2  # processes computing runs side by side
+    deviations: tuple[str, ...] = DEVIATIONS
+
+    CHOICES: ClassVar[dict] = {"heterogeneity": HETEROGENEITY}
+
+    @classmethod
+    def smoke(cls):
+        return cls(product=4, pairs=((1, 2), (2, 2), (4, 4)), target_loss=2.25, samples_per_worker=16,
+                   eval_samples=8, seeds=(0,), workers=1)
+
+    def validate(self) -> None:
+        products = {b * i for b, i in self.pairs}
+        if self.product not in products or not any(p > self.product for p in products):
+            raise ReplicateError("Fig1MeasuredConfig: pairs must include b·I = product and a larger product")
+        if any(b < 1 or i < 1 for b, i in self.pairs) or not self.target_loss > 0 or self.equal_factor < 1:
+            raise ReplicateError("Fig1MeasuredConfig: b, I ≥ 1, target_loss > 0 and equal_factor ≥ 1")
+        if c_first_epoch(self.stem_lr, self.stem_c) >= 1:
+            raise ReplicateError("Fig1MeasuredConfig: c·η² ≥ 1 in the first epoch (no momentum left)")
+
+    def run_config(self, b: int, I: int, seed: int):
+        """STEM at (b, I): Figure 5's run config with b and the evaluation grain set here."""
+        rounds = math.ceil(self.samples_per_worker / (b * I))
+        evals = max(1, math.ceil(self.samples_per_worker / self.eval_samples))
+        fig5 = replace(Fig5Config(), heterogeneity=self.heterogeneity, batch_size=b,
+                       samples_per_worker=self.samples_per_worker, evals=min(evals, rounds))
+        return fig5.run_config("stem", I, seed, self.stem_lr, self.stem_c).replace(rounds=rounds)
+
+    def dataset_names(self) -> tuple[str, ...]:
+        return (f"mnist_stem_{self.heterogeneity}",)
+
+
+def c_first_epoch(kappa: float, c: float) -> float:
+    """STEM's momentum weight a = c·η_1² in the first epoch (spec §6.5: below 1)."""
+    return c * (kappa / 2 ** (1 / 3)) ** 2
+
+
+def measured(config: Fig1MeasuredConfig, log=None) -> pd.DataFrame:
+    """One row per (b, I, seed): samples per worker and rounds to the target (inf when not reached in the
+    budget), with the run's last training loss."""
+    jobs = [(config.run_config(b, i, s), config.target_loss) for b, i in config.pairs for s in config.seeds]
+    pool.compute(jobs, workers=config.workers, log=log)
+    rows = []
+    for (b, i), s in [(p, s) for p in config.pairs for s in config.seeds]:
+        history = cache.run(config.run_config(b, i, s), stop_loss=config.target_loss, progress=False, log=log)
+        hit = history[history.train_loss <= config.target_loss]
+        rounds = float(hit["round"].iloc[0]) if len(hit) else math.inf
+        rows.append({"b": b, "I": i, "product": b * i, "seed": s, "relative": b * i / config.product,
+                     "rounds": rounds, "samples": (rounds + 1) * b * i,  # B = b·I before the first round
+                     "last_train_loss": float(history.train_loss.iloc[-1])})
+    return pd.DataFrame(rows)
+
+
+def measured_claims(data: pd.DataFrame, config: Fig1MeasuredConfig) -> list:
+    curve = data[data["product"] == config.product]
+    above = data[data["product"] > config.product]
+    below = data[data["product"] < config.product]
+    claims = []
+    fewer = {s: bool(np.isfinite(on := curve[curve.seed == s].samples.mean())
+                     and on <= above[above.seed == s].groupby("product").samples.mean().min()) for s in config.seeds}
+    claims.append(check(
+        f"Pairs on the curve (b·I = {config.product}) need no more samples per worker to reach training loss "
+        f"{config.target_loss:g} than pairs with a larger b·I (every seed)", all(fewer.values()),
+        _per_product(data, "samples"),
+        margin="the curve's mean over its splits ≤ the mean of every larger product, in every seed (no slack)",
+        paper_value="analytic: samples ∝ max{1, b·I/P} (Remark 3)", source=REMARK3_OFF))
+    if len(below):
+        more = {s: below[below.seed == s].groupby("product").rounds.mean().min()
+                > curve[curve.seed == s].rounds.mean() * (1 + config.rounds_margin) for s in config.seeds}
+        claims.append(check(
+            "Pairs short of the curve need more communication rounds (every seed)", all(more.values()),
+            _per_product(data, "rounds"),
+            margin=f"every smaller product's mean rounds > {1 + config.rounds_margin:g}× the curve's, in every seed",
+            paper_value="analytic: rounds ∝ max{1, P/(b·I)} (Remark 3)", source=REMARK3_OFF))
+    spread = {s: _ratio(curve[curve.seed == s].samples) for s in config.seeds}
+    claims.append(check(
+        f"Along the curve every split of b·I = {config.product} between b and I needs about the same samples "
+        "(Minibatch STEM to Fed STEM, every seed)", all(r <= config.equal_factor for r in spread.values()),
+        "samples per split: " + "; ".join(f"(b = {b}, I = {i}): {seeds_text(g.samples, ',.0f')}"
+                                          for (b, i), g in curve.groupby(["b", "I"], sort=False))
+        + f"; largest / smallest {seeds_text(list(spread.values()), '.2f')}",
+        margin=f"largest / smallest ≤ {config.equal_factor:g} in every seed",
+        paper_value="analytic: ε^(-3/2) samples for every ν on the curve (Remark 2)", source=REMARK2))
+    return claims
+
+
+def _ratio(values: pd.Series) -> float:
+    values = values.to_numpy(dtype=float)
+    return math.inf if not np.all(np.isfinite(values)) else float(values.max() / values.min())
+
+
+def _per_product(data: pd.DataFrame, column: str) -> str:
+    means = data.groupby(["product", "seed"])[column].mean().unstack("seed")
+    return "; ".join(f"b·I = {p}: {seeds_text(row.to_numpy(), ',.0f')}" for p, row in means.iterrows()) \
+        + " (mean over its splits, per seed)"
+
+
+def plot_measured(data: pd.DataFrame, config: Fig1MeasuredConfig):
+    """(a) the pairs in the (b, I) plane with the curve b·I = P; (b) samples, (c) rounds against b·I."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(14.0, 4.4))
+    means = data.groupby(["b", "I", "product"], as_index=False)[["samples", "rounds"]].mean()
+    finite = means[np.isfinite(means.samples)]
+    ax = axes[0]
+    b = np.geomspace(0.5, 4 * max(means.b.max(), config.product), 50)
+    for k, style in ((1, "-"), (0.25, ":"), (4, ":"), (16, ":")):
+        ax.plot(b, k * config.product / b, color="crimson" if k == 1 else "0.6", ls=style, lw=1.2 if k == 1 else 0.8,
+                label=f"b·I = {config.product} (the curve, P)" if k == 1 else None)
+        ax.annotate(f"{k:g}P", (b[-8], k * config.product / b[-8]), fontsize=7, color="0.4")
+    points = ax.scatter(finite.b, finite.I, c=np.log10(finite.samples), cmap="viridis", s=60, zorder=3)
+    for r in means.itertuples():
+        text = "never" if not np.isfinite(r.samples) else f"{r.samples:,.0f} / {r.rounds:.0f}"
+        ax.annotate(text, (r.b, r.I), textcoords="offset points", xytext=(5, 5), fontsize=7)
+    fig.colorbar(points, ax=ax, label="log10 samples per worker")
+    ax.set(xscale="log", yscale="log", xlabel="minibatch size b", ylabel="local updates I",
+           ylim=(0.5, 4 * means.I.max()))
+    ax.set_title("(a) measured pairs: samples per worker / rounds to target", fontsize=9)
+    ax.legend(fontsize=7, frameon=False, loc="lower left")
+    on = means[means["product"] == config.product]
+    for ax, column, shape, label in ((axes[1], "samples", lambda r: np.maximum(1, r), "samples per worker"),
+                                     (axes[2], "rounds", lambda r: np.maximum(1, 1 / r), "communication rounds")):
+        for (bb, ii), part in data.groupby(["b", "I"]):
+            values = part[column].replace(np.inf, np.nan)
+            x = bb * ii
+            ax.errorbar(x, values.mean(), yerr=[[values.mean() - values.min()], [values.max() - values.mean()]],
+                        marker="o", ms=4, capsize=2, color="crimson" if x == config.product else "0.3")
+            ax.annotate(f"({bb}, {ii})", (x, values.mean()), textcoords="offset points", xytext=(4, -9), fontsize=6)
+        relative = np.geomspace(means["product"].min(), means["product"].max(), 50) / config.product
+        ax.plot(relative * config.product, on[column].mean() * shape(relative), ls="--", color="0.5",
+                label="Remark 3's shape, through the curve's mean")
+        ax.axvline(config.product, color="crimson", lw=0.8)
+        ax.set(xscale="log", yscale="log", xlabel="b·I", ylabel=f"{label} to target")
+        ax.legend(fontsize=7, frameon=False)
+    axes[1].set_title("(b) samples: flat short of the curve, rising beyond", fontsize=9)
+    axes[2].set_title("(c) rounds: falling to the curve, flat beyond", fontsize=9)
+    fig.suptitle(f"Khanduri et al. 2021, Figure 1 measured (beyond the paper): STEM on MNIST "
+                 f"({config.heterogeneity} heterogeneity, K = {WORKERS}) to training loss {config.target_loss:g}; "
+                 f"seeds {list(config.seeds)}, mean and range", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+

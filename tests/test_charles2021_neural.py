@@ -17,6 +17,7 @@ from replicate.runs.measures import final
 from replicate.core.errors import ReplicateError
 from replicate.data.federated import FederatedDataset, Split
 from replicate.experiments.charles2021 import neural as exp, tuned
+from replicate.runs import tune
 
 
 def curves(losses: dict[float, list[float]], seeds=(0, 1), server_lr=0.01) -> pd.DataFrame:
@@ -109,8 +110,8 @@ def test_eta_is_tuned_per_gamma_on_the_tuning_seed(monkeypatch):
         last = final[(run_config.client_lr, run_config.algorithm.server_lr)] + 0.1 * run_config.seed
         return pd.DataFrame({"round": [0, 10, 20], "train_loss": [4.0, 3.0, last], "test_acc": [0.1, 0.2, 0.3]})
 
-    monkeypatch.setattr(exp.cache, "run", fake_run)
-    monkeypatch.setattr(exp.pool, "compute", lambda *a, **k: None)
+    monkeypatch.setattr(tune.cache, "run", fake_run)
+    monkeypatch.setattr(tune.pool, "compute", lambda *a, **k: None)
     data = exp.sweep(config)
     tuning = data[data.kind == "tuning"]
     assert len(tuning) == 4 and tuning.final_train_loss.isna().sum() == 0
@@ -192,8 +193,8 @@ def test_fig6_tunes_each_variant_by_final_accuracy(monkeypatch):
         return pd.DataFrame({"round": [0, 10, 20], "train_loss": [4.0, 3.0, 2.0 if last == last else np.nan],
                              "test_acc": [0.0, 0.3, last]})
 
-    monkeypatch.setattr(tuned.cache, "run", fake_run)
-    monkeypatch.setattr(tuned.pool, "compute", lambda *a, **k: None)
+    monkeypatch.setattr(tune.cache, "run", fake_run)
+    monkeypatch.setattr(tune.pool, "compute", lambda *a, **k: None)
     table = tuned.summary(tuned.tuned(config), config)
     assert table.groupby("server").client_lr.first().to_dict() == {"gd": 0.1, "heavyball": 0.01}  # diverged loses
     assert sorted(table.seed) == [0, 0, 1, 1]
@@ -250,8 +251,8 @@ def test_a_tuned_rate_at_its_grid_edge_is_flagged(monkeypatch):
         return pd.DataFrame({"round": [0, 10, 20], "train_loss": [4.0, 3.0, final[run_config.algorithm.server_lr]],
                              "test_acc": [0.1, 0.2, 0.3]})
 
-    monkeypatch.setattr(exp.cache, "run", fake_run)
-    monkeypatch.setattr(exp.pool, "compute", lambda *a, **k: None)
+    monkeypatch.setattr(tune.cache, "run", fake_run)
+    monkeypatch.setattr(tune.pool, "compute", lambda *a, **k: None)
     data = exp.sweep(config)
     assert exp.summary(data, config).eta_at_edge.all()
     claims = exp.sweep_claims(data, config)

@@ -22,7 +22,6 @@ Symbols → names: γ → ``client_lrs``, η → ``server_lrs``, M → ``clients
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
@@ -31,7 +30,7 @@ import pandas as pd
 
 from replicate.core.errors import ReplicateError
 from replicate.experiments import knobs
-from replicate.runs import cache, pool
+from replicate.runs.tune import at_grid_edge, tune_then_run
 from replicate.fl.algorithms import LocalUpdate
 from replicate.runs.config import RunConfig
 from replicate.runs.measures import final
@@ -164,11 +163,6 @@ class Fig13Config(Fig12Config):
                    seeds=(0,), eval_every=1, tail_rounds=1, early_rounds=1, workers=1)
 
 
-def at_grid_edge(value: float, grid) -> bool:
-    """Whether a tuned value is the smallest or largest of its grid (the optimum may lie beyond it)."""
-    return len(grid) > 1 and value in (min(grid), max(grid))
-
-
 def diverged(run: pd.DataFrame) -> bool:
     """Non-finite, or ending above where it started: the paper omits such runs."""
     loss = run.sort_values("round")["train_loss"].to_numpy(dtype=float)
@@ -178,30 +172,21 @@ def diverged(run: pd.DataFrame) -> bool:
 def sweep(config: Fig12Config, log=None) -> pd.DataFrame:
     """Tidy rows: ``kind`` = tuning (per dataset and (γ, η): mean final loss over the tuning seeds) and
     curve (per evaluation of the chosen η's run, every seed), with ``diverged`` per curve."""
-    tuning = config.seeds[:config.tune_seeds] if len(config.server_lrs) > 1 else ()
-    pool.compute([(config.run_config(d, g, e, s), None) for d in config.datasets for g in config.client_lrs
-                  for e in config.server_lrs for s in tuning], workers=config.workers, log=log)
-    rows, chosen = [], {}
-    for d in config.datasets:
-        for g in config.client_lrs:
-            scores = []
-            for e in config.server_lrs if tuning else config.server_lrs[:1]:
-                finals = [final(cache.run(config.run_config(d, g, e, s), progress=False, log=log), "train_loss",
-                                rounds=config.tail_rounds) for s in tuning]
-                scores.append((float(np.mean(finals)) if finals else math.nan, e))
-                if tuning:
-                    rows.append({"kind": "tuning", "dataset": d, "client_lr": g, "server_lr": e,
-                                 "final_train_loss": scores[-1][0]})
-            chosen[(d, g)] = min(scores, key=lambda se: (se[0], se[1]))[1] if tuning else scores[0][1]
-    finals = [(d, g, s, config.run_config(d, g, chosen[(d, g)], s)) for d in config.datasets
-              for g in config.client_lrs for s in config.seeds]
-    pool.compute([(c, None) for *_, c in finals], workers=config.workers, log=log)
+    tuned = len(config.server_lrs) > 1  # one η: Figure 12, nothing to tune
+    groups = {(d, g): list(config.server_lrs) for d in config.datasets for g in config.client_lrs}
+    # the lowest mean final training loss; on a tie the smaller η
+    found = tune_then_run(groups, lambda dg, e, s: config.run_config(dg[0], dg[1], e, s), config.seeds,
+                          config.tune_seeds if tuned else 0,
+                          lambda run: final(run, "train_loss", rounds=config.tail_rounds),
+                          pick=lambda scored: min(scored, key=lambda se: (se[0], se[1]))[1],
+                          workers=config.workers, log=log)
+    rows = [{"kind": "tuning", "dataset": d, "client_lr": g, "server_lr": e, "final_train_loss": score}
+            for (d, g), e, score in found.scores]
     frames = []
-    for d, g, s, c in finals:
-        history = cache.run(c, progress=False, log=log)
-        frames.append(history.assign(kind="curve", dataset=d, client_lr=g, server_lr=chosen[(d, g)], seed=s,
-                                     diverged=diverged(history),
-                                     eta_at_edge=tuning != () and at_grid_edge(chosen[(d, g)], config.server_lrs)))
+    for (d, g), s, history in found.runs:
+        e = found.chosen[(d, g)]
+        frames.append(history.assign(kind="curve", dataset=d, client_lr=g, server_lr=e, seed=s,
+                                     diverged=diverged(history), eta_at_edge=tuned and at_grid_edge(e, config.server_lrs)))
     return pd.concat([pd.DataFrame(rows), *frames], ignore_index=True)
 
 

@@ -21,9 +21,8 @@ import pandas as pd
 
 from replicate.core.errors import ReplicateError
 from replicate.experiments.charles2021.common import SERVER_LABELS
-from replicate.experiments.charles2021.neural import (FEMNIST_COPY, HALF_DECADES, SERVER_GRID, NeuralRuns,
-                                                     at_grid_edge, diverged)
-from replicate.runs import cache, pool
+from replicate.experiments.charles2021.neural import FEMNIST_COPY, HALF_DECADES, SERVER_GRID, NeuralRuns, diverged
+from replicate.runs.tune import at_grid_edge, tune_then_run
 from replicate.runs.measures import final
 from replicate.report import plotting
 from replicate.report.claims import check
@@ -95,30 +94,20 @@ def tuned(config: Fig6Config, log=None) -> pd.DataFrame:
     """Tidy rows: ``kind`` = tuning (per variant and (γ, η): the selection score) and curve (per
     evaluation of each variant's chosen (γ, η), every seed)."""
     grid = [(g, e) for g in config.client_lrs for e in config.server_lrs]
-    tune = config.seeds[:config.tune_seeds]
-    variants = config.variants()
-    pool.compute([(config.config(s, a, lr, seed), None) for _, s, a in variants for lr in grid for seed in tune],
-                 workers=config.workers, log=log)
-    rows, chosen = [], {}
-    for panel, server, alpha in variants:
-        scores = []
-        for lr in grid:
-            score = float(np.mean([_tail_accuracy(cache.run(config.config(server, alpha, lr, seed), progress=False,
-                                                            log=log), config.tail_rounds) for seed in tune]))
-            scores.append((score, lr))
-            rows.append({"kind": "tuning", "panel": panel, "variant": _label(server, alpha), "client_lr": lr[0],
-                         "server_lr": lr[1], "score": score})
-        chosen[(server, alpha)] = max(scores, key=lambda sl: (sl[0], -sl[1][0], -sl[1][1]))[1]
-    finals = [(p, s, a, seed) for p, s, a in variants for seed in config.seeds]
-    pool.compute([(config.config(s, a, chosen[(s, a)], seed), None) for _, s, a, seed in finals],
-                 workers=config.workers, log=log)
+    variants = {(server, alpha): panel for panel, server, alpha in config.variants()}
+    # the best mean tail accuracy; on a tie the smaller γ, then the smaller η
+    found = tune_then_run({v: grid for v in variants}, lambda v, lr, seed: config.config(v[0], v[1], lr, seed),
+                          config.seeds, config.tune_seeds, lambda run: _tail_accuracy(run, config.tail_rounds),
+                          pick=lambda scored: max(scored, key=lambda sl: (sl[0], -sl[1][0], -sl[1][1]))[1],
+                          workers=config.workers, log=log)
+    rows = [{"kind": "tuning", "panel": variants[v], "variant": _label(*v), "client_lr": g, "server_lr": e,
+             "score": score} for v, (g, e), score in found.scores]
     frames = []
-    for panel, server, alpha, seed in finals:
-        g, e = chosen[(server, alpha)]
-        history = cache.run(config.config(server, alpha, (g, e), seed), progress=False, log=log)
-        frames.append(history.assign(kind="curve", panel=panel, variant=_label(server, alpha), server=server,
-                                     alpha=alpha, client_lr=g, server_lr=e, seed=seed, diverged=diverged(history),
-                                     at_edge=_edges(config, g, e)))
+    for (server, alpha), seed, history in found.runs:
+        g, e = found.chosen[(server, alpha)]
+        frames.append(history.assign(kind="curve", panel=variants[(server, alpha)], variant=_label(server, alpha),
+                                     server=server, alpha=alpha, client_lr=g, server_lr=e, seed=seed,
+                                     diverged=diverged(history), at_edge=_edges(config, g, e)))
     return pd.concat([pd.DataFrame(rows), *frames], ignore_index=True)
 
 

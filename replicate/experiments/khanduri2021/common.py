@@ -16,7 +16,7 @@ import pandas as pd
 from replicate.core.threads import threads
 from replicate.data.shards import WORKERS
 from replicate.fl.algorithms import FedAvg, Scaffold, Stem
-from replicate.runs import cache, pool
+from replicate.runs.tune import at_grid_edge, tune_then_run
 from replicate.runs.config import RunConfig
 from replicate.runs.measures import final
 
@@ -63,45 +63,24 @@ class StemRuns:
 def grid_edges(candidates: list[dict], chosen: dict) -> str:
     """The tuned settings that sit at the smallest or largest value of their grid ("" if none): the best
     may lie beyond the grid."""
-    edges = []
-    for key, value in chosen.items():
-        grid = sorted({c[key] for c in candidates})
-        if len(grid) > 1 and value in (grid[0], grid[-1]):
-            edges.append(key)
-    return ", ".join(edges)
+    return ", ".join(key for key, value in chosen.items() if at_grid_edge(value, {c[key] for c in candidates}))
 
 
 def tune_and_run(config, local_updates, log=None) -> tuple[list[dict], list[tuple]]:
     """Tune every algorithm at every I on the first ``tune_seeds`` seeds (lowest mean final training
-    loss), then run the chosen rates on every seed. Returns the tuning rows (one per candidate) and
-    ``(algorithm, I, seed, history, chosen, at_edge)`` for every final run."""
+    loss, ``runs.tune``), then run the chosen rates on every seed. Returns the tuning rows (one per candidate)
+    and ``(algorithm, I, seed, history, chosen, at_edge)`` for every final run."""
+    groups = {(a, i): config.candidates(a) for i in local_updates for a in ALGORITHMS}
     # one intra-op thread, as the pool's workers: on a shared CPU a second thread waiting at every small
     # conv's barrier made a LeNet step 5× slower
     with threads(1):
-        return _tune_and_run(config, local_updates, log)
-
-
-def _tune_and_run(config, local_updates, log):
-    tuning_seeds = config.seeds[:config.tune_seeds]
-    jobs = [(config.run_config(a, i, s, **h), None) for i in local_updates for a in ALGORITHMS
-            for h in config.candidates(a) for s in tuning_seeds]
-    pool.compute(jobs, workers=config.workers, log=log)
-    rows, chosen = [], {}
-    for i in local_updates:
-        for a in ALGORITHMS:
-            scores = []
-            for h in config.candidates(a):
-                finals = [final(cache.run(config.run_config(a, i, s, **h), progress=False, log=log), "train_loss",
-                                fraction=config.tail) for s in tuning_seeds]
-                scores.append((float(np.mean(finals)), h))
-                rows.append({"kind": "tuning", "algorithm": LABELS[a], "local_updates": i, **h,
-                             "final_train_loss": scores[-1][0]})
-            chosen[(a, i)] = min(scores, key=lambda sh: sh[0])[1]
-    finals = [(a, i, s, config.run_config(a, i, s, **chosen[(a, i)])) for i in local_updates
-              for a in ALGORITHMS for s in config.seeds]
-    pool.compute([(c, None) for *_, c in finals], workers=config.workers, log=log)
-    return rows, [(a, i, s, cache.run(c, progress=False, log=log), chosen[(a, i)],
-                   grid_edges(config.candidates(a), chosen[(a, i)])) for a, i, s, c in finals]
+        found = tune_then_run(groups, lambda g, h, s: config.run_config(g[0], g[1], s, **h), config.seeds,
+                              config.tune_seeds, lambda run: final(run, "train_loss", fraction=config.tail),
+                              workers=config.workers, log=log)
+    rows = [{"kind": "tuning", "algorithm": LABELS[a], "local_updates": i, **h, "final_train_loss": score}
+            for (a, i), h, score in found.scores]
+    return rows, [(a, i, s, history, found.chosen[(a, i)], grid_edges(groups[(a, i)], found.chosen[(a, i)]))
+                  for (a, i), s, history in found.runs]
 
 
 def chosen_text(chosen: dict) -> str:

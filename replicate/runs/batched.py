@@ -67,10 +67,18 @@ def group(jobs: list, workers: int = 1, max_runs: int | None = None) -> list[lis
     batches = []
     share = max(1, math.ceil(len(jobs) / max(workers, 1)))
     for members in groups.values():
+        members.sort(key=lambda job: rate_order(job.config))
         limit = default_runs(members[0].config) if asked is None else asked
         size = min(limit, MAX_RUNS, share)
         batches += [members[i:i + size] for i in range(0, len(members), size)]
     return batches
+
+
+def rate_order(config: RunConfig) -> tuple:
+    """Sort key putting runs of equal client rates side by side in a batch: the fused solver updates each
+    stretch of runs sharing a rate with one GEMM (``fl/models/fused_runs.py``), so seeds of one rate cost
+    one call, not one per run. Order never changes a run's numbers."""
+    return (config.lr_schedule, config.client_lr, config.lr_decay)
 
 
 def default_runs(config: RunConfig) -> int:

@@ -161,6 +161,10 @@ def test_a_sweep_is_grouped_by_what_runs_share(monkeypatch):
     monkeypatch.delenv("REPLICATE_BATCH_RUNS")
     neural = [Job(c.replace(model="mlp")) for c in _sweep()]
     assert [len(b) for b in batched.group(neural)] == [1] * 5  # on a CPU: not bitwise, and slower batched
+    monkeypatch.setattr(batched.engine, "default_device", lambda: torch.device("cuda"))
+    assert [len(b) for b in batched.group(neural)] == [4, 1]  # on CUDA every model batches (the GPU hour)
+    rates = [job.config.client_lr for job in batched.group(jobs)[0]]
+    assert rates == sorted(rates)  # runs of one rate side by side: one GEMM slice in the fused solver
 
 
 def test_a_batched_sweep_caches_each_run_as_computed_alone(tmp_path, monkeypatch):

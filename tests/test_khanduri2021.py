@@ -215,7 +215,8 @@ def _fake_measured(samples_of, config):
     for (b, i), s in [(p, s) for p in config.pairs for s in config.seeds]:
         samples = samples_of(b, i, s)
         rows.append({"b": b, "I": i, "product": b * i, "seed": s, "relative": b * i / config.product,
-                     "rounds": samples / (b * i) - 1, "samples": samples, "last_train_loss": 0.4})
+                     "rounds": samples / (b * i) - 1, "samples": samples, "last_train_loss": 0.4,
+                     "outcome": "reached" if math.isfinite(samples) else "diverged"})
     return pd.DataFrame(rows)
 
 
@@ -232,7 +233,7 @@ def test_figure1_measured_claims_hold_and_fail_on_made_up_runs():
     assert not first.passed and not third.passed  # seed 1: the curve's mean above 4P's; one split 2.5× another
     never = lambda b, i, s: math.inf if (b, i) == (40, 2) else remark3(b, i, s)  # noqa: E731
     first, _, third = measured.measured_claims(_fake_measured(never, config), config)
-    assert not first.passed and not third.passed and "never" in first.result
+    assert not first.passed and not third.passed and "never" in first.result and "(40, 2) diverged" in first.result
 
 
 def test_figure1_measured_config_and_run_configs():

@@ -108,9 +108,11 @@ def measured(config: Fig1MeasuredConfig, log=None) -> pd.DataFrame:
         history = cache.run(config.run_config(b, i, s), stop_loss=config.target_loss, progress=False, log=log)
         hit = history[history.train_loss <= config.target_loss]
         rounds = float(hit["round"].iloc[0]) if len(hit) else math.inf
+        last = float(history.train_loss.iloc[-1])
         rows.append({"b": b, "I": i, "product": b * i, "seed": s, "relative": b * i / config.product,
                      "rounds": rounds, "samples": (rounds + 1) * b * i,  # B = b·I before the first round
-                     "last_train_loss": float(history.train_loss.iloc[-1])})
+                     "last_train_loss": last, "outcome": "reached" if len(hit) else
+                     ("diverged" if not math.isfinite(last) else "not reached")})
     return pd.DataFrame(rows)
 
 
@@ -154,8 +156,11 @@ def _ratio(values: pd.Series) -> float:
 
 def _per_product(data: pd.DataFrame, column: str) -> str:
     means = data.groupby(["product", "seed"])[column].mean().unstack("seed")
+    failed = data[data.outcome != "reached"].groupby(["b", "I", "outcome"], sort=False).seed.apply(list)
     return "; ".join(f"b·I = {p}: {seeds_text(row.to_numpy(), ',.0f')}" for p, row in means.iterrows()) \
-        + " (mean over its splits, per seed)"
+        + " (mean over its splits, per seed; never = a split did not reach the target)" \
+        + ("; " + ", ".join(f"({b}, {i}) {outcome} on seeds {seeds}" for (b, i, outcome), seeds in failed.items())
+           if len(failed) else "")
 
 
 def plot_measured(data: pd.DataFrame, config: Fig1MeasuredConfig):
@@ -163,8 +168,11 @@ def plot_measured(data: pd.DataFrame, config: Fig1MeasuredConfig):
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(14.0, 4.4))
-    means = data.groupby(["b", "I", "product"], as_index=False)[["samples", "rounds"]].mean()
-    finite = means[np.isfinite(means.samples)]
+    reached = data[data.outcome == "reached"]
+    means = reached.groupby(["b", "I", "product"], as_index=False)[["samples", "rounds"]].mean()
+    counts = data.groupby(["b", "I"]).outcome.agg(lambda o: (int((o == "reached").sum()), len(o),
+                                                            "diverged" if (o == "diverged").any() else "not reached"))
+    finite = means
     ax = axes[0]
     b = np.geomspace(0.5, 4 * max(means.b.max(), config.product), 50)
     for k, style in ((1, "-"), (0.25, ":"), (4, ":"), (16, ":")):
@@ -172,31 +180,37 @@ def plot_measured(data: pd.DataFrame, config: Fig1MeasuredConfig):
                 label=f"b·I = {config.product} (the curve, P)" if k == 1 else None)
         ax.annotate(f"{k:g}P", (b[-8], k * config.product / b[-8]), fontsize=7, color="0.4")
     points = ax.scatter(finite.b, finite.I, c=np.log10(finite.samples), cmap="viridis", s=60, zorder=3)
-    for r in means.itertuples():
-        text = "never" if not np.isfinite(r.samples) else f"{r.samples:,.0f} / {r.rounds:.0f}"
-        ax.annotate(text, (r.b, r.I), textcoords="offset points", xytext=(5, 5), fontsize=7)
+    for (bb, ii), (hits, runs, failure) in counts.items():
+        row = means[(means.b == bb) & (means.I == ii)]
+        text = f"{row.samples.iloc[0]:,.0f} / {row.rounds.iloc[0]:.0f}" if hits else failure
+        text += f" ({hits}/{runs} seeds)" if 0 < hits < runs else ""
+        if not hits:
+            ax.scatter([bb], [ii], marker="x", color="0.3", zorder=3)
+        ax.annotate(text, (bb, ii), textcoords="offset points", xytext=(-8, 7), fontsize=6)
     fig.colorbar(points, ax=ax, label="log10 samples per worker")
     ax.set(xscale="log", yscale="log", xlabel="minibatch size b", ylabel="local updates I",
-           ylim=(0.5, 4 * means.I.max()))
-    ax.set_title("(a) measured pairs: samples per worker / rounds to target", fontsize=9)
+           ylim=(0.5, 4 * data.I.max()))
+    ax.set_title("(a) samples per worker / rounds to target (×: no seed reached it)", fontsize=9)
     ax.legend(fontsize=7, frameon=False, loc="lower left")
     on = means[means["product"] == config.product]
     for ax, column, shape, label in ((axes[1], "samples", lambda r: np.maximum(1, r), "samples per worker"),
                                      (axes[2], "rounds", lambda r: np.maximum(1, 1 / r), "communication rounds")):
-        for (bb, ii), part in data.groupby(["b", "I"]):
-            values = part[column].replace(np.inf, np.nan)
+        for (bb, ii), part in reached.groupby(["b", "I"]):
+            values = part[column]
             x = bb * ii
             ax.errorbar(x, values.mean(), yerr=[[values.mean() - values.min()], [values.max() - values.mean()]],
                         marker="o", ms=4, capsize=2, color="crimson" if x == config.product else "0.3")
-            ax.annotate(f"({bb}, {ii})", (x, values.mean()), textcoords="offset points", xytext=(4, -9), fontsize=6)
-        relative = np.geomspace(means["product"].min(), means["product"].max(), 50) / config.product
-        ax.plot(relative * config.product, on[column].mean() * shape(relative), ls="--", color="0.5",
-                label="Remark 3's shape, through the curve's mean")
+            ax.annotate(f"({bb}, {ii})", (x, values.mean()), textcoords="offset points", fontsize=6,
+                        xytext=(4, -9 if ii >= bb else 4))  # splits of one product apart
+        if len(on) and len(means):
+            relative = np.geomspace(data["product"].min(), data["product"].max(), 50) / config.product
+            ax.plot(relative * config.product, on[column].mean() * shape(relative), ls="--", color="0.5",
+                    label="Remark 3's shape, through the curve's mean")
         ax.axvline(config.product, color="crimson", lw=0.8)
         ax.set(xscale="log", yscale="log", xlabel="b·I", ylabel=f"{label} to target")
         ax.legend(fontsize=7, frameon=False)
-    axes[1].set_title("(b) samples: flat short of the curve, rising beyond", fontsize=9)
-    axes[2].set_title("(c) rounds: falling to the curve, flat beyond", fontsize=9)
+    axes[1].set_title("(b) samples per worker (runs that reached the target)", fontsize=9)
+    axes[2].set_title("(c) communication rounds (runs that reached the target)", fontsize=9)
     fig.suptitle(f"Khanduri et al. 2021, Figure 1 measured (beyond the paper): STEM on MNIST "
                  f"({config.heterogeneity} heterogeneity, K = {WORKERS}) to training loss {config.target_loss:g}; "
                  f"seeds {list(config.seeds)}, mean and range", fontsize=10)

@@ -182,7 +182,12 @@ ITEMS: tuple[Item, ...] = (
     Item("khanduri2021", "(ours)", "Figure 1 measured: STEM to a training-loss target for (b, I) on and off the curve",
          "paper", "full",
          "not a figure of the paper: Remarks 2-3 tested on runs (MNIST, Figure 5's setting, K = 100, LeNet); the curve "
-         "b·I = 80, the nine pairs, the target 0.5 and STEM's κ̄ = 0.1, c = 150 PROPOSED; two seeds",
+         "b·I = 80, the nine pairs, the target 0.5 and STEM's κ̄ = 0.1, c = 150 PROPOSED; two seeds. With one (κ̄, c), "
+         "tuned at (8, 10), 7 of 18 runs diverged (both I = 2 splits, (2, 40) on seed 0) and b = 128 did not reach the "
+         "target in its budget, so all three claims fail on those runs, not on a measured trade-off. The runs that "
+         "reached it follow Remark 3's shape: (2, 10) 500 samples / 24 rounds, (8, 10) 880 / 10, (8, 40) 1,920 / 5, "
+         "(32, 10) 3,200 / 9, (32, 40) 6,400 / 4 (both seeds alike). Tuning (κ̄, c) per pair, the paper's protocol, is "
+         "the next step (≈ 4-5 h here). 74 min of one core for the 18 runs",
          ("khanduri2021/fig1_measured",)),
     Item("khanduri2021", "Figures 2–4", "STEM vs FedAvg vs SCAFFOLD on CIFAR-10", "reduced", "limited",
          "notebooks (khanduri2021_fig2/3/4) at the spec's PROPOSED settings: K = 100 class-shard workers (490 / 90 "

@@ -7,6 +7,7 @@ import pytest
 from replicate.core import paths
 from replicate.experiments import work
 from replicate.report import coverage, replication
+from replicate.runs import tune
 
 COMMITTED = paths.figures_dir() / work.FILE
 
@@ -83,7 +84,8 @@ def _same_plan(seen, figure):
 
 
 def _recorder(monkeypatch, module):
-    """Replace ``module``'s pool and run cache by recorders: the configs the figure code asks for, none run."""
+    """Replace ``module``'s pool and run cache by recorders (``runs.tune``'s, which every tuned figure calls): the
+    configs the figure code asks for, none run."""
     seen = []
 
     class Pool:
@@ -106,11 +108,11 @@ def _recorder(monkeypatch, module):
 def test_the_stem_enumeration_is_what_the_figure_code_runs(monkeypatch, name):
     from replicate.experiments.khanduri2021 import cifar, common, samples
 
-    seen = _recorder(monkeypatch, common)
+    seen = _recorder(monkeypatch, tune)
     config = {"Fig. 2": cifar.Fig2Config, "Fig. 3": cifar.Fig3Config, "Fig. 5": samples.Fig5Config}[name[:6]]()
     for part in config.compared() if hasattr(config, "compared") else [config]:
         updates = part.local_updates if isinstance(part.local_updates, tuple) else (part.local_updates,)
-        common._tune_and_run(part, updates, None)
+        common.tune_and_run(part, updates, None)
     figure = next(f for f in work.FIGURES if f.figure.startswith(name))
     _same_plan(seen, figure)
 
@@ -119,11 +121,10 @@ def test_the_stem_enumeration_is_what_the_figure_code_runs(monkeypatch, name):
 def test_the_charles_enumeration_is_what_the_figure_code_runs(monkeypatch, name):
     from replicate.experiments.charles2021 import neural, tuned
 
+    seen = _recorder(monkeypatch, tune)
     if name == "Fig. 6 / 11":
-        seen = _recorder(monkeypatch, tuned)
         tuned.tuned(tuned.Fig6Config())
     else:
-        seen = _recorder(monkeypatch, neural)
         neural.sweep(neural.Fig12Config() if name == "Fig. 12" else neural.Fig13Config())
     figure = next(f for f in work.FIGURES if f.figure.startswith(name))
     _same_plan(seen, figure)

@@ -71,26 +71,26 @@ def ray_address() -> str | None:
     return os.environ.get("RAY_ADDRESS") or None
 
 
-def workers() -> int | None:
-    """Worker processes of the local executor (`REPLICATE_WORKERS`); None: one per usable CPU core."""
-    value = os.environ.get("REPLICATE_WORKERS")
+def _positive_int(name: str) -> int | None:
+    """The environment variable ``name`` as a positive whole number; None when unset or empty."""
+    value = os.environ.get(name)
     if not value:
         return None
     if not value.isdigit() or int(value) < 1:
-        raise ReplicateError(f"REPLICATE_WORKERS must be a positive whole number, got {value!r}")
+        raise ReplicateError(f"{name} must be a positive whole number, got {value!r}")
     return int(value)
+
+
+def workers() -> int | None:
+    """Worker processes of the local executor (`REPLICATE_WORKERS`); None: one per usable CPU core."""
+    return _positive_int("REPLICATE_WORKERS")
 
 
 def batch_runs() -> int | None:
     """Runs the sweep runner may train as one batch (`REPLICATE_BATCH_RUNS`, `--batch-runs`; 1: one by one).
     None when unset: the runner's default (``runs.batched.default_runs``: batched where rows compute bitwise
     as runs alone, or on CUDA)."""
-    value = os.environ.get("REPLICATE_BATCH_RUNS")
-    if not value:
-        return None
-    if not value.isdigit() or int(value) < 1:
-        raise ReplicateError(f"REPLICATE_BATCH_RUNS must be a positive whole number, got {value!r}")
-    return int(value)
+    return _positive_int("REPLICATE_BATCH_RUNS")
 
 
 def ray_gpus() -> float:

@@ -40,7 +40,7 @@ class StemRuns:
 
     def stem_grid(self) -> list[tuple[float, float]]:
         """(κ̄, c) pairs whose first-epoch momentum weight a = c·η_1² stays below 1 (spec §6.5)."""
-        return [(k, c) for k in self.stem_lr for c in self.stem_c if c * (k / 2 ** (1 / 3)) ** 2 < 1]
+        return [(k, c) for k in self.stem_lr for c in self.stem_c if first_momentum_weight(k, c) < 1]
 
     def run_config(self, algorithm: str, local_updates: int, seed: int, lr: float, c: float = 1.0) -> RunConfig:
         rounds = self.rounds(local_updates)
@@ -58,6 +58,11 @@ class StemRuns:
         if algorithm == "stem":
             return [{"lr": k, "c": c} for k, c in self.stem_grid()]
         return [{"lr": lr} for lr in self.client_lr]
+
+
+def first_momentum_weight(kappa: float, c: float) -> float:
+    """STEM's momentum weight a = c·η_1² in the first epoch, η_1 = κ̄/2^(1/3) (spec §6.5: must stay below 1)."""
+    return c * (kappa / 2 ** (1 / 3)) ** 2
 
 
 def grid_edges(candidates: list[dict], chosen: dict) -> str:

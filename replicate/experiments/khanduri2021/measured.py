@@ -31,7 +31,7 @@ import pandas as pd
 from replicate.core.errors import ReplicateError
 from replicate.data.shards import HETEROGENEITY, WORKERS
 from replicate.experiments import knobs
-from replicate.experiments.khanduri2021.common import seeds_text
+from replicate.experiments.khanduri2021.common import first_momentum_weight, seeds_text
 from replicate.experiments.khanduri2021.samples import Fig5Config
 from replicate.experiments.khanduri2021.tradeoff import REMARK2, REMARK3_OFF
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
@@ -78,7 +78,7 @@ class Fig1MeasuredConfig(knobs.FigureConfig):
             raise ReplicateError("Fig1MeasuredConfig: pairs must include b·I = product and a larger product")
         if any(b < 1 or i < 1 for b, i in self.pairs) or not self.target_loss > 0 or self.equal_factor < 1:
             raise ReplicateError("Fig1MeasuredConfig: b, I ≥ 1, target_loss > 0 and equal_factor ≥ 1")
-        if c_first_epoch(self.stem_lr, self.stem_c) >= 1:
+        if first_momentum_weight(self.stem_lr, self.stem_c) >= 1:
             raise ReplicateError("Fig1MeasuredConfig: c·η² ≥ 1 in the first epoch (no momentum left)")
 
     def run_config(self, b: int, I: int, seed: int):
@@ -91,11 +91,6 @@ class Fig1MeasuredConfig(knobs.FigureConfig):
 
     def dataset_names(self) -> tuple[str, ...]:
         return (f"mnist_stem_{self.heterogeneity}",)
-
-
-def c_first_epoch(kappa: float, c: float) -> float:
-    """STEM's momentum weight a = c·η_1² in the first epoch (spec §6.5: below 1)."""
-    return c * (kappa / 2 ** (1 / 3)) ** 2
 
 
 def measured(config: Fig1MeasuredConfig, log=None) -> pd.DataFrame:

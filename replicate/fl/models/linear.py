@@ -134,7 +134,12 @@ def clip_may_act(bound, clip_norm: float) -> bool:
     """Whether gradients whose norms are at most ``bound`` (a float or a tensor of per-client
     bounds) may be clipped at ``clip_norm``, with a margin for rounding."""
     bound = bound if torch.is_tensor(bound) else torch.tensor(bound, dtype=torch.float32, device="cpu")
-    return bool((bound * (1 + 1e-4) + 1e-6 >= clip_norm).any())
+    return bool(_within_margin(bound, clip_norm).any())
+
+
+def _within_margin(bound: torch.Tensor, clip_norm: float) -> torch.Tensor:
+    """Elementwise: a norm of at most ``bound`` may reach ``clip_norm`` (a margin for rounding)."""
+    return bound * (1 + 1e-4) + 1e-6 >= clip_norm
 
 
 def _sgd_step(w, x, onehot, mask, row_norms, *, lr, decay, pull, clip_norm, rows=None) -> None:
@@ -175,8 +180,7 @@ def gradient_weights(w, x, onehot, mask, masked=None) -> torch.Tensor:
 def may_clip(g: torch.Tensor, row_norms: torch.Tensor, clip_norm: float) -> torch.Tensor:
     """Per row (K,), whether clipping may act on the gradient Σ_i g_i x_iᵀ (g: (K, C, b), already
     weighted), by the triangle bound Σ_i ‖g_i‖·‖x_i‖ with ``clip_may_act``'s margin for rounding."""
-    bound = (g.square().sum(1).sqrt_() * row_norms).sum(-1)
-    return bound * (1 + 1e-4) + 1e-6 >= clip_norm
+    return _within_margin((g.square().sum(1).sqrt_() * row_norms).sum(-1), clip_norm)
 
 
 def explicit_(w, g, x, lr, decay, clip_norm) -> None:

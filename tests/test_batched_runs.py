@@ -50,23 +50,25 @@ CASES = {
     "fedavg-stragglers": (logistic64, [FedAvg("weighted", 5, straggler_fraction=0.5), FedAvg("weighted", 4)],
                           LocalWork(3, "epochs", 16)),
     "fedavg-full-batch": (logistic64, [FedAvg("full")] * 3, LocalWork(2, "steps", None)),
-    "fedprox-stragglers": (logistic64, [FedProx(0.1, 5, straggler_fraction=0.5), FedProx(0.1, 3, "proportional"),
-                                        FedProx(0.1, 4, straggler_fraction=0.9, server_lr=0.7)],
+    "fedprox-stragglers": (logistic64, [FedProx(0.1, 5, straggler_fraction=0.5), FedProx(0.3, 3, "proportional"),
+                                        FedProx(0.1, 4, straggler_fraction=0.9, server_lr=0.7)],  # μ differs: a row each
                            LocalWork(3, "epochs", 16)),
-    "fedprox-float32": (logistic32, [FedProx(0.2, 4, straggler_fraction=0.5), FedProx(0.2, 6)],
+    "fedprox-float32": (logistic32, [FedProx(0.2, 4, straggler_fraction=0.5), FedProx(0.05, 6)],
                         LocalWork(2, "epochs", 16)),
     "scaffold-II": (logistic64, [Scaffold(), Scaffold(4, server_lr=0.5), Scaffold(6)], LocalWork(3, "steps", 8)),
     "scaffold-I": (logistic64, [Scaffold(option="I"), Scaffold(5, server_lr=2.0, option="I")],
                    LocalWork(3, "steps", 8)),
     "stem": (logistic64, [Stem(0.5), Stem(4.0), Stem(0.5)], LocalWork(3, "steps", 8)),  # c differs: a row each
-    "local-update": (logistic64, [LocalUpdate(0.5, momentum=0.9, nesterov=True, alpha=0.1),
-                                  LocalUpdate(1.0, clients_per_round=4, alpha=0.1), LocalUpdate(0.3, alpha=0.1)],
+    "local-update": (logistic64, [LocalUpdate(0.5, momentum=0.9, nesterov=True, alpha=0.1),  # α differs: a row each
+                                  LocalUpdate(1.0, clients_per_round=4, alpha=0.2), LocalUpdate(0.3, alpha=0.1)],
                      LocalWork(3, "steps", 8)),
     "fedadam": (logistic64, [FedAdam(5), FedAdam(4, server_lr=0.05, beta1=0.5)], LocalWork(2, "steps", 8)),
     "quadratic-fedavg": (quadratic, [FedAvg("full"), FedAvg("full", server_lr=0.5), FedAvg("scheme2", 2)],
                          LocalWork(4, "steps", None)),
     "cnn-dropout": (lambda: SampleProblem(image_dataset(), cnn()), [FedAvg("scheme2", 3), FedAvg("scheme2", 4)],
                     LocalWork(2, "epochs", 4)),
+    "cnn-fedprox": (lambda: SampleProblem(image_dataset(), cnn()), [FedProx(0.1, 3), FedProx(0.5, 4)],
+                    LocalWork(2, "epochs", 4)),  # the generic step with a μ per row
 }
 SCHEDULES = [LRSchedule("constant", 0.1), LRSchedule("inverse", 0.2, 1.0), LRSchedule("constant", 0.05)]
 
@@ -89,7 +91,7 @@ def assert_same(batched, alone, dtype, exact=False):
 
 # every case on every execution path, but the autograd oracle on the CNN (slow; tests/test_neural.py covers it)
 PATHS = [(case, execution) for case in CASES for execution in ("stacked", "sequential", "unfused", "oracle")
-         if (case, execution) != ("cnn-dropout", "oracle")]
+         if not (case.startswith("cnn") and execution == "oracle")]
 
 
 @pytest.mark.parametrize("case, execution", PATHS)
@@ -105,7 +107,7 @@ def test_batched_runs_equal_runs_one_by_one(case, execution):
         alone = [run(problem, s.algorithm, work, s.schedule, **(kwargs | {"seed": s.seed, "rounds": s.rounds}))
                  for s in runs]
     exact = getattr(getattr(problem, "model", None), "batch_exact", True)  # quadratic clients: exact too
-    assert exact == (case != "cnn-dropout")
+    assert exact == (not case.startswith("cnn"))
     assert_same(batched, alone, problem.dtype, exact)
     finals = [tuple(w.tolist()) for _, w in batched]
     assert len(set(finals)) == len(finals)  # the runs really differ
@@ -127,7 +129,10 @@ def test_a_stopped_run_leaves_the_batch_and_the_others_go_on():
 
 def test_runs_with_other_client_settings_are_refused_before_any_compute():
     problem = logistic64()
-    runs = [RunSpec(FedProx(0.1), SCHEDULES[0]), RunSpec(FedProx(0.2), SCHEDULES[0])]
+    runs = [RunSpec(FedProx(0.0), SCHEDULES[0]), RunSpec(FedProx(0.2), SCHEDULES[0])]  # no proximal term vs one
+    with pytest.raises(ReplicateError, match="client settings"):
+        run_batch(problem, runs, LocalWork(2, "steps", 8), rounds=2)
+    runs = [RunSpec(LocalUpdate(a=(1.0, 0.5)), SCHEDULES[0]), RunSpec(LocalUpdate(a=(0.5, 1.0)), SCHEDULES[0])]
     with pytest.raises(ReplicateError, match="client settings"):
         run_batch(problem, runs, LocalWork(2, "steps", 8), rounds=2)
     with pytest.raises(ReplicateError, match="client settings"):
@@ -143,7 +148,8 @@ def _sweep():
     base = RunConfig(dataset="synthetic(1,1)", num_clients=12, algorithm=FedProx(0.1, 4), local_steps=None,
                      local_epochs=2, batch_size=10, client_lr=0.05, rounds=3)
     return [base.replace(seed=s, client_lr=lr) for s in (0, 1) for lr in (0.05, 0.1)] + \
-        [base.with_algorithm(prox_mu=1.0)]  # another μ: another batch
+        [base.with_algorithm(prox_mu=1.0),  # another μ: a row each, the same batch
+         base.with_algorithm(prox_mu=0.0)]  # no proximal term: another batch
 
 
 def test_a_sweep_is_grouped_by_what_runs_share(monkeypatch):
@@ -152,24 +158,24 @@ def test_a_sweep_is_grouped_by_what_runs_share(monkeypatch):
 
     jobs = [Job(c) for c in _sweep()]
     monkeypatch.delenv("REPLICATE_BATCH_RUNS", raising=False)
-    assert [len(b) for b in batched.group(jobs)] == [4, 1]  # logistic runs batch by default: bitwise as alone
-    assert [len(b) for b in batched.group(jobs, max_runs=16)] == [4, 1]
-    assert [len(b) for b in batched.group(jobs, max_runs=3)] == [3, 1, 1]
-    assert [len(b) for b in batched.group(jobs, workers=2, max_runs=16)] == [3, 1, 1]  # ⌈5/2⌉: both workers busy
+    assert [len(b) for b in batched.group(jobs)] == [5, 1]  # logistic runs batch by default: bitwise as alone
+    assert [len(b) for b in batched.group(jobs, max_runs=16)] == [5, 1]
+    assert [len(b) for b in batched.group(jobs, max_runs=3)] == [3, 2, 1]
+    assert [len(b) for b in batched.group(jobs, workers=4, max_runs=16)] == [2, 2, 1, 1]  # ⌈6/4⌉: every worker busy
     monkeypatch.setenv("REPLICATE_BATCH_RUNS", "1")
-    assert [len(b) for b in batched.group(jobs)] == [1] * 5  # asked for one by one
+    assert [len(b) for b in batched.group(jobs)] == [1] * 6  # asked for one by one
     monkeypatch.delenv("REPLICATE_BATCH_RUNS")
     neural = [Job(c.replace(model="mlp")) for c in _sweep()]
-    assert [len(b) for b in batched.group(neural)] == [1] * 5  # on a CPU: not bitwise, and slower batched
+    assert [len(b) for b in batched.group(neural)] == [1] * 6  # on a CPU: not bitwise, and slower batched
     monkeypatch.setattr(batched.engine, "default_device", lambda: torch.device("cuda"))
-    assert [len(b) for b in batched.group(neural)] == [4, 1]  # on CUDA every model batches (the GPU hour)
-    rates = [job.config.client_lr for job in batched.group(jobs)[0]]
-    assert rates == sorted(rates)  # runs of one rate side by side: one GEMM slice in the fused solver
+    assert [len(b) for b in batched.group(neural)] == [5, 1]  # on CUDA every model batches (the GPU hour)
+    order = [(job.config.client_lr, job.config.algorithm.prox_mu) for job in batched.group(jobs)[0]]
+    assert order == sorted(order)  # runs of one rate and μ side by side: one GEMM slice in the fused solver
 
 
 def test_a_batched_sweep_caches_each_run_as_computed_alone(tmp_path, monkeypatch):
-    """The run layer's default batches the four logistic runs; each cache entry equals, bitwise, the run
-    computed alone (as a worker computes it, one thread), and its sidecar records the batch."""
+    """The run layer's default batches the five proximal logistic runs (two μ); each cache entry equals,
+    bitwise, the run computed alone (as a worker computes it, one thread), and its sidecar records the batch."""
     import json
 
     from replicate.runs import cache, pool
@@ -178,15 +184,15 @@ def test_a_batched_sweep_caches_each_run_as_computed_alone(tmp_path, monkeypatch
     monkeypatch.delenv("REPLICATE_BATCH_RUNS", raising=False)
     log = cache.RunLog(progress_file=None, display=False)
     pool.compute([(c,) for c in configs], workers=1, progress=False, log=log)
-    assert log.computed == 4  # the batch of four; the run alone is computed when read
-    batched_runs = [cache.load(c) for c in configs[:4]]
-    assert all(json.loads((cache.paths.cache_dir() / "runs" / f"{cache.entry(c)}.json").read_text())["batch"] == 4
-               for c in configs[:4])
+    assert log.computed == 5  # the batch of five; the μ = 0 run alone is computed when read
+    batched_runs = [cache.load(c) for c in configs[:5]]
+    assert all(json.loads((cache.paths.cache_dir() / "runs" / f"{cache.entry(c)}.json").read_text())["batch"] == 5
+               for c in configs[:5])
     monkeypatch.setenv("REPLICATE_BUILD", str(tmp_path / "alone"))
     monkeypatch.setenv("REPLICATE_BATCH_RUNS", "1")
     log = cache.RunLog(progress_file=None, display=False)
     pool.compute([(c,) for c in configs], workers=1, progress=False, log=log)
     assert log.computed == 0  # one by one: each computed when read
     with threads(1):
-        for config, history in zip(configs[:4], batched_runs):
+        for config, history in zip(configs[:5], batched_runs):
             pd.testing.assert_frame_equal(history, cache.run(config, progress=False), check_exact=True)

@@ -52,11 +52,12 @@ class Round:
     noise: Callable | None  # noise(s, batch): step s's dropout noise for every row, or None
     sizes: list[int] = field(default_factory=list)  # rows per part
     masked: list[bool] = field(default_factory=list)  # per part: its own mini-batches had a mask
+    updates: list = field(default_factory=list)  # per part: its algorithm's ``plain_sgd`` (its own μ)
 
     @property
     def runs(self):
-        """Each part's (rows, masked), for a fused solver (``SampleProblem.local_sgd``); None for one part."""
-        return None if len(self.sizes) == 1 else list(zip(self.sizes, self.masked))
+        """Each part's (rows, masked, plain_sgd), for a fused solver (``SampleProblem.local_sgd``); None for one part."""
+        return None if len(self.sizes) == 1 else list(zip(self.sizes, self.masked, self.updates))
 
     def split(self, state: ClientState) -> list[ClientState]:
         if len(self.sizes) == 1:
@@ -70,9 +71,10 @@ def merge(parts: list[Part], problem) -> Round:
     sizes = [p.clients.numel() for p in parts]
     masked = [p.batches is not None and p.batches.mask is not None for p in parts]
     noise = _noise(parts, problem, sizes)
+    updates = [p.run.algorithm.plain_sgd for p in parts]
     if len(parts) == 1:
         p = parts[0]
-        return Round(p.ctx, p.clients, p.batches, p.state, noise, sizes, masked)
+        return Round(p.ctx, p.clients, p.batches, p.state, noise, sizes, masked, updates)
     first = parts[0]
     keys = first.state.keys()
     if any(p.state.keys() != keys or p.ctx.warmup != first.ctx.warmup for p in parts):
@@ -84,7 +86,7 @@ def merge(parts: list[Part], problem) -> Round:
                        warmup=first.ctx.warmup)
     state = {k: torch.cat([p.state[k] for p in parts]) for k in keys}
     return Round(ctx, torch.cat([p.clients for p in parts]), merge_batches([p.batches for p in parts]), state,
-                 noise, sizes, masked)
+                 noise, sizes, masked, updates)
 
 
 def merge_batches(parts: list[Batches | None]) -> Batches | None:

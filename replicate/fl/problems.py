@@ -124,9 +124,10 @@ class SampleProblem:
                   batches: Batches, objective, update: PlainSGD = PlainSGD(), runs=None):
         """All clients' local (proximal) SGD through the model's fused solver (``fused_sgd``).
 
-        ``runs``: when several runs are batched (``fl/batching``), each run's ``(rows, masked)`` in row
-        order — its client count and whether its own mini-batches had a mask — so the solver computes
-        every row as that run alone would (``sgd.RunRows``); None: one run.
+        ``runs``: when several runs are batched (``fl/batching``), each run's ``(rows, masked, update)`` in
+        row order — its client count, whether its own mini-batches had a mask and its algorithm's
+        ``PlainSGD`` (its own μ) — so the solver computes every row as that run alone would
+        (``sgd.RunRows``); None: one run, with ``update``.
 
         Clipping is dropped when the model proves it can never act on this data (every
         mini-batch gradient's norm is below ``objective.clip_norm``): a no-op then either way.
@@ -150,9 +151,9 @@ class SampleProblem:
         start = global_flat if global_flat.dim() == 2 else global_flat.unsqueeze(0).expand(clients.numel(), -1)
         equal = bool((steps == steps[0]).all())
         # a run's rates, one float when all its rows share it (then its decay and update stay one fused baddbmm)
-        bounds = [0, *itertools.accumulate(size for size, _ in runs)] if runs else [0, lr.numel()]
-        rows = [RunRows.of(lr[lo:hi], update, objective.weight_decay, masked)
-                for (lo, hi), (_, masked) in zip(itertools.pairwise(bounds), runs or [(lr.numel(), True)])]
+        bounds = [0, *itertools.accumulate(size for size, *_ in runs)] if runs else [0, lr.numel()]
+        rows = [RunRows.of(lr[lo:hi], own, objective.weight_decay, masked)
+                for (lo, hi), (_, masked, own) in zip(itertools.pairwise(bounds), runs or [(lr.numel(), True, update)])]
         return self.model.sgd(start, batch, int(steps[0]) if equal else steps, rows, clip)
 
     @torch.no_grad()

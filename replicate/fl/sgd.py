@@ -27,9 +27,12 @@ def clip_(g: torch.Tensor, max_norm: float) -> torch.Tensor:
     return g.mul_(clip_factor(torch.linalg.vector_norm(g, dim=-1, keepdim=True), max_norm))
 
 
-def proximal_(g: torch.Tensor, w: torch.Tensor, anchor: torch.Tensor, prox_mu: float) -> torch.Tensor:
-    """g ← g + μ(w − w_t), in place: the gradient of the proximal term (μ/2)‖w − w_t‖²."""
-    return g.add_(w - anchor, alpha=prox_mu)
+def proximal_(g: torch.Tensor, w: torch.Tensor, anchor: torch.Tensor, prox_mu: torch.Tensor) -> torch.Tensor:
+    """g ← g + μ(w − w_t), in place: the gradient of the proximal term (μ/2)‖w − w_t‖². ``prox_mu`` is
+    each row's μ, an (m, 1) column (runs of other μ share a batch, ``fl/batching``); ``addcmul_`` with a
+    column rounds as ``add_(…, alpha=μ)`` with the float does (checked bitwise on this CPU, float32 and
+    float64), so a run alone computes what it computed when μ was a float."""
+    return g.addcmul_(w - anchor, prox_mu)
 
 
 def coefficients(lr, weight_decay: float, prox_mu: float):

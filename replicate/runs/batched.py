@@ -3,7 +3,8 @@
 ``group`` sorts a sweep's missing jobs into batches of runs that may train as one stack of
 clients (``replicate.fl.engine.run_batch``): same data, model, local work, local objective,
 execution, extra metrics and algorithm client half (``protocol.client_settings``). Seeds,
-client rates and schedules, rounds, targets and every plan or server setting (K, η_s, server
+client rates and schedules, rounds, targets, the settings an algorithm carries a row each in its
+client state (FedProx's μ, LocalUpdate's α, STEM's c) and every plan or server setting (K, η_s, server
 momentum, FedAdam's β, ...) may differ. ``compute`` trains one batch and returns every run as
 its own cache entry, which the driver stores as ``cache.run`` would: figures cannot tell a batched run
 from one computed alone (its numbers agree to float rounding: tests/test_batched_runs.py).
@@ -77,8 +78,9 @@ def group(jobs: list, workers: int = 1, max_runs: int | None = None) -> list[lis
 def rate_order(config: RunConfig) -> tuple:
     """Sort key putting runs of equal client rates side by side in a batch: the fused solver updates each
     stretch of runs sharing a rate with one GEMM (``fl/models/fused_runs.py``), so seeds of one rate cost
-    one call, not one per run. Order never changes a run's numbers."""
-    return (config.lr_schedule, config.client_lr, config.lr_decay)
+    one call, not one per run; then by the algorithm's settings, so runs of one μ (a row's decay) follow
+    each other too. Order never changes a run's numbers."""
+    return (config.lr_schedule, config.client_lr, config.lr_decay, repr(config.algorithm))
 
 
 def default_runs(config: RunConfig) -> int:

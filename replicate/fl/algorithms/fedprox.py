@@ -37,7 +37,9 @@ SAMPLING = ("uniform", "proportional")
 
 @dataclass(frozen=True)
 class FedProx(LocalSGDClients):  # the client step adds the proximal pull
-    client_fields: ClassVar[tuple[str, ...]] = ("prox_mu",)  # read by the client step: runs batch only with an equal μ
+    # μ travels in the client state (a row each), so runs of other μ share a batch; only whether there is a
+    # proximal term at all is the client step's (μ = 0 skips it, bit for bit FedAvg)
+    client_fields: ClassVar[tuple[str, ...]] = ("proximal",)
     prox_mu: float = 0.0  # μ
     clients_per_round: int = 10  # K
     sampling: str = "uniform"
@@ -54,6 +56,10 @@ class FedProx(LocalSGDClients):  # the client step adds the proximal pull
         if not self.server_lr > 0:
             raise ReplicateError(f"server_lr must be positive, got {self.server_lr}")
         sampling.check_fraction("straggler_fraction", self.straggler_fraction)
+
+    @property
+    def proximal(self) -> bool:
+        return self.prox_mu > 0
 
     @property
     def plain_sgd(self) -> PlainSGD:
@@ -76,11 +82,16 @@ class FedProx(LocalSGDClients):  # the client step adds the proximal pull
             units = sampling.stragglers(clients.numel(), self.straggler_fraction, work.amount, seed, round_)
         return RoundPlan(clients, weights, work=units)
 
+    def client_init(self, server_state, params, plan, ctx):
+        state = super().client_init(server_state, params, plan, ctx)
+        state["mu"] = params.new_full((plan.clients.numel(), 1), self.prox_mu)  # each row's μ
+        return state
+
     def client_step(self, state, grad, ctx):
         w = state["w"]
         g = grad(w)
-        if self.prox_mu:
-            sgd.proximal_(g, w, ctx.params, self.prox_mu)  # the anchor w_t is the round's global model
+        if self.proximal:
+            sgd.proximal_(g, w, ctx.params, state["mu"])  # the anchor w_t is the round's global model
         descend_(w, g, ctx.lr)
         return state
 

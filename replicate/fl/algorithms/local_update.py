@@ -33,7 +33,9 @@ from replicate.fl.algorithms.protocol import Population, RoundPlan, descend_
 
 @dataclass(frozen=True)
 class LocalUpdate:
-    client_fields: ClassVar[tuple[str, ...]] = ("a", "alpha")  # read by the client step: runs batch only with equal a and α
+    # read by the client step: runs batch only with equal a and with α > 0 or not; α itself travels in the
+    # client state (a row each), so runs of other α share a batch
+    client_fields: ClassVar[tuple[str, ...]] = ("a", "proximal")
     server_lr: float = 1.0  # η
     a: tuple[float, ...] | None = None  # coefficient vector (a_1, ..., a_K); None = 1_K
     momentum: float = 0.0  # β of the server
@@ -54,6 +56,10 @@ class LocalUpdate:
             raise ReplicateError(f"clients_per_round (M) must be >= 1, got {self.clients_per_round}")
         if self.alpha < 0:
             raise ReplicateError(f"the proximal strength α must be >= 0, got {self.alpha}")
+
+    @property
+    def proximal(self) -> bool:
+        return self.alpha > 0
 
     def coefficients(self, steps: int) -> torch.Tensor:
         """(a_1, ..., a_K) for K = ``steps`` local steps."""
@@ -83,13 +89,14 @@ class LocalUpdate:
 
     def client_init(self, velocity, params, plan, ctx):
         m = plan.clients.numel()
-        return {"w": params.unsqueeze(0).repeat(m, 1), "message": params.new_zeros((m, params.numel()))}
+        return {"w": params.unsqueeze(0).repeat(m, 1), "message": params.new_zeros((m, params.numel())),
+                "alpha": params.new_full((m, 1), self.alpha)}  # each row's α
 
     def client_step(self, state, grad, ctx):
         w = state["w"]
         g = grad(w)
-        if self.alpha:
-            sgd.proximal_(g, w, ctx.params, self.alpha)
+        if self.proximal:
+            sgd.proximal_(g, w, ctx.params, state["alpha"])
         state["message"].add_(g, alpha=1.0 if self.a is None else float(self.a[ctx.step]))
         descend_(w, g, ctx.lr)
         return state

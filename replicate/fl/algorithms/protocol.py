@@ -160,7 +160,9 @@ class PlainSGD:
 def client_settings(algorithm) -> tuple:
     """What runs trained as one batch (``replicate.fl.batching``) must share: the algorithm's class and
     the settings its client half reads, ``client_fields`` (every setting where a class declares none).
-    The plan's and the server's settings (K, η_s, momentum, ...) may differ run to run."""
+    The plan's and the server's settings (K, η_s, momentum, ...) may differ run to run, and so may a
+    client setting the algorithm puts in its client state as a column, one row per client (FedProx's μ,
+    LocalUpdate's α, STEM's c): its client step then reads the row's own value."""
     names = getattr(type(algorithm), "client_fields", None)
     if names is None and not dataclasses.is_dataclass(algorithm):  # settings unknown: batches only with itself
         return (type(algorithm).__name__, id(algorithm))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import torch
 
+from replicate.core.errors import ReplicateError
 from replicate.fl import sgd
 from replicate.fl.models.linear import explicit_, gradient_weights, may_clip
 
@@ -31,6 +32,9 @@ class Step:
         self.lr = torch.cat([r.column(r.lr, w) for r in runs])  # (K, 1, 1)
         self.decay = torch.cat([r.column(r.decay, w) for r in runs])
         pulls = [r.pull_rate for r in runs]
+        if len({p is None for p in pulls}) > 1:  # a zero pull would add +0: not what a run without one computes
+            raise ReplicateError("runs with and without a proximal term train in separate batches "
+                                 "(their algorithms' client_settings differ)")
         self.pull = None if pulls[0] is None else w * torch.cat([r.column(p, w) for r, p in zip(runs, pulls)])
         self.masked = torch.tensor([r.masked for r in runs], device=w.device)[self.run_of]
         # a run's baddbmm form: its decay as the GEMM's beta (a float) or multiplied first (a tensor)

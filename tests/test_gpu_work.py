@@ -91,7 +91,7 @@ def _recorder(monkeypatch, module):
     class Pool:
         @staticmethod
         def compute(jobs, **_):
-            seen.extend(c for c, _ in jobs)
+            seen.extend(job[0] for job in jobs)
 
     class Cache:
         @staticmethod
@@ -134,8 +134,9 @@ def test_the_fedprox_mu_enumeration_is_what_the_figure_code_runs(monkeypatch):
     import pandas as pd
 
     from replicate.experiments.fedprox2020 import mu
+    from replicate.runs import tune
 
-    seen = []
+    seen = _recorder(monkeypatch, tune)  # the best μ is tuned through runs.tune
 
     def runs(labelled, *_, **__):
         seen.extend(c for _, c in labelled)

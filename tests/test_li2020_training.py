@@ -40,13 +40,26 @@ def _curves(spec: dict, rounds: int = 20, seeds=(0,), key="series") -> pd.DataFr
     return pd.DataFrame(rows)
 
 
-def test_lr_tuning_picks_the_lowest_final_loss_and_skips_divergence():
+def test_lr_tuning_picks_the_lowest_final_loss_and_skips_divergence(monkeypatch):
+    """The Original's η0: Figure 3/4's score (``tuning_score``) through ``runs.tune``, on made-up curves."""
+    from types import SimpleNamespace
+
+    from replicate.runs import tune
+
     frame = _curves({0.1: lambda r, s: 2.0 / (1 + r) + 0.5,
                      0.5: lambda r, s: 2.0 / (1 + r) + 0.3 + 0.05 * s,
                      0.9: lambda r, s: 2.0 / (1 + r) + 0.2 + 0.3 * s,  # best on seed 0 only
                      1.1: lambda r, s: float("nan") if r > 3 else 1.0}, seeds=(0, 1), key="lr")
-    assert common.tune_lr(frame, last=5) == 0.5  # mean over seeds: 0.325 beats 0.35
-    assert common.tune_lr(frame[frame.seed == 0], last=5) == 0.9
+    curves = {key: part for key, part in frame.groupby(["lr", "seed"])}
+    monkeypatch.setattr(tune.cache, "run", lambda config, **_: curves[(config.lr, config.seed)])
+    monkeypatch.setattr(tune.pool, "compute", lambda jobs, **_: None)
+
+    def chosen(tune_seeds):
+        return tune.tune_then_run({"d": [0.1, 0.5, 0.9, 1.1]}, lambda d, lr, s: SimpleNamespace(lr=lr, seed=s), (0, 1),
+                                  tune_seeds, lambda run: common.tuning_score(run, last=5)).chosen["d"]
+
+    assert chosen(2) == 0.5  # mean over seeds: 0.325 beats 0.35
+    assert chosen(1) == 0.9
     final = measures.finals(frame, "train_loss", ("lr", "seed"), rows=5)
     assert final[(1.1, 0)] == math.inf
     partly = measures.finals(_curves({0.1: lambda r, s: float("nan") if r == 20 else 1.0}, key="lr"), "train_loss",

@@ -64,9 +64,15 @@ class RunLog:
     announced: set = field(default_factory=set)  # entries ``planned`` so far (each counted once)
     by_dataset: dict = field(default_factory=dict)  # dataset → compute seconds: where a figure's time goes
     seconds: dict = field(default_factory=dict)  # run key → compute seconds, so totals over figures count a run once
+    read: set = field(default_factory=set)  # run keys recorded so far
     _bar: object = field(default=None, repr=False, compare=False)
 
     def record(self, elapsed: float | None, cached: bool, dataset: str | None = None, key: str | None = None) -> None:
+        """A run was read (``cached``) or computed. A run used again (a tuned figure scores its tuning runs,
+        then reads them into its frame) counts once: ``runs`` and its compute time are the figure's distinct runs."""
+        if key is not None and key in self.read:
+            return
+        self.read.add(key)
         self.runs += 1
         self.from_cache += cached
         if elapsed is None:

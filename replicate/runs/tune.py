@@ -1,5 +1,6 @@
 """Tune on the first seeds, then run the chosen setting on every seed: the protocol of the papers'
-tuned figures (Charles & Konečný Figures 6/11 and 13, Khanduri et al. Figures 2-5), written once.
+tuned figures (Charles & Konečný Figures 6/11 and 13, Khanduri et al. Figures 2-5, Li et al.'s
+Original η0 in Figures 3-4, FedProx's best μ in Figures 3-4), written once.
 
 For each group (a variant, a (dataset, γ), an (algorithm, I)) and each of its candidate settings, the
 runs on the tuning seeds are computed together (``pool.compute``: batched and spread over workers as
@@ -17,6 +18,7 @@ from typing import Any, Callable, Hashable
 import numpy as np
 import pandas as pd
 
+from replicate.core.threads import threads
 from replicate.runs import cache, pool
 
 
@@ -36,14 +38,26 @@ def lowest(scored: list[tuple[float, Any]]):
 
 def tune_then_run(groups: dict[Hashable, list], config_of: Callable, seeds, tune_seeds: int,
                   score: Callable[[pd.DataFrame], float], *, pick: Callable = lowest, workers: int = 2,
-                  log=None) -> Tuned:
+                  log=None, extra_metrics=None, single_threaded: bool = False) -> Tuned:
     """Tune each group's candidates on ``seeds[:tune_seeds]`` and run its choice on every seed.
 
     ``config_of(group, candidate, seed)`` is the run's ``RunConfig``; ``pick`` gets a group's
-    ``[(mean score, candidate), ...]`` in candidate order and returns the chosen candidate."""
+    ``[(mean score, candidate), ...]`` in candidate order and returns the chosen candidate.
+    ``extra_metrics`` and ``single_threaded`` are ``pool.frame``'s (the runs' keyed hook; runs left to
+    this process compute with one intra-op thread, as workers do)."""
     tuning = tuple(seeds[:tune_seeds])
-    pool.compute([(config_of(g, c, s), None) for g, cands in groups.items() for c in cands for s in tuning],
-                 workers=workers, log=log)
+    with threads(1 if single_threaded else None):
+        return _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, extra_metrics)
+
+
+def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, extra_metrics) -> Tuned:
+    def compute(configs):
+        pool.compute([(c, None, extra_metrics) for c in configs], workers=workers, log=log)  # pool.Job fields
+
+    def history(config):
+        return cache.run(config, progress=False, log=log, extra_metrics=extra_metrics)
+
+    compute([config_of(g, c, s) for g, cands in groups.items() for c in cands for s in tuning])
     scores, chosen = [], {}
     for group, candidates in groups.items():
         if not tuning:
@@ -51,14 +65,13 @@ def tune_then_run(groups: dict[Hashable, list], config_of: Callable, seeds, tune
             continue
         scored = []
         for candidate in candidates:
-            value = float(np.mean([score(cache.run(config_of(group, candidate, s), progress=False, log=log))
-                                   for s in tuning]))
+            value = float(np.mean([score(history(config_of(group, candidate, s))) for s in tuning]))
             scored.append((value, candidate))
             scores.append((group, candidate, value))
         chosen[group] = pick(scored)
     finals = [(g, s, config_of(g, chosen[g], s)) for g in groups for s in seeds]
-    pool.compute([(c, None) for *_, c in finals], workers=workers, log=log)
-    return Tuned(scores, chosen, [(g, s, cache.run(c, progress=False, log=log)) for g, s, c in finals])
+    compute([c for *_, c in finals])
+    return Tuned(scores, chosen, [(g, s, history(c)) for g, s, c in finals])
 
 
 def at_grid_edge(value: float, grid) -> bool:

@@ -18,9 +18,10 @@ from scipy.stats import spearmanr
 
 from replicate.core.errors import ReplicateError
 from replicate.experiments import knobs
-from replicate.experiments.fedprox2020.common import (LABELS, SETTINGS, DatasetDeviations, curves_grid, fmt_seeds,
-                                                       run_config, runs)
-from replicate.runs.measures import finals, fluctuations
+from replicate.experiments.fedprox2020.common import (LABELS, SETTINGS, DatasetDeviations, curves_grid, dissimilarity,
+                                                       fmt_seeds, run_config, runs)
+from replicate.runs.measures import final, finals, fluctuations
+from replicate.runs.tune import tune_then_run
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.experiments.fedprox2020.common import quoted
 from replicate.report.claims import check
@@ -59,19 +60,19 @@ class Fig3Config(DatasetDeviations, knobs.FigureConfig):
             raise ReplicateError(f"{type(self).__name__}.mus is the grid of μ > 0 (μ = 0 always runs), got {self.mus}")
         self.tuning()
 
-    def _labelled(self, key: str, mu: float, seed: int):
+    def labelled(self, key: str, mu: float, seed: int):
         return ({"dataset": LABELS[key], "mu": mu, "seed": seed},
                 run_config(key, mu=mu, epochs=self.epochs, seed=seed, rounds=self.rounds))
 
     def tuning(self):
         """μ = 0 on every seed and the whole grid on the tuning seeds."""
-        return ([self._labelled(d, 0.0, s) for d in self.datasets for s in self.seeds]
-                + [self._labelled(d, mu, s) for d in self.datasets for mu in self.mus
+        return ([self.labelled(d, 0.0, s) for d in self.datasets for s in self.seeds]
+                + [self.labelled(d, mu, s) for d in self.datasets for mu in self.mus
                    for s in self.seeds[:self.tune_seeds]])
 
     def tuned(self, best: dict[str, float]):
         """The best μ of each dataset on the seeds that did not tune it."""
-        return [self._labelled(d, best[LABELS[d]], s) for d in self.datasets for s in self.seeds[self.tune_seeds:]]
+        return [self.labelled(d, best[LABELS[d]], s) for d in self.datasets for s in self.seeds[self.tune_seeds:]]
 
 
 class Fig4Config(Fig3Config):
@@ -81,12 +82,12 @@ class Fig4Config(Fig3Config):
 def fig3(config: Fig3Config, progress: bool = True, workers: int = 2, log=None) -> pd.DataFrame:
     """Per-round metrics of μ = 0, the μ grid (tuning seeds) and the best μ (other seeds); ``best``
     marks the chosen μ and ``shown`` the curves the figure draws (μ = 0 and the best μ)."""
-    tuning = runs(config.tuning(), workers, progress, log)
-    grid = tuning[tuning.mu > 0]
-    final = finals(grid, "train_loss", ("dataset", "mu"), fraction=config.tail) if len(grid) else pd.Series(dtype=float)
-    best = {d: float(final[d].idxmin()) for d in pd.unique(grid["dataset"])}
-    rest = config.tuned(best)
-    data = pd.concat([tuning] + ([runs(rest, workers, progress, log)] if rest else []), ignore_index=True)
+    found = tune_then_run({d: list(config.mus) for d in config.datasets},
+                          lambda d, mu, seed: config.labelled(d, mu, seed)[1], config.seeds, config.tune_seeds,
+                          lambda run: final(run, "train_loss", fraction=config.tail), workers=workers, log=log,
+                          extra_metrics=dissimilarity, single_threaded=True)
+    best = {LABELS[d]: mu for d, mu in found.chosen.items()}
+    data = runs(config.tuning() + config.tuned(best), workers, progress, log)  # all cached now: read in order
     data.insert(2, "best", data.mu == data.dataset.map(best))
     data.insert(3, "shown", data.best | (data.mu == 0))
     data.insert(2, "series", np.where(data.mu == 0, "μ = 0 (FedAvg)", np.where(data.best, "best μ", "grid μ")))

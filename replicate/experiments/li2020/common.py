@@ -79,10 +79,10 @@ def rounds_to_target(losses, target: float) -> float:
     return float(hits[0]) if hits.size else math.nan
 
 
-def tune_lr(frame: pd.DataFrame, last: int) -> float:
-    """The lr whose curves end lowest: mean over seeds of the last ``last`` rounds' mean loss."""
-    score = measures.finals(frame, "train_loss", ("lr", "seed"), rows=last).groupby("lr").mean()
-    return float(score.idxmin())
+def tuning_score(run: pd.DataFrame, last: int) -> float:
+    """One run's score when the Original's η0 is tuned: its last ``last`` rounds' mean loss (the worst
+    if it diverged there); the η0 with the lowest mean over the tuning seeds wins (``runs.tune``)."""
+    return measures.final(run, "train_loss", rows=last)
 
 
 def _gaussian_smooth(values, sigma: float) -> np.ndarray:

@@ -9,6 +9,7 @@ the authors' ``num_epoch`` (10 local SGD steps each; ``RunConfig.local_steps`` i
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -20,10 +21,11 @@ from replicate.fl.algorithms import FedAvg
 from replicate.runs.config import RunConfig
 from replicate.experiments import knobs
 from replicate.runs.pool import compute
+from replicate.runs.tune import tune_then_run
 from replicate.core.errors import ReplicateError
 from replicate.experiments.li2020.common import (data_seed, COMMON_DEVIATIONS, DATASETS, LABELS,
                                                  MNIST_UNBALANCED_DEVIATION, STEPS_PER_EPOCH, SYNTHETIC_DEVIATION,
-                                                 _legend_below, _runs, batch_size, tune_lr, LI2020_OBJECTIVE)
+                                                 _legend_below, _runs, batch_size, tuning_score, LI2020_OBJECTIVE)
 from replicate.runs.measures import finals, fluctuation
 from replicate.experiments.li2020.common import quoted
 
@@ -88,12 +90,15 @@ def schemes(config: SchemesConfig, progress: bool = True, workers: int = 2, log=
     Every tuning run is kept (``chosen`` marks the Original's selected η0) so the CSV shows
     the tuning; the selection is the lowest mean loss over the last ``last`` rounds.
     """
-    compute([(c, None) for _, c in config.tuning() + config.fixed()], workers, progress, log=log)
-    tuning = _runs(config.tuning(), log=log)
-    chosen = {d: tune_lr(tuning[tuning.dataset == d], config.last) for d in config.datasets}
+    compute([(c, None) for _, c in config.tuning() + config.fixed()], workers, progress, log=log)  # one sweep
+    found = tune_then_run({d: list(config.original_lrs) for d in config.datasets},
+                          lambda d, lr, seed: config.run_config(d, "original", lr, seed), config.seeds,
+                          config.tune_seeds, functools.partial(tuning_score, last=config.last),
+                          workers=workers, log=log)
+    chosen = found.chosen
     rest = config.tuned(chosen)
-    compute([(c, None) for _, c in rest], workers, progress, log=log)
-    data = pd.concat([_runs(config.fixed(), log=log), tuning] + ([_runs(rest, log=log)] if rest else []), ignore_index=True)
+    data = pd.concat([_runs(config.fixed(), log=log), _runs(config.tuning(), log=log)]
+                     + ([_runs(rest, log=log)] if rest else []), ignore_index=True)
     data["chosen"] = (data.scheme != "original") | (data.lr == data.dataset.map(chosen))
     data["series"] = data.scheme.map(SCHEME_LABELS)
     data.loc[data.scheme == "original", "series"] = data.lr.map(lambda lr: f"Original (η0 = {lr:g})")

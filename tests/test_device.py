@@ -11,6 +11,7 @@ CPU tensor with a meta index returns uninitialised memory without a word (torch 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 import pytest
 import torch
@@ -19,7 +20,7 @@ from torch.overrides import TorchFunctionMode
 from replicate.data.quadratic import li2020_counterexample
 from replicate.fl import algorithms
 from replicate.fl.algorithms import FedAdam, FedAvg, FedProx, LocalUpdate, LocalWork, Scaffold, Stem
-from replicate.fl.engine import LocalObjective, run
+from replicate.fl.engine import LocalObjective, RunSpec, run, run_batch
 from replicate.fl.models import CNN, MLP, CharLSTM, ConvDropout, LogisticRegression
 from replicate.fl.oracle import run_sequential
 from replicate.fl.problems import QuadraticFederatedProblem, SampleProblem
@@ -133,6 +134,22 @@ def test_generic_step_of_plain_sgd_algorithms_keeps_to_the_problem_device(algori
 @pytest.mark.parametrize("model", ["logistic", "cnn", "char_lstm", "quadratic"])
 def test_oracle_keeps_to_the_problem_device(model):
     train(model, "scaffold_I", runner=run_sequential)
+
+
+def _two_runs(problem, algorithm, work, schedule, *, seed, **options):
+    """``run``'s call as a batch of two runs (``engine.run_batch``): the runs the GPU hour trains together,
+    with other seeds and rates and, where the algorithm carries one a row each, another μ/α/c."""
+    other = {FedProx: {"prox_mu": 0.3}, LocalUpdate: {"alpha": 0.3}, Stem: {"momentum_c": 3.0}}.get(type(algorithm), {})
+    if type(algorithm) in (FedProx, LocalUpdate) and not algorithm.proximal:
+        other = {}  # no proximal term: batches only with runs without one
+    second = dataclasses.replace(algorithm, **other)
+    runs = [RunSpec(algorithm, schedule, seed), RunSpec(second, LRSchedule("constant", 0.02), seed + 1)]
+    return run_batch(problem, runs, work, **options)[0]
+
+
+@pytest.mark.parametrize("model, algorithm", [(m, a) for m in PROBLEMS for a in ALGORITHMS])
+def test_batched_runs_keep_to_the_problem_device(model, algorithm):
+    train(model, algorithm, runner=_two_runs)
 
 
 @pytest.mark.parametrize("model", ["logistic", "char_lstm", "sent_lstm"])

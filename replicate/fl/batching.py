@@ -17,6 +17,7 @@ batch shape (convolutions, the LSTM) may sum in another order. ``tests/test_batc
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -140,7 +141,7 @@ def _noise(parts: list[Part], problem, sizes: list[int]):
 
     if len(parts) == 1:
         return lambda s, batch: draw(parts[0], s, batch)
-    bounds = torch.tensor([0, *sizes]).cumsum(0).tolist()
+    bounds = [0, *itertools.accumulate(sizes)]
 
     def noise(s, batch):
         index, mask = batch

@@ -27,8 +27,8 @@ class Step:
 
     def __init__(self, w: torch.Tensor, runs: list[sgd.RunRows]):
         self.runs = runs
-        sizes = torch.tensor([r.size for r in runs])
-        self.run_of = torch.repeat_interleave(torch.arange(len(runs)), sizes).to(w.device)  # (K,) each row's run
+        sizes = torch.tensor([r.size for r in runs], device=w.device)
+        self.run_of = torch.repeat_interleave(torch.arange(len(runs), device=w.device), sizes)  # (K,) each row's run
         self.lr = torch.cat([r.column(r.lr, w) for r in runs])  # (K, 1, 1)
         self.decay = torch.cat([r.column(r.decay, w) for r in runs])
         pulls = [r.pull_rate for r in runs]

@@ -24,7 +24,7 @@ Memory is bounded: a batch holds at most ``MAX_RUNS`` runs, and ``compute`` trai
 of at most ``MAX_ELEMENTS`` stacked parameters (clients × parameters summed over the runs). On a CPU a
 piece also holds at most ``CPU_ROWS`` stacked clients: measured (``bench``, BENCHMARKS.md), 16 runs of
 10 logistic clients train 1.6× faster per run than one by one, while STEM's LeNet grid, 100 workers a
-run, is slower per run batched (0.65× at 4 runs, 0.38× at 16: a step's activations outgrow the
+run, is slower per run batched (0.62× at 4 runs, 0.60× at 16: a step's activations outgrow the
 caches), so on a CPU such runs train one by one.
 """
 from __future__ import annotations

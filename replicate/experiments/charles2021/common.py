@@ -4,14 +4,8 @@ in Federated Learning and Meta-Learning": what every figure and table shares.
 The profile base class of the figure configs (``_Profiled``) with the common deviations,
 labels, (ρ, ε) points and frontier helpers, the swept (γ, K) frontier of Figures 3, 4 and 9,
 deterministic LocalUpdate runs through the engine (``run_local_update``) and the frontier
-plot (``plot_frontiers``).
-
-Each figure key has a frozen config with ``smoke`` and ``paper`` profiles
-(``Fig1Config.for_profile(profile)``), a data function returning a tidy frame with one row
-per plotted point (facet ``panel``, curve ``series``, x = ``rho``, y = ``eps``), a claims
-function and a plot function. The maths lives in :mod:`replicate.theory`. The paper's
-numerical settings (μ, L, K, γ, α, d, grids) are lost from the text we have, so every
-default here is PROPOSED (spec §6) and listed in the config's ``deviations``.
+plot (``plot_frontiers``). How a figure is laid out (config, data, claims, plot) and why every
+numerical default is PROPOSED: the package docstring.
 """
 from __future__ import annotations
 

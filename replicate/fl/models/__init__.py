@@ -4,7 +4,8 @@ import torch
 
 from replicate.core.errors import ReplicateError
 from replicate.fl.models.base import Model
-from replicate.fl.models.linear import LogisticRegression, clip_may_act
+from replicate.fl.models.linear import LogisticRegression
+from replicate.fl.models.linear_step import clip_may_act
 from replicate.fl.models.lstm import CharLSTM
 from replicate.fl.models.nets import CNN, MLP, ConvDropout
 

@@ -1,7 +1,7 @@
 """The linear model's fused SGD step for several runs batched as one stack of rows (``fl/batching``),
 computing every row bitwise as its run alone computes it.
 
-Alone, a run's fused step (``linear._sgd_step``) takes one of two forms, chosen for the whole run:
+Alone, a run's fused step (``linear_step.sgd_step``) takes one of two forms, chosen for the whole run:
 at a step where clipping may act on any of its clients, every client's gradient is formed explicitly
 and clipped; otherwise the decay and the update are one ``baddbmm`` — with the decay as the GEMM's
 ``beta`` when all the run's clients share one rate, which rounds differently from multiplying first.
@@ -11,7 +11,7 @@ slices of consecutive runs that compute alike — all explicit ones together, ba
 shared ``beta`` — so seeds of one setting are one slice and the loop is over distinct coefficients,
 never over clients. Elementwise factors (rates, decays, pulls) are per-row columns equal to the
 floats a run alone multiplies by. Mini-batch weights follow each run's own mask rule
-(``linear.gradient_weights``). ``tests/test_batched_runs.py`` checks bitwise equality.
+(``linear_step.gradient_weights``). ``tests/test_batched_runs.py`` checks bitwise equality.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import torch
 
 from replicate.core.errors import ReplicateError
 from replicate.fl import sgd
-from replicate.fl.models.linear import explicit_, gradient_weights, may_clip
+from replicate.fl.models.linear_step import explicit_, gradient_weights, may_clip
 
 
 class Step:

@@ -12,8 +12,9 @@ import math
 import torch
 import torch.nn.functional as F
 
-from replicate.fl import sgd
+from replicate.fl.models import fused_runs
 from replicate.fl.models.base import Model
+from replicate.fl.models.linear_step import sgd_step
 
 class LogisticRegression(Model):
     """Multinomial logistic regression ``logits = x W + b`` (the papers' convex model)."""
@@ -100,10 +101,8 @@ class LogisticRegression(Model):
         w = flat.reshape(k, self.d + 1, self.c).transpose(1, 2).contiguous()
         if len(runs) == 1:
             lr, decay, pull_rate = runs[0].lr, runs[0].decay, runs[0].pull_rate
-            step = functools.partial(_sgd_step, lr=lr, decay=decay, pull=None if pull_rate is None else w * pull_rate)
+            step = functools.partial(sgd_step, lr=lr, decay=decay, pull=None if pull_rate is None else w * pull_rate)
         else:
-            from replicate.fl.models import fused_runs  # (it builds on this module's step pieces)
-
             step = fused_runs.Step(w, runs)
         counts = steps if torch.is_tensor(steps) else None
         live = k  # rows still working; counts only change at a row's last step, so track them lazily
@@ -128,64 +127,3 @@ class LogisticRegression(Model):
         nll = -(logp * onehot).sum(-1)
         m = torch.ones_like(nll) if mask is None else mask.to(nll.dtype)
         return (nll * m).sum(1) / m.sum(1), self.grad(flat, x_aug, onehot, mask)
-
-
-def clip_may_act(bound, clip_norm: float) -> bool:
-    """Whether gradients whose norms are at most ``bound`` (a float or a tensor of per-client
-    bounds) may be clipped at ``clip_norm``, with a margin for rounding."""
-    bound = bound if torch.is_tensor(bound) else torch.tensor(bound, dtype=torch.float32, device="cpu")
-    return bool(_within_margin(bound, clip_norm).any())
-
-
-def _within_margin(bound: torch.Tensor, clip_norm: float) -> torch.Tensor:
-    """Elementwise: a norm of at most ``bound`` may reach ``clip_norm`` (a margin for rounding)."""
-    return bound * (1 + 1e-4) + 1e-6 >= clip_norm
-
-
-def _sgd_step(w, x, onehot, mask, row_norms, *, lr, decay, pull, clip_norm, rows=None) -> None:
-    """One fused SGD step on class-major parameters ``w`` (K, C, d+1), in place (``rows``: the
-    rows of the round's K that ``w`` holds, when only some still work)."""
-    if rows is not None:
-        lr, decay, pull = (t.index_select(0, rows) if torch.is_tensor(t) and t.dim() else t for t in (lr, decay, pull))
-    g = gradient_weights(w, x, onehot, mask)
-    if clip_norm is not None and may_clip(g, row_norms, clip_norm).any():
-        explicit_(w, g, x, lr, decay, clip_norm)
-    else:
-        g.mul_(lr)
-        if torch.is_tensor(decay):
-            w.mul_(decay).baddbmm_(g, x, alpha=-1.0)
-        else:
-            w.baddbmm_(g, x, beta=decay, alpha=-1.0)
-    if pull is not None:
-        w.add_(pull)
-
-
-def gradient_weights(w, x, onehot, mask, masked=None) -> torch.Tensor:
-    """dCE/dlogits of every sample, weighted for a mean over each row's real samples: (K, C, b).
-
-    A row without a mask divides by the width b; a masked row multiplies by m/Σm. ``masked`` (K,)
-    marks, in a batch of runs, the rows whose run alone had a mask: the others multiply by m (exact)
-    and divide by Σm, which is their width, so each row rounds as it does alone."""
-    g = torch.bmm(w, x.transpose(1, 2)).softmax(dim=1).sub_(onehot.transpose(1, 2))
-    if mask is None:
-        return g.div_(x.shape[1])
-    m = mask.to(g.dtype)
-    total = m.sum(1, keepdim=True)
-    if masked is None or bool(masked.all()):
-        return g.mul_((m / total).unsqueeze(1))
-    keep = masked.unsqueeze(1)
-    return g.mul_(torch.where(keep, m / total, m).unsqueeze(1)).div_(torch.where(keep, 1.0, total).unsqueeze(1))
-
-
-def may_clip(g: torch.Tensor, row_norms: torch.Tensor, clip_norm: float) -> torch.Tensor:
-    """Per row (K,), whether clipping may act on the gradient Σ_i g_i x_iᵀ (g: (K, C, b), already
-    weighted), by the triangle bound Σ_i ‖g_i‖·‖x_i‖ with ``clip_may_act``'s margin for rounding."""
-    return _within_margin((g.square().sum(1).sqrt_() * row_norms).sum(-1), clip_norm)
-
-
-def explicit_(w, g, x, lr, decay, clip_norm) -> None:
-    """w ← decay·w − lr·clip(Σ_i g_i x_iᵀ), the gradient formed explicitly to take its exact norm."""
-    grad = torch.bmm(g, x)
-    norms = torch.linalg.vector_norm(grad, dim=(1, 2), keepdim=True)
-    factor = sgd.clip_factor(norms, clip_norm).mul_(lr)
-    w.mul_(decay).sub_(grad.mul_(factor))

@@ -5,6 +5,8 @@ Workloads (training only, ``eval_every=None``, one intra-op thread as the sweep'
 of ``repeats`` after a warm-up, batch sizes interleaved so load changes hit all of them):
 - the synthetic logistic grid: synthetic(1,1), 100 clients, softmax regression 60 → 10, Scheme I
   with K = 10, E = 20 steps of b = 24 (the first engine workload), runs over client rates × seeds;
+- the same as FedProx's μ grid (uniform K = 10, the same local work), runs over μ × seeds: each row's
+  μ rides in the client state and sets its decay, so R = 16 trains four μ slices a step;
 - the STEM LeNet tuning grid: Khanduri et al.'s Figure 5 setting (MNIST split over 100 workers,
   5 classes each, LeNet, full participation, b = 8, I = 10), runs over κ̄ × c; skipped without MNIST.
 Per-run time at R is the batch's time / R; the gain is one run alone / that. The last column is how
@@ -20,7 +22,7 @@ import torch
 
 from replicate.core.errors import ReplicateError
 from replicate.fl import engine
-from replicate.fl.algorithms import FedAvg, Stem
+from replicate.fl.algorithms import FedAvg, FedProx, Stem
 from replicate.fl.schedules import LRSchedule
 from replicate.runs import batched
 from replicate.runs.config import RunConfig, build
@@ -31,6 +33,10 @@ WORKLOADS = {
         RunConfig(dataset="synthetic(1,1)", algorithm=FedAvg("scheme1", 10), local_steps=20, batch_size=24,
                   client_lr=0.1),
         [{"client_lr": lr, "seed": s} for s in range(4) for lr in (0.01, 0.03, 0.1, 0.3)], 10),
+    "FedProx synthetic(1,1) logistic, K=10, E=20, b=24 (μ × seed)": (
+        RunConfig(dataset="synthetic(1,1)", algorithm=FedProx(0.01, 10), local_steps=20, batch_size=24,
+                  client_lr=0.05),
+        [{"algorithm": FedProx(mu, 10), "seed": s} for s in range(4) for mu in (0.001, 0.01, 0.1, 1.0)], 10),
     "STEM LeNet, MNIST 100 workers, b=8, I=10 (κ̄ × c)": (
         RunConfig(dataset="mnist_stem_high", data_seed=0, model="lenet", algorithm=Stem(), local_steps=10,
                   batch_size=8, client_lr=0.1, lr_schedule="stem", lr_decay=80 / 540),

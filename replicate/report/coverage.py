@@ -423,12 +423,5 @@ REDUCED: tuple[Reduced, ...] = (
 
 # Committed paper-scale figures whose claims or labels changed after they were published (their runs are hours
 # on this CPU, so they were not republished with the change): what changed, and the command that republishes them.
-STALE: dict[str, str] = {
-    "li2020/fig1a": "published before its claims recorded their seed quote and basis, and never checked against "
-                    "the current code: its siblings published the same way (Figures 3 and 4) were not what the code "
-                    "computes (334 of 30,000 values of Figure 4 outside --check's 1e-2; a verdict moved), so its "
-                    "numbers may move too. Its 106 runs take ≈ 3.2 h one by one, about 1 h batched on this CPU; the "
-                    "recompute was started and stopped for lack of time. Republish: "
-                    "`python -m replicate figures li2020/fig1a --profile paper`",
-}
+STALE: dict[str, str] = {}  # none now: li2020/fig1a, the last, was checked and republished on 2026-11-25
 

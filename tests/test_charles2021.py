@@ -131,5 +131,5 @@ def test_engine_quadratic_refuses_minibatches_and_records_iterates():
     problem = th.random_problem(3, 2, 1.0, 5.0, 1.0, np.random.default_rng(0))
     engine_problem = QuadraticFederatedProblem(problem, x0=torch.zeros(3, dtype=torch.float64), record_iterates=True)
     with pytest.raises(ReplicateError, match="full gradients"):
-        engine_problem.draw_batches(None, 2, LocalWork(2, "steps", 4), None)
+        engine_problem.draw_batches([(None, 2, None)], LocalWork(2, "steps", 4))
     assert {"x0", "x1", "x2", "objective", "distance"} <= set(engine_problem.evaluate(engine_problem.init(0)))

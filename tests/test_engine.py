@@ -130,8 +130,8 @@ def test_gradient_norm_bound_holds_on_random_batches():
     problem = SampleProblem(toy_dataset(small_clients=2), LogisticRegression(5, 3))
     flat = torch.randn(12, problem.model.num_params, generator=torch.Generator().manual_seed(0)) * 3
     clients = torch.arange(12)
-    batches = problem.draw_batches(clients, torch.full((12,), 50), LocalWork(50, "steps", 4),
-                                   torch.Generator().manual_seed(1))
+    batches = problem.draw_batches([(clients, torch.full((12,), 50), torch.Generator().manual_seed(1))],
+                                   LocalWork(50, "steps", 4))[0]
     norms = torch.stack([torch.linalg.vector_norm(problem.grad(flat, clients, batches.step(s)), dim=1)
                          for s in range(50)])
     assert float(norms.max()) <= problem.grad_bound
@@ -217,6 +217,47 @@ def test_batches_are_distinct_in_range_and_uniform():
     counts = torch.bincount(pos[2].flatten(), minlength=12).double()  # 12 choose 10: each position ~ 10/12
     expected = 2000 * 10 / 12
     assert ((counts - expected).abs() < 5 * (expected * (2 / 12)) ** 0.5).all()
+
+
+@pytest.mark.parametrize("unit,b", [("steps", 4), ("steps", 10), ("epochs", 4), ("steps", None)])
+def test_runs_drawn_together_draw_what_each_draws_alone(unit, b):
+    """batches.draw_runs shares the redraw passes of several runs; each run's batches must not depend on its
+    batch-mates: runs of other sizes, step counts and seeds, drawn together and alone, bitwise."""
+    from replicate.fl.batches import draw_runs
+
+    work = LocalWork(3, unit, b)
+    gen = torch.Generator().manual_seed(5)
+    requests = []
+    for i in range(6):
+        m = int(torch.randint(1, 9, (), generator=gen))
+        sizes = torch.randint(1, 12 * (b or 4), (m,), generator=gen)  # below b, keyed, and redrawn clients
+        steps = torch.randint(1, 7, (m,), generator=gen)
+        offsets = torch.cumsum(sizes, 0) - sizes
+        requests.append((sizes, offsets, steps, 100 + i))
+    together = draw_runs([(n, o, s, torch.Generator().manual_seed(seed)) for n, o, s, seed in requests], work)
+    for (n, o, s, seed), batch in zip(requests, together):
+        (alone,) = draw_runs([(n, o, s, torch.Generator().manual_seed(seed))], work)
+        assert torch.equal(batch.index, alone.index)
+        assert (batch.mask is None) == (alone.mask is None)
+        assert batch.mask is None or torch.equal(batch.mask, alone.mask)
+
+
+def test_the_mini_batch_stream_of_the_committed_figures_does_not_move():
+    """Every committed figure trained on these draws: a change to how they are computed (e.g. drawing runs
+    together) must leave them bitwise as they were. The digests were taken at commit e969ba4, before runs
+    drew together; changing them means every training figure must be recomputed (bump runs.cache.NUMERICS)."""
+    import hashlib
+
+    from replicate.fl.batches import draw
+
+    sizes = torch.tensor([3, 10, 25, 40, 41, 97, 400])  # below b, full, keyed and redrawn clients
+    digests = []
+    for unit in ("steps", "epochs"):
+        b = draw(sizes, torch.cumsum(sizes, 0) - sizes, torch.tensor([5, 1, 7, 3, 9, 2, 6]), LocalWork(3, unit, 10),
+                 torch.Generator().manual_seed(2020))
+        data = b.index.numpy().tobytes() + (b.mask.numpy().tobytes() if b.mask is not None else b"")
+        digests.append(hashlib.sha256(data).hexdigest()[:16])
+    assert digests == ["1ddb4b85c989c50a", "cb95c9e9719c596c"]
 
 
 def test_clipping_matches_torch_and_schedules():

@@ -65,7 +65,7 @@ def test_server_step_equals_model_averaging_for_normalised_plans(scheme):
         steps = update.steps(problem.sizes[plan.clients], plan.work)
         ctx = RoundContext(round=round_, params=flat, steps=steps,
                            lr=torch.full((steps.numel(), 1), gamma, dtype=flat.dtype))
-        batches = problem.draw_batches(plan.clients, steps, update, torch.Generator().manual_seed(round_))
+        batches = problem.draw_batches([(plan.clients, steps, torch.Generator().manual_seed(round_))], update)[0]
         # each algorithm's own client functions, on the same mini-batches
         local = engine.train_clients(problem, sampler, sampler.client_init(None, flat, plan, ctx), ctx,
                                      plan.clients, batches, objective)

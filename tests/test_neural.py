@@ -90,7 +90,7 @@ def test_stacked_sequential_and_oracle_agree(model, algorithm):
         assert stacked["train_loss"].tolist() == pytest.approx(other["train_loss"].tolist(), rel=RTOL)
     assert (w_stacked - problem.init(1)).abs().max() > 1e-3  # the model really trained
     if model == "cnn":  # dropout was on: without it the same run ends elsewhere
-        batch = problem.draw_batches(torch.arange(3), torch.full((3,), 2), work, torch.Generator())
+        batch = problem.draw_batches([(torch.arange(3), torch.full((3,), 2), torch.Generator())], work)[0]
         noise = problem.dropout_noise(batch.step(0), rng.generator(1, "dropout", 0, 0))
         assert noise is not None and noise.shape == (*batch.step(0)[0].shape, 8)
         _, w_plain = run(SampleProblem(image_dataset(), cnn(dropout=0.0)), algo, work, schedule, **kwargs)
@@ -184,8 +184,8 @@ def test_token_lstm_gradients_and_training():
     assert problem.y.shape == (sum(SIZES), SEQ)
     flat = problem.init(0)
     clients, work = torch.arange(3), LocalWork(1, "steps", 4)
-    batch = problem.draw_batches(clients, torch.ones(3, dtype=torch.int64), work,
-                                 torch.Generator().manual_seed(0)).step(0)
+    batch = problem.draw_batches([(clients, torch.ones(3, dtype=torch.int64), torch.Generator().manual_seed(0))],
+                                 work)[0].step(0)
     stacked = flat.unsqueeze(0).repeat(3, 1)
     grads = problem.grad(stacked, clients, batch)
     assert grads.shape == (3, problem.model.num_params) and bool(torch.isfinite(grads).all())

@@ -239,7 +239,7 @@ def step_profile(config: RunConfig, steps: int = 40, device="cpu") -> dict:
     plan = algorithm.plan(population, work, 0, 0)
     flat = problem.init(0)
     counts = work.steps(population.sizes[plan.clients], plan.work)
-    batches = problem.draw_batches(plan.clients, counts, work, rng.generator(0, "batches", 0))
+    batches = problem.draw_batches([(plan.clients, counts, rng.generator(0, "batches", 0))], work)[0]
 
     if problem.fused_sgd is None or algorithm.plain_sgd is None:
         raise ReplicateError(f"step_profile times a fused local solve: {config.model} with {config.algorithm_name} "

@@ -37,17 +37,45 @@ def _uniform_subsets(limits: torch.Tensor, b: int, generator: torch.Generator) -
     return keys.topk(b, dim=1, largest=False).indices
 
 
-def _redraw_repeats(rows, active, limits, generator):
-    """Redraw every repeated position of the active rows once; returns the rows still repeating."""
-    sub = rows[active].sort(dim=1).values
-    dup = torch.zeros_like(sub, dtype=torch.bool)
-    dup[:, 1:] = sub[:, 1:] == sub[:, :-1]
-    has_dup = dup.any(dim=1)
-    active, sub, dup = active[has_dup], sub[has_dup], dup[has_dup]
-    fresh = (torch.rand(sub.shape, generator=generator, dtype=torch.float64, device=rows.device)
-             * limits[active].unsqueeze(1)).long()
-    rows[active] = torch.where(dup, fresh, sub)
-    return active
+def _distinct_rows(limits: list[torch.Tensor], b: int, generators: list) -> list[torch.Tensor]:
+    """For each run, one row of b distinct positions in [0, limit) per entry of its ``limits``: b draws
+    with replacement, then every repeated position redrawn, pass after pass, until no row repeats one.
+
+    The runs share each pass's sorting and comparing (runs as a tensor dimension); the random numbers
+    stay each run's own: run i's generator is called exactly as it would be for run i alone (one draw
+    of its rows, then one per pass while it still has rows to redraw, the last of them empty), so
+    every run's rows are bitwise what it draws alone.
+    """
+    device = limits[0].device
+    counts = [lim.numel() for lim in limits]
+    first = [torch.rand((n, b), generator=g, dtype=torch.float64, device=device) for n, g in zip(counts, generators)]
+    limits_all = _cat(limits)
+    rows = (_cat(first) * limits_all.unsqueeze(1)).long()
+    owner = None  # each row's run, once two runs are still redrawing
+    active = torch.arange(rows.shape[0], device=device)
+    looping = [i for i, n in enumerate(counts) if n]  # runs in their redraw loop (alone: while it has rows)
+    while looping:
+        sub = rows[active].sort(dim=1).values
+        dup = torch.zeros_like(sub, dtype=torch.bool)
+        dup[:, 1:] = sub[:, 1:] == sub[:, :-1]
+        has_dup = dup.any(dim=1)
+        active, sub, dup = active[has_dup], sub[has_dup], dup[has_dup]
+        if len(looping) == 1:  # every active row is that run's
+            redraw = {looping[0]: active.numel()}
+        else:  # one sync for all runs
+            if owner is None:
+                owner = torch.repeat_interleave(torch.arange(len(limits), device=device),
+                                                torch.tensor(counts, device=device))
+            redraw = dict(enumerate(torch.bincount(owner[active], minlength=len(limits)).tolist()))
+        fresh = _cat([torch.rand((redraw[i], b), generator=generators[i], dtype=torch.float64, device=device)
+                      for i in looping])
+        rows[active] = torch.where(dup, (fresh * limits_all[active].unsqueeze(1)).long(), sub)
+        looping = [i for i in looping if redraw[i]]
+    return list(rows.split(counts))
+
+
+def _cat(tensors: list[torch.Tensor]) -> torch.Tensor:
+    return tensors[0] if len(tensors) == 1 else torch.cat(tensors)
 
 
 def draw_batch_positions(sizes: torch.Tensor, steps: int, batch_size: int,
@@ -61,27 +89,35 @@ def draw_batch_positions(sizes: torch.Tensor, steps: int, batch_size: int,
     smallest of n_k random keys. Both procedures commute with relabelling the positions,
     so each subset is uniform. Clients with n_k < b use their whole local set (masked).
     """
-    m, b, device = sizes.numel(), batch_size, sizes.device
-    pos = torch.empty((m, steps, b), dtype=torch.long, device=device)
-    small = sizes < b
-    keyed = ~small & (sizes <= KEYED_BELOW * b)
-    redrawn = sizes > KEYED_BELOW * b
-    if bool(redrawn.any()):
-        limits = sizes[redrawn].repeat_interleave(steps)
-        rows = (torch.rand((limits.numel(), b), generator=generator, dtype=torch.float64, device=device)
-                * limits.unsqueeze(1)).long()
-        active = torch.arange(rows.shape[0], device=device)
-        while active.numel():
-            active = _redraw_repeats(rows, active, limits, generator)
-        pos[redrawn] = rows.view(-1, steps, b)
-    if bool(keyed.any()):
-        pos[keyed] = _uniform_subsets(sizes[keyed].repeat_interleave(steps), b, generator).view(-1, steps, b)
-    if not bool(small.any()):
-        return pos, None
-    ar = torch.arange(b, device=device)
-    mask = (ar.unsqueeze(0) < sizes.unsqueeze(1)) | ~small.unsqueeze(1)
-    pos[small] = torch.where(mask[small], ar, 0).unsqueeze(1).expand(-1, steps, -1)
-    return pos, mask
+    return draw_batch_positions_runs([sizes], [steps], batch_size, [generator])[0]
+
+
+def draw_batch_positions_runs(sizes: list[torch.Tensor], steps: list[int], batch_size: int,
+                              generators: list) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+    """``draw_batch_positions`` for several runs at once, each from its own generator: the same
+    positions as each run alone, the redraw passes of all runs shared (``_distinct_rows``)."""
+    b, device = batch_size, sizes[0].device
+    redrawn = [n > KEYED_BELOW * b for n in sizes]
+    some = [i for i, r in enumerate(redrawn) if bool(r.any())]  # a run alone skips the pass without such clients
+    distinct = dict(zip(some, _distinct_rows([sizes[i][redrawn[i]].repeat_interleave(steps[i]) for i in some], b,
+                                             [generators[i] for i in some]) if some else []))
+    out = []
+    for i, (n, s, g) in enumerate(zip(sizes, steps, generators)):
+        pos = torch.empty((n.numel(), s, b), dtype=torch.long, device=device)
+        small = n < b
+        keyed = ~small & (n <= KEYED_BELOW * b)
+        if i in distinct:
+            pos[redrawn[i]] = distinct[i].view(-1, s, b)
+        if bool(keyed.any()):
+            pos[keyed] = _uniform_subsets(n[keyed].repeat_interleave(s), b, g).view(-1, s, b)
+        if not bool(small.any()):
+            out.append((pos, None))
+            continue
+        ar = torch.arange(b, device=device)
+        mask = (ar.unsqueeze(0) < n.unsqueeze(1)) | ~small.unsqueeze(1)
+        pos[small] = torch.where(mask[small], ar, 0).unsqueeze(1).expand(-1, s, -1)
+        out.append((pos, mask))
+    return out
 
 
 def draw_epoch_positions(sizes: torch.Tensor, steps: torch.Tensor, batch_size: int,
@@ -111,17 +147,27 @@ def draw_epoch_positions(sizes: torch.Tensor, steps: torch.Tensor, batch_size: i
 def draw(sizes: torch.Tensor, offsets: torch.Tensor, steps: torch.Tensor, work, generator) -> Batches:
     """A round's ``Batches`` for clients with ``sizes`` (n_j) starting at ``offsets`` in the flat
     split, for ``steps`` (m,) local steps each under ``work`` (a ``LocalWork``)."""
-    b, device = work.batch_size, sizes.device
-    if b is None:  # the full local batch every step
-        width = int(sizes.max())
-        ar = torch.arange(width, device=device)
-        mask = ar.unsqueeze(0) < sizes.unsqueeze(1)
-        pos = torch.where(mask, ar, 0).unsqueeze(1)
-        mask = None if bool(mask.all()) else mask
-    elif work.unit == "epochs":
-        pos, mask = draw_epoch_positions(sizes, steps, b, generator)
-        mask = mask.transpose(0, 1).contiguous()
+    return draw_runs([(sizes, offsets, steps, generator)], work)[0]
+
+
+def draw_runs(requests: list[tuple], work) -> list[Batches]:
+    """``draw`` for several runs, one ``(sizes, offsets, steps, generator)`` each: each run's batches are
+    what it draws alone; independent mini-batches of every run share their redraw passes."""
+    b = work.batch_size
+    if b is not None and work.unit != "epochs":
+        drawn = draw_batch_positions_runs([n for n, _, _, _ in requests], [int(s.max()) for _, _, s, _ in requests],
+                                          b, [g for _, _, _, g in requests])
     else:
-        pos, mask = draw_batch_positions(sizes, int(steps.max()), b, generator)
-    rows = pos + offsets.view(-1, 1, 1)
-    return Batches(rows.transpose(0, 1).contiguous(), mask)
+        drawn = [_positions(n, s, work, g) for n, _, s, g in requests]
+    return [Batches((pos + offsets.view(-1, 1, 1)).transpose(0, 1).contiguous(), mask)
+            for (pos, mask), (_, offsets, _, _) in zip(drawn, requests)]
+
+
+def _positions(sizes, steps, work, generator):
+    """One run's (positions (m, S, b), mask) for full local batches or epochs."""
+    if work.batch_size is None:  # the full local batch every step
+        ar = torch.arange(int(sizes.max()), device=sizes.device)
+        mask = ar.unsqueeze(0) < sizes.unsqueeze(1)
+        return torch.where(mask, ar, 0).unsqueeze(1), None if bool(mask.all()) else mask
+    pos, mask = draw_epoch_positions(sizes, steps, work.batch_size, generator)
+    return pos, mask.transpose(0, 1).contiguous()

@@ -234,7 +234,8 @@ class _Run:
 
 
 def _begin(run: _Run, problem, population, sizes, work, trainer, objective, r) -> batching.Part | None:
-    """Run ``run``'s round r up to its client state: plan, rates, step counts, mini-batches (None: nobody trains)."""
+    """Run ``run``'s round r up to its client state: plan, rates, step counts (None: nobody trains). Its
+    mini-batches are drawn after, with every run's at once (``_draw``)."""
     algorithm, flat, device = run.algorithm, run.flat, run.flat.device
     plan = algorithm.plan(population, work, run.seed, r)
     clients = plan.clients.to(device)
@@ -247,9 +248,15 @@ def _begin(run: _Run, problem, population, sizes, work, trainer, objective, r) -
     full_grad = trainer.full_gradients(problem, clients, objective)
     ctx = RoundContext(round=r, params=flat, steps=steps, lr=lr.to(flat.dtype).unsqueeze(1),
                        warmup=plan.warmup, full_grad=full_grad)
-    batches = problem.draw_batches(clients, steps, work, rng.generator(run.seed, "batches", r, device=device))
     state = algorithm.client_init(run.server, flat, plan, ctx)
-    return batching.Part(run, plan, ctx, clients, batches, state, run.seed)
+    return batching.Part(run, plan, ctx, clients, None, state, run.seed)
+
+
+def _draw(parts: list[batching.Part], problem, work, r) -> None:
+    """Every part's mini-batches of round r, each from its run's stream (seed, "batches", r), drawn together."""
+    requests = [(p.clients, p.ctx.steps, rng.generator(p.seed, "batches", r, device=p.clients.device)) for p in parts]
+    for part, batches in zip(parts, problem.draw_batches(requests, work)):
+        part.batches = batches
 
 
 def _run(problem, specs, work, options, execution, trainer, extra_metrics, return_params):
@@ -280,6 +287,7 @@ def _run(problem, specs, work, options, execution, trainer, extra_metrics, retur
         parts = [part for run in runs if not run.done
                  if (part := _begin(run, problem, population, sizes, work, trainer, objective, r)) is not None]
         if parts:
+            _draw(parts, problem, work, r)
             round_ = batching.merge(parts, problem)
             state, ctx = round_.state, round_.ctx
             if solver is not None and round_.batches is not None:  # the same update, one fused solve (PlainSGD)

@@ -38,7 +38,7 @@ class Problem(Protocol):
 
     def cpu_execution(self) -> str: ...  # "stacked" or "sequential": the faster on a CPU (measured)
 
-    def draw_batches(self, clients: torch.Tensor, steps: torch.Tensor, work, generator) -> Batches | None: ...
+    def draw_batches(self, requests: list[tuple], work) -> list[Batches | None]: ...  # (clients, steps, generator) a run
 
     def full_batch(self, clients: torch.Tensor): ...  # every row of each client, or None (full gradients)
 
@@ -95,8 +95,10 @@ class SampleProblem:
     def init(self, seed: int) -> torch.Tensor:
         return self.model.init(rng.generator(seed, "init")).to(self.device)
 
-    def draw_batches(self, clients: torch.Tensor, steps: torch.Tensor, work, generator) -> Batches:
-        return batches.draw(self.sizes[clients], self.train.offsets[clients], steps, work, generator)
+    def draw_batches(self, requests: list[tuple], work) -> list[Batches]:
+        """A round's mini-batches of several runs, one ``(clients, steps, generator)`` each: each run's what
+        it draws alone (``batches.draw_runs``)."""
+        return batches.draw_runs([(self.sizes[c], self.train.offsets[c], steps, g) for c, steps, g in requests], work)
 
     def full_batch(self, clients: torch.Tensor):
         """Every training row of each client as one masked batch ``(index (m, max n_k), mask)``."""
@@ -310,10 +312,10 @@ class QuadraticFederatedProblem:
     def init(self, seed: int) -> torch.Tensor:
         return self.x0.clone().to(self.device)
 
-    def draw_batches(self, clients, steps, work, generator):
+    def draw_batches(self, requests, work):
         if work.batch_size is not None or work.unit != "steps":
             raise ReplicateError("quadratic clients take full gradients: use local steps and batch_size=None")
-        return None
+        return [None] * len(requests)
 
     def full_batch(self, clients):
         return None  # every gradient of a quadratic client is already its full gradient

@@ -1,2 +1,3 @@
-"""Figure-level sweeps: the run layer (``runs``: run configs, result cache, worker pool) and one
-package per paper (``li2020``, ``charles2021``) with one module per figure or figure family."""
+"""Figure-level experiments: one package per paper (``li2020``, ``fedprox2020``, ``charles2021``,
+``khanduri2021``, ``notes``) with one module per figure or figure family, built on the run layer
+(``replicate.runs``: run configs, the result cache, sweeps, tuning, executors) and the theory."""

@@ -17,6 +17,8 @@ regression's).
 """
 from __future__ import annotations
 
+import contextlib
+import os
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -34,6 +36,8 @@ from replicate.fl.problems import Problem
 from replicate.fl.schedules import LRSchedule
 
 EXECUTIONS = ("stacked", "sequential", "auto")
+# cuBLAS's condition for deterministic GEMMs; it must be set before the process's first CUDA GEMM
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 
 def preferred_execution(problem) -> str:
@@ -72,6 +76,32 @@ class LocalObjective:
         if self.weight_decay:
             loss_grad.add_(w, alpha=self.weight_decay)
         return loss_grad
+
+
+@contextlib.contextmanager
+def device_numerics(device):
+    """On CUDA, for the duration of a run: float32 computes in float32 (TF32 off for matrix products and
+    for cuDNN convolutions, where PyTorch allows it by default) and kernels are deterministic where
+    PyTorch has a deterministic version (``torch.use_deterministic_algorithms(True, warn_only=True)``,
+    cuDNN's deterministic algorithms, no autotuning): one seed gives the same numbers every time on one
+    machine and device, as the run cache assumes (``tests/test_cuda.py`` checks it on a GPU). Restored
+    afterwards. Nothing changes on a CPU."""
+    if torch.device(device).type != "cuda":
+        yield
+        return
+    backends = torch.backends
+    saved = (backends.cuda.matmul.allow_tf32, backends.cudnn.allow_tf32, backends.cudnn.deterministic,
+             backends.cudnn.benchmark, torch.are_deterministic_algorithms_enabled(),
+             torch.is_deterministic_algorithms_warn_only_enabled())
+    backends.cuda.matmul.allow_tf32 = backends.cudnn.allow_tf32 = False
+    backends.cudnn.deterministic, backends.cudnn.benchmark = True, False
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield
+    finally:
+        (backends.cuda.matmul.allow_tf32, backends.cudnn.allow_tf32, backends.cudnn.deterministic,
+         backends.cudnn.benchmark) = saved[:4]
+        torch.use_deterministic_algorithms(saved[4], warn_only=saved[5])
 
 
 def default_device() -> torch.device:
@@ -218,7 +248,7 @@ def run_batch(problem: Problem, runs: list[RunSpec], work: LocalWork, options: R
     execution = preferred_execution(problem) if options.execution == "auto" else options.execution
     # Tiny problems (the quadratics: a 21 × 21 bmm per step) run single-threaded: waking a second thread per
     # op cost 34× on a busy 2-core machine (0.19 s vs 6.4 s for 20 rounds of E = 100, Li et al. Fig 2).
-    with threads(1 if problem.single_threaded else None):
+    with threads(1 if problem.single_threaded else None), device_numerics(problem.device):
         return _run(problem, runs, work, options, execution, trainer, extra_metrics, return_params)
 
 

@@ -1,0 +1,106 @@
+"""What only a GPU can show: the engine on a CUDA device. Skipped, with the reason, where there is none;
+``REPLICATE_TEST_DEVICE=cpu`` runs the same checks on the CPU (to check the checks).
+
+The CPU suite catches device-placement mistakes (``tests/test_device.py``); what it cannot see is how
+CUDA kernels compute. On the device, at smoke size, for every algorithm on the logistic model and the
+neural models:
+1. **Determinism** (the run cache's promise: same seed, same machine and device, same numbers): a run
+   twice gives identical histories and parameters (``engine.device_numerics``: deterministic kernels).
+2. **Engine ≡ oracle**: the stacked engine against the client-by-client autograd oracle, float32
+   tolerance (TF32 is off during runs, so float32 means float32).
+3. **Batched runs ≡ one by one** (``engine.run_batch``), float32 tolerance (CUDA kernels of another batch
+   shape may sum in another order; on the CPU the logistic model is bitwise, tests/test_batched_runs.py).
+4. The bench's batched-runs workloads run on the device.
+A lent GPU session runs ``python -m pytest -q tests/test_cuda.py tests/test_device.py`` first.
+"""
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+import pytest
+import torch
+
+from replicate.fl.algorithms import FedAdam, FedAvg, FedProx, LocalUpdate, LocalWork, Scaffold, Stem
+from replicate.fl.engine import LocalObjective, RunSpec, run, run_batch
+from replicate.fl.models import LogisticRegression
+from replicate.fl.oracle import SEQUENTIAL
+from replicate.fl.problems import SampleProblem
+from replicate.fl.schedules import LRSchedule
+
+from conftest import toy_dataset
+from test_neural import cnn, image_dataset, lstm, token_dataset
+
+DEVICE = os.environ.get("REPLICATE_TEST_DEVICE") or ("cuda" if torch.cuda.is_available() else None)
+pytestmark = pytest.mark.skipif(DEVICE is None, reason="no CUDA device here: these checks run on a GPU machine "
+                                                       "(REPLICATE_TEST_DEVICE=cpu runs them on the CPU)")
+RTOL, ATOL = 1e-5, 1e-6  # float32, as tests/test_neural.py and tests/test_batched_runs.py
+
+MODELS = {
+    "logistic": lambda: SampleProblem(toy_dataset(small_clients=2), LogisticRegression(5, 3), device=DEVICE),
+    "cnn": lambda: SampleProblem(image_dataset(), cnn(), device=DEVICE),  # with dropout
+    "lstm": lambda: SampleProblem(token_dataset(), lstm(), device=DEVICE),
+}
+ALGORITHMS = {
+    "fedavg-scheme1": (FedAvg("scheme1", 4), LocalWork(3, "steps", 8)),
+    "fedavg-transformed2": (FedAvg("transformed2", 4), LocalWork(2, "steps", 8)),
+    "fedprox-stragglers": (FedProx(0.1, 5, straggler_fraction=0.5), LocalWork(2, "epochs", 8)),
+    "scaffold-I": (Scaffold(4, option="I"), LocalWork(3, "steps", 8)),
+    "scaffold-II": (Scaffold(4), LocalWork(3, "steps", 8)),
+    "stem": (Stem(2.0), LocalWork(3, "steps", 8)),
+    "local-update": (LocalUpdate(0.5, clients_per_round=4, momentum=0.9, nesterov=True, alpha=0.1),
+                     LocalWork(3, "steps", 8)),
+    "fedadam": (FedAdam(4), LocalWork(2, "steps", 8)),
+}
+CASES = [(m, a) for m in MODELS for a in ALGORITHMS if m == "logistic" or a in ("fedavg-scheme1", "fedprox-stragglers",
+                                                                                   "stem")]
+OPTIONS = dict(objective=LocalObjective(weight_decay=1e-3, clip_norm=5.0), rounds=3, return_params=True)
+
+
+def one(problem, algorithm, work, seed=1, **kwargs):
+    return run(problem, algorithm, work, LRSchedule("constant", 0.1), **(OPTIONS | {"seed": seed} | kwargs))
+
+
+@pytest.mark.parametrize("model, algorithm", CASES)
+def test_a_run_on_the_device_is_deterministic(model, algorithm):
+    problem = MODELS[model]()
+    algo, work = ALGORITHMS[algorithm]
+    (h1, w1), (h2, w2) = one(problem, algo, work), one(problem, algo, work)
+    assert w1.device.type == "cpu" and torch.isfinite(w1).all()
+    assert torch.equal(w1, w2), f"two runs of one seed on {DEVICE} differ by {float((w1 - w2).abs().max()):.3g}"
+    pd.testing.assert_frame_equal(h1, h2, check_exact=True)
+
+
+@pytest.mark.parametrize("model, algorithm", CASES)
+def test_the_engine_equals_the_oracle_on_the_device(model, algorithm):
+    problem = MODELS[model]()
+    algo, work = ALGORITHMS[algorithm]
+    history, w = one(problem, algo, work)
+    oracle, w_oracle = one(problem, algo, work, trainer=SEQUENTIAL)
+    torch.testing.assert_close(w, w_oracle, rtol=RTOL, atol=ATOL)
+    assert history["train_loss"].tolist() == pytest.approx(oracle["train_loss"].tolist(), rel=RTOL)
+    assert (w - problem.init(1).cpu()).abs().max() > 1e-4  # it really trained
+
+
+@pytest.mark.parametrize("model, algorithm", CASES)
+def test_batched_runs_equal_runs_one_by_one_on_the_device(model, algorithm):
+    problem = MODELS[model]()
+    algo, work = ALGORITHMS[algorithm]
+    schedules = [LRSchedule("constant", 0.1), LRSchedule("inverse", 0.2, 1.0), LRSchedule("constant", 0.05)]
+    specs = [RunSpec(algo, schedules[i], seed=i + 1, rounds=(3, 2, 3)[i]) for i in range(3)]
+    batched = run_batch(problem, specs, work, **OPTIONS)
+    for spec, (h_batch, w_batch) in zip(specs, batched):
+        h_alone, w_alone = run(problem, spec.algorithm, work, spec.schedule, **(OPTIONS | {"seed": spec.seed,
+                                                                                         "rounds": spec.rounds}))
+        torch.testing.assert_close(w_batch, w_alone, rtol=RTOL, atol=ATOL)
+        pd.testing.assert_frame_equal(h_batch, h_alone, rtol=RTOL, atol=ATOL)
+
+
+def test_the_bench_batched_workloads_run_on_the_device(monkeypatch):
+    from replicate.cli import bench_batched
+
+    small = {name: (base, grid[:4], 1) for name, (base, grid, _) in bench_batched.WORKLOADS.items()
+             if "LeNet" not in name}  # the LeNet grid needs MNIST; its step is the CNN's
+    monkeypatch.setattr(bench_batched, "WORKLOADS", small)
+    rows = bench_batched.run(repeats=1, device=DEVICE, sizes=(1, 4))
+    assert len(rows) == len(small) and all(row["R=1"] > 0 and row["R=4"] > 0 for row in rows)

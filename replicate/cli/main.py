@@ -68,15 +68,22 @@ def _bench(args) -> int:
     from replicate.cli import bench, bench_batched, bench_executors
     from replicate.core import paths
 
-    results = bench.run(rounds=args.rounds, device=args.device)
-    text = (bench.table(results) + "\n\n" + bench.profile_table(args.device) + "\n\nFedProx LSTMs:\n\n"
-            + bench.lstm_table(bench.lstm_run(device=args.device)) + "\n\n" + bench.op_table()
-            + "\n\nSweep executors, local pool vs Ray:\n\n" + bench_executors.table(bench_executors.run())
-            + "\n\nSTEM on CIFAR-10 (one thread):\n\n" + bench.stem_table(bench.stem_run(device=args.device))
-            + "\n\n## Runs as a tensor dimension\n\n" + bench_batched.__doc__.strip()
-            + "\n\n" + bench_batched.table(bench_batched.run(device=args.device)))
-    print(bench.describe_machine(args.device))
-    print(text)
+    sections = [  # (heading, table maker): each printed as soon as it is timed
+        ("", lambda: bench.table(bench.run(rounds=args.rounds, device=args.device))),
+        ("", lambda: bench.profile_table(args.device)),
+        ("FedProx LSTMs:", lambda: bench.lstm_table(bench.lstm_run(device=args.device))),
+        ("", bench.op_table),
+        ("Sweep executors, local pool vs Ray:", lambda: bench_executors.table(bench_executors.run())),
+        ("STEM on CIFAR-10 (one thread):", lambda: bench.stem_table(bench.stem_run(device=args.device))),
+        ("## Runs as a tensor dimension\n\n" + bench_batched.__doc__.strip(),
+         lambda: bench_batched.table(bench_batched.run(device=args.device))),
+    ]
+    print(bench.describe_machine(args.device), flush=True)
+    parts = []
+    for heading, make in sections:
+        parts.append((heading + "\n\n" if heading else "") + make())
+        print("\n" + parts[-1], flush=True)
+    text = "\n\n".join(parts)
     if args.record:
         path = paths.REPO / "BENCHMARKS.md"
         from replicate.core.fileio import atomic_write_text

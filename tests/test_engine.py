@@ -391,3 +391,89 @@ def test_bench_times_training_alone_and_the_lstm_executions(monkeypatch):
     assert all(rows[0][s] > 0 for s in bench.LSTM_SOLVERS)
     assert rows[0]["speedup"] == pytest.approx(rows[0]["oracle"] / rows[0]["stacked"])
     assert "| tiny sent140 |" in bench.lstm_table(rows)
+
+
+# ---- a run whose model is all NaN is not trained further: its history is filled, bitwise as training gives ----
+
+def _nan_init(problem, nan_seeds):
+    """``problem`` whose initial model is all NaN for the seeds in ``nan_seeds`` (a run diverged at round 0)."""
+    init = problem.init
+
+    def patched(seed):
+        w = init(seed)
+        return torch.full_like(w, float("nan")) if seed in nan_seeds else w
+
+    problem.init = patched
+    return problem
+
+
+def _trained_to_the_end(monkeypatch, compute):
+    """``compute()`` as the engine runs it, and again with absorbed runs trained to the end instead."""
+    from replicate.fl import engine
+
+    calls = []
+    real = engine.absorbed
+    monkeypatch.setattr(engine, "absorbed", lambda flat: calls.append(1) or real(flat))
+    filled = compute()
+    assert calls, "no run was checked"
+    monkeypatch.setattr(engine, "absorbed", lambda flat: False)
+    return filled, compute()
+
+
+def _assert_same_histories(filled, trained, exact=True):
+    """Bitwise; else (a CNN batch, whose kernels sum in another order once the NaN run has left it) to float32's
+    batched-runs tolerance (tests/test_batched_runs.py)."""
+    import pandas as pd
+
+    rtol, atol = (0, 0) if exact else (1e-5, 1e-6)
+    for (h_filled, w_filled), (h_trained, w_trained) in zip(filled, trained):
+        pd.testing.assert_frame_equal(h_filled, h_trained, check_exact=exact, rtol=rtol or 1e-5, atol=atol or 1e-8)
+        torch.testing.assert_close(w_filled, w_trained, equal_nan=True, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("name", ["fedavg-scheme1", "fedprox-stragglers", "scaffold-I", "stem", "local-update",
+                                  "fedadam", "cnn-dropout"])
+def test_an_absorbed_run_is_filled_as_training_it_would_record(monkeypatch, name):
+    """Runs of a batch whose model is NaN (seeds 2 and 4) beside finite ones, with a stop hook that fires on a
+    filled row: the histories equal training every run to the end, bit for bit, and the NaN runs are filled."""
+    from test_batched_runs import CASES, SCHEDULES
+
+    from replicate.fl.engine import RunSpec, run_batch
+
+    build, algorithms, work = CASES[name]
+    stop = lambda row: row["round"] >= 3  # noqa: E731  (a target the filled rows reach)
+    specs = [RunSpec(a, SCHEDULES[i % 3], seed=i + 1, rounds=5, stop=stop if i == 1 else None)
+             for i, a in enumerate(algorithms)] + [RunSpec(algorithms[0], SCHEDULES[1], seed=4, rounds=6)]  # a decaying rate: each filled row's own
+
+    def compute():
+        problem = _nan_init(build(), nan_seeds={2, 4})
+        return run_batch(problem, specs, work, objective=LocalObjective(weight_decay=1e-3), rounds=5,
+                         return_params=True)
+
+    filled, trained = _trained_to_the_end(monkeypatch, compute)
+    _assert_same_histories(filled, trained, exact=not name.startswith("cnn"))
+    assert list(filled[1][0]["round"]) == [0, 1, 2, 3]  # stopped on a filled row, as training stops
+    assert filled[-1][0]["train_loss"].isna().all() and len(filled[-1][0]) == 7
+    assert filled[0][0]["train_loss"].notna().all()  # its batch-mates trained
+
+
+def test_a_run_that_diverges_midway_is_filled_from_where_it_became_nan(monkeypatch):
+    """A quadratic at a step size past 2/L grows until it overflows and turns NaN; from that evaluation on
+    its rows are filled, bitwise as training it on records."""
+    from test_algorithms import quadratic
+
+    from replicate.fl import engine
+
+    def compute():
+        return [run(quadratic(), FedAvg("full"), LocalWork(4, "steps", None), LRSchedule("constant", 40.0),
+                    rounds=120, return_params=True)]
+
+    fills = []
+    real_fill = engine._fill
+    monkeypatch.setattr(engine, "_fill", lambda r, *a: fills.append(r.rows[-1]["round"]) or real_fill(r, *a))
+    filled, trained = _trained_to_the_end(monkeypatch, compute)
+    _assert_same_histories(filled, trained)
+    history = filled[0][0]
+    first_nan = int(history.loc[history["objective"].isna(), "round"].min())  # overflow, then NaN spreads
+    assert len(fills) == 1 and 0 < first_nan <= fills[0] < 100  # it diverged midway and was filled from there
+    assert len(history) == 121

@@ -289,6 +289,25 @@ def _draw(parts: list[batching.Part], problem, work, r) -> None:
         part.batches = batches
 
 
+def absorbed(flat: torch.Tensor) -> bool:
+    """Whether a run has diverged for good: every parameter NaN. NaN is absorbing for every algorithm here
+    (each new model is made from the old one by products and sums: w ← decay·w − η·g, averages, server
+    moves), so it stays all NaN, and its metrics, a function of the model alone, repeat round after round."""
+    return bool(torch.isnan(flat).all())
+
+
+def _fill(run: _Run, r: int, eval_every: int) -> None:
+    """The rest of an absorbed run's history without training it: its last row at every later evaluation
+    round (the stop hook applied as it would be), the final model's row last. Bitwise what training it to
+    the end records (tests/test_engine.py); a diverged run of a tuning grid costs its rounds up to here."""
+    last = run.rows[-1]
+    for later in range(r + eval_every, run.rounds, eval_every):
+        run.rows.append({**last, "round": later, "lr": run.schedule(later)})
+        if run.spec.stop is not None and run.spec.stop(run.rows[-1]):
+            return
+    run.rows.append({**last, "round": run.rounds, "lr": run.schedule(run.rounds)})
+
+
 def _run(problem, specs, work, options, execution, trainer, extra_metrics, return_params):
     objective, eval_every = options.objective, options.eval_every
     plain = specs[0].algorithm.plain_sgd  # one client half for all (run_batch checked)
@@ -314,6 +333,9 @@ def _run(problem, specs, work, options, execution, trainer, extra_metrics, retur
             elif eval_every is not None and r % eval_every == 0:
                 evaluate(run, r)
                 run.done = run.spec.stop is not None and run.spec.stop(run.rows[-1])
+                if not run.done and extra_metrics is None and absorbed(run.flat):
+                    _fill(run, r, eval_every)
+                    run.done = True
         parts = [part for run in runs if not run.done
                  if (part := _begin(run, problem, population, sizes, work, trainer, objective, r)) is not None]
         if parts:

@@ -12,16 +12,16 @@ from replicate.data.federated import FederatedDataset, Split
 def pytest_collection_modifyitems(config, items):
     """nbval notebooks are skipped, with the reason, exactly when a dataset they read at the profile of
     their parameters cell is absent (``replicate.experiments.requirements``)."""
-    import papermill
-
-    from replicate.experiments import requirements
-
     reasons = {}  # nbval makes an item per cell: one decision per notebook
     for item in items:
         path = str(getattr(item, "fspath", ""))
         if not path.endswith(".ipynb"):
             continue
         if path not in reasons:
+            import papermill  # here, not above: a GPU machine without papermill still runs the tests
+
+            from replicate.experiments import requirements
+
             meta = json.loads(open(path).read()).get("metadata", {}).get("replicate", {})
             profile = json.loads(papermill.inspect_notebook(path)["profile"]["default"])
             reasons[path] = requirements.skip_reason(f"{meta['paper']}/{meta['figure']}", profile)

@@ -133,16 +133,16 @@ def test_publish_writes_data_claims_and_report(tmp_path):
 
 
 def test_reduced_scale_runs_are_shown_labelled_and_never_counted(tmp_path):
-    """A below-paper-scale run under figures/cpu_scale/<paper>/ (coverage.REDUCED) gets its own
+    """A below-paper-scale run under figures/cpu_scale/<paper>/ (reduced.REDUCED) gets its own
     labelled section in REPLICATION.md; the headline counts only the paper-scale figures."""
     import pandas as pd
 
-    from replicate.report import coverage
+    from replicate.report import reduced
 
     out = tmp_path / "figures"
     publish(None, pd.DataFrame({"x": [0]}), [check("a holds", True, "1")], paper="fedprox2020", figure="fig2",
             profile="paper", out_dir=out)
-    item = coverage.REDUCED[0]
+    item = reduced.REDUCED[0]
     folder, paper, figure = item.key.split("/")
     publish(None, pd.DataFrame({"x": [0]}), [check("reduced b holds", False, "2"), check("reduced c", True, "3")],
             paper=paper, figure=figure, profile="paper", out_dir=out / folder)
@@ -359,10 +359,10 @@ def test_no_override_writes_into_the_committed_figures(project, monkeypatch, cap
 
 
 def test_reduced_scale_commands_still_write_figures_cpu_scale(project, monkeypatch):
-    """coverage.REDUCED's commands (--profile paper ... --set out_dir=figures/cpu_scale) keep working."""
-    from replicate.report import coverage
+    """reduced.REDUCED's commands (--profile paper ... --set out_dir=figures/cpu_scale) keep working."""
+    from replicate.report import reduced
 
-    paper, figure = coverage.REDUCED[0].key.split("/")[1:]
+    paper, figure = reduced.REDUCED[0].key.split("/")[1:]
     _notebook(project / "notebooks", f"{paper}_{figure}", GOOD.replace('"notes"', f'"{paper}"')
               .replace('"figA"', f'"{figure}"'))
     monkeypatch.chdir(project)

@@ -119,10 +119,10 @@ def parameters(notebook: FigureNotebook, profile: str, out_dir: Path, overrides:
 
 
 def _reduced_scale(target: Path, profile: str, notebooks: list[FigureNotebook]) -> bool:
-    """A documented reduced-scale command (``coverage.REDUCED``): a paper-profile run with ``--set``
+    """A documented reduced-scale command (``report.reduced.REDUCED``): a paper-profile run with ``--set``
     into ``figures/cpu_scale`` of figures listed there. Those committed runs are labelled in
     REPLICATION.md and never counted; anything else inside ``figures/`` is refused."""
-    from replicate.report.coverage import REDUCED
+    from replicate.report.reduced import REDUCED
 
     listed = {item.key for item in REDUCED}
     folder = paths.figures_dir().resolve() / "cpu_scale"

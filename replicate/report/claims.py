@@ -165,7 +165,7 @@ def output_dir(out_dir: str | os.PathLike | None) -> Path:
 def committed_figures_refused(folder) -> ReplicateError:
     return ReplicateError(
         f"out_dir {folder} is inside the committed figures/: only `python -m replicate figures --profile paper` "
-        "without --set writes there (and the reduced-scale commands of replicate/report/coverage.py, into "
+        "without --set writes there (and the reduced-scale commands of replicate/report/reduced.py, into "
         "figures/cpu_scale); choose another folder, or leave out_dir unset for build/figures")
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from replicate.core import paths
 from replicate.core.fileio import atomic_write_text
-from replicate.report import coverage
+from replicate.report import coverage, reduced
 from replicate.report.claims import BASES, KIND_RULE
 
 PAPER_TITLES = {
@@ -202,8 +202,8 @@ def render(root: Path | None = None) -> str:
 
 
 def _reduced(root: Path) -> list[str]:
-    """The labelled below-paper-scale runs (``coverage.REDUCED``) whose outputs are committed."""
-    present = [(item, json.loads((root / f"{item.key}.claims.json").read_text())) for item in coverage.REDUCED
+    """The labelled below-paper-scale runs (``reduced.REDUCED``) whose outputs are committed."""
+    present = [(item, json.loads((root / f"{item.key}.claims.json").read_text())) for item in reduced.REDUCED
                if (root / f"{item.key}.claims.json").is_file()]
     if not present:
         return []

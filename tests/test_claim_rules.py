@@ -115,6 +115,26 @@ def test_reduced_scale_figures_say_so_in_title_and_record(tmp_path):
     assert json.loads((tmp_path / "li2020" / "fig2.claims.json").read_text())["scale"] == "paper"
 
 
+def test_a_wrapped_title_gets_the_reduced_label_on_its_own_line_above_it():
+    """A title drawn on several lines at the top (FedProx's figures) gets the label as a line of its own, the
+    figure one line taller at the top, so the title does not run into the axes below it (as it once did)."""
+    import matplotlib.pyplot as plt
+
+    from replicate.report.claims import label_reduced
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    fig.suptitle("a title long enough\nto wrap onto two lines", y=0.99, va="top")
+    fig.tight_layout(rect=(0, 0, 1, 0.85))
+    axes_top = ax.get_position().y1 * 4  # inches from the bottom
+    title_gap = (1 - 0.99) * 4  # inches from the top
+    label_reduced(fig)
+    width, height = fig.get_size_inches()
+    assert fig._suptitle.get_text().split("\n") == [REDUCED_LABEL, "a title long enough", "to wrap onto two lines"]
+    assert height > 4 and ax.get_position().y1 * height == pytest.approx(axes_top)
+    assert (1 - fig._suptitle.get_position()[1]) * height == pytest.approx(title_gap)
+    plt.close(fig)
+
+
 def test_charles_closed_form_claims_are_consistency_checks():
     """Properties of closed-form formulas (figs 1-4, 5, 7-10) and Table 1's identities are not counted."""
     from replicate.experiments.charles2021 import frontiers

@@ -214,12 +214,37 @@ REDUCED_LABEL = "CPU SCALE (reduced; not the paper's scale)"
 
 
 def label_reduced(fig) -> None:
-    """Say in a figure's title that it was run below the paper's scale."""
+    """Say in a figure's title that it was run below the paper's scale: before a one-line title, or on a line
+    of its own above a wrapped one (the figure grown at the top by that line, so nothing moves under it)."""
     title = fig.get_suptitle()
     if REDUCED_LABEL in title:
         return
-    size = fig._suptitle.get_fontsize() if title else None  # keep the figure's own title size
-    fig.suptitle(f"{REDUCED_LABEL}: {title}" if title else REDUCED_LABEL, **({"fontsize": size} if size else {}))
+    if "\n" not in title:
+        size = fig._suptitle.get_fontsize() if title else None  # keep the figure's own title size
+        fig.suptitle(f"{REDUCED_LABEL}: {title}" if title else REDUCED_LABEL, **({"fontsize": size} if size else {}))
+        return
+    text = fig._suptitle
+    _grow_top(fig, 1.3 * text.get_fontsize() / 72)  # one line of the title's font, in inches
+    text.set_text(f"{REDUCED_LABEL}\n{title}")
+
+
+def _grow_top(fig, inches: float) -> None:
+    """Add ``inches`` at the top of ``fig``, keeping every axes, text and legend where it was from the bottom
+    (and the title where it was from the top)."""
+    width, height = fig.get_size_inches()
+    k = height / (height + inches)
+    for ax in fig.axes:
+        box = ax.get_position()
+        ax.set_position([box.x0, box.y0 * k, box.width, box.height * k])
+    for text in fig.texts:
+        if text is fig._suptitle:  # kept from the top, below
+            continue
+        x, y = text.get_position()
+        text.set_position((x, y * k))
+    if fig._suptitle is not None:
+        x, y = fig._suptitle.get_position()
+        fig._suptitle.set_position((x, 1 - (1 - y) * k))
+    fig.set_size_inches(width, height + inches)
 
 
 def quoting(sources, *, prefix: bool = False):

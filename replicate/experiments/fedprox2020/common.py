@@ -227,7 +227,7 @@ def curves_grid(data: pd.DataFrame, metrics: tuple[str, ...], hue: str, title: s
     width, height = fig.get_size_inches()
     lines = textwrap.wrap(title, int(width * 11))
     fig.tight_layout(rect=(0, 0.7 / height, 1, 1 - (0.19 * len(lines) + 0.1) / height))
-    fig.text(0.5, 1 - 0.06 / height, "\n".join(lines), ha="center", va="top", fontsize="large")
+    fig.suptitle("\n".join(lines), y=1 - 0.06 / height, va="top", fontsize="large")  # the title publish may label
     return fig
 
 

@@ -206,9 +206,10 @@ ITEMS: tuple[Item, ...] = (
     Item("khanduri2021", "Figure 5", "samples accessed for two values of I", "reduced", "full",
          "notebook at the spec's PROPOSED settings (K = 100 class-shard MNIST workers, LeNet, b = 8, I ∈ {10, 100}, "
          "30,000 samples per worker, rates tuned per I over 34 STEM (κ̄, c) pairs and 6 rates each for FedAvg and "
-         "SCAFFOLD); not run at that scale: a run took 2-7 min per 3,200 samples per worker here, so the paper "
-         "profile is 104 runs of 30-60 min (days on this CPU; no GPU was lent); a labelled CPU-scale run "
-         "(3,200 samples, small grids, 2 seeds) is in the reduced-scale section below", ("khanduri2021/fig5",)),
+         "SCAFFOLD); not run at that scale: a run that trains took up to 3 min per 3,200 samples per worker here "
+         "(2-7 min under heavier load), so the paper profile is up to 104 runs of 30-60 min (days on this CPU; no GPU "
+         "was lent; diverged candidates stop early, at their first all-NaN evaluation); a labelled CPU-scale run "
+         "(3,200 samples, narrower grids, 2 seeds) is in the reduced-scale section below", ("khanduri2021/fig5",)),
     # Lecture notes (seed 003): no figures; the items are its theorems, evaluated on measured runs
     Item("notes", "Theorem 1 (convex bound)", "Li et al.'s bound against measured FedAvg runs", "paper", "redrawn",
          "Li et al. Thms 1-3 and the notes' eq. (3) (γ with 8κ and 5κ) vs FedAvg with the theorem's η_t on "

@@ -12,6 +12,15 @@ of ``repeats`` after a warm-up, batch sizes interleaved so load changes hit all 
 Per-run time at R is the batch's time / R; the gain is one run alone / that. The last column is how
 many such runs the sweep runner trains together on this device (``runs/batched.py::piece``: on a CPU at
 most 160 stacked clients, so the LeNet grid, which batching slows here, runs one by one).
+
+What bounds the logistic gain (measured 2026-11-26, one thread, one other core busy): a batch stacks the
+*distinct* clients of its runs' rounds, and Scheme I draws K = 10 with replacement in proportion to n_k,
+so a run trains ≈ 8 distinct rows a round (R = 16: 124-128 rows; one run with K = 100: 32-37, not 100).
+A stacked row then costs the same in a batch as in one run, ≈ 0.11 ms a round (R = 16: 13.6 ms for
+≈ 126 rows; one K = 100 run: 3.9 ms for ≈ 35), so a batched run cannot fall below its ≈ 8 rows' cost,
+≈ 0.86 ms, against 1.75-1.95 ms alone: a ceiling near 2.2×, which R = 16 reaches. Of a batched run's
+round, its rows' arithmetic (gathers, GEMMs, softmax) is about half and its mini-batch draws (each
+from its own stream, so that a batch computes bitwise what its runs compute alone) about a quarter.
 """
 from __future__ import annotations
 

@@ -203,8 +203,10 @@ def main(argv=None) -> int:
     fig.add_argument("--workers", type=int, default=None,
                      help="worker processes of the local executor (default REPLICATE_WORKERS, else one per core)")
     fig.add_argument("--batch-runs", type=int, default=None, metavar="R",
-                     help="train up to R runs of a sweep as one batch (default REPLICATE_BATCH_RUNS, else 1: one by one; "
-                          "batched runs agree to float rounding only, which chaotic runs amplify: docs/engine.md)")
+                     help="train up to R runs of a sweep as one batch; 1: one by one (default REPLICATE_BATCH_RUNS, else "
+                          "batched where a batch computes bitwise what its runs compute alone, the logistic model, "
+                          "and for every model on CUDA, where neural runs agree to float32 "
+                          "rounding only: docs/engine.md)")
     fig.add_argument("-v", "--verbose", action="store_true", help="stream notebook output (progress bars)")
     fig.set_defaults(func=_figures)
     bench = sub.add_parser(

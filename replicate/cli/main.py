@@ -214,8 +214,10 @@ def main(argv=None) -> int:
         description="Times the same rounds (same client plans and mini-batches) through the vectorized "
                     "engine, the generic per-step path and the sequential per-client oracle on four workloads "
                     "(synthetic(1,1) K = 10 and 100, the MNIST Figure 1a workload, FedProx with 90% stragglers), "
-                    "and the FedProx LSTMs stacked vs client by client vs the oracle, "
-                    "and prints the ratios; --record writes them to BENCHMARKS.md. Speed is measured here, "
+                    "the FedProx LSTMs stacked vs client by client vs the oracle, the ops of one stacked local "
+                    "step per model, the local pool vs Ray, STEM's CIFAR-10 round stacked vs client loop and runs "
+                    "batched as a tensor dimension (R = 1, 4, 16), each section printed as it is timed (about "
+                    "15-30 min on 2 idle cores); --record writes them to BENCHMARKS.md. Speed is measured here, "
                     "never asserted in tests.")
     bench.add_argument("--rounds", type=int, default=5, help="rounds timed per workload (default 5)")
     bench.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")

@@ -7,10 +7,10 @@ import pytest
 from replicate.cli import check, main
 
 
-def _write(root, values, passed=True, labels=("a", "b")):
+def _write(root, values, passed=True, labels=("a", "b"), scale="paper"):
     (root / "li2020").mkdir(parents=True, exist_ok=True)
     pd.DataFrame({"series": list(labels), "loss": values}).to_csv(root / "li2020" / "fig3.csv", index=False)
-    claims = {"claims": [{"claim": "K barely matters", "passed": passed}]}
+    claims = {"scale": scale, "claims": [{"claim": "K barely matters", "passed": passed}]}
     (root / "li2020" / "fig3.claims.json").write_text(json.dumps(claims))
 
 
@@ -37,6 +37,9 @@ def test_drift_verdict_change_and_shape_change_fail(tmp_path):
     _write(tmp_path / "new", [0.5, 1.25], labels=("a", "c"))
     assert "labels differ" in check.compare("li2020/fig3", tmp_path / "old", tmp_path / "new").problem
     assert "missing" in check.compare("li2020/fig1a", tmp_path / "old", tmp_path / "new").problem
+    _write(tmp_path / "new", [0.5, 1.25], scale="modified")  # same numbers, but not from the paper's settings
+    assert check.compare("li2020/fig3", tmp_path / "old", tmp_path / "new").problem == \
+        "regenerated at modified scale, not the paper's"
 
 
 def test_check_needs_the_paper_profile(capsys):

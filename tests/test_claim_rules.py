@@ -115,6 +115,44 @@ def test_reduced_scale_figures_say_so_in_title_and_record(tmp_path):
     assert json.loads((tmp_path / "li2020" / "fig2.claims.json").read_text())["scale"] == "paper"
 
 
+def test_a_paper_profile_run_with_edited_knobs_is_labelled_modified_not_paper(tmp_path):
+    """A user who sets profile = "paper" and edits a knob in the notebook (or passes --set into build/) gets
+    a figure, title and record that say "modified" and name the knobs; how runs are computed (workers)
+    does not count; the documented reduced-scale runs stay "reduced" and record their knobs too."""
+    import matplotlib.pyplot as plt
+
+    from replicate.experiments.khanduri2021.samples import Fig5Config
+    from replicate.report.claims import MODIFIED_LABEL
+
+    assert Fig5Config.for_profile("paper").changed() == {}
+    assert Fig5Config.for_profile("paper", workers=1).changed() == {}
+    edited = Fig5Config.for_profile("paper", samples_per_worker=3200, seeds=[0, 1], workers=1)
+    assert edited.changed() == {"samples_per_worker": 3200, "seeds": (0, 1)}
+    assert scale_of("paper", tmp_path, edited.changed()) == "modified"
+
+    def run(config, out_dir):
+        fig, _ = plt.subplots()
+        fig.suptitle("STEM Fig. 5")
+        table = publish(fig, pd.DataFrame({"x": [0]}), [check("a", True, "1")], paper="khanduri2021",
+                        figure="fig5", profile="paper", out_dir=out_dir, config=config)
+        plt.close(fig)
+        return (table.title, fig._suptitle.get_text(),
+                json.loads((out_dir / "khanduri2021" / "fig5.claims.json").read_text()))
+
+    title, suptitle, record = run(edited, tmp_path / "mine")
+    assert record["scale"] == "modified" and record["changed_knobs"] == {"samples_per_worker": 3200, "seeds": [0, 1]}
+    assert "modified scale: samples_per_worker = 3200, seeds = (0, 1)" in title
+    assert suptitle == f"{MODIFIED_LABEL} (samples_per_worker, seeds)\nSTEM Fig. 5"  # a line of its own
+    title, suptitle, record = run(Fig5Config.for_profile("paper", workers=1), tmp_path / "same")
+    assert record["scale"] == "paper" and "changed_knobs" not in record and "paper scale]" in title
+    assert suptitle == "STEM Fig. 5"
+    _, suptitle, record = run(edited, tmp_path / "cpu_scale")
+    assert record["scale"] == "reduced" and record["changed_knobs"]["samples_per_worker"] == 3200
+    assert suptitle == f"{REDUCED_LABEL}: STEM Fig. 5"
+    _, _, record = run(Fig5Config.for_profile("smoke"), tmp_path / "smoke")
+    assert record["scale"] == "modified"  # smoke settings published as "paper" do not pass as the paper's
+
+
 def test_a_wrapped_title_gets_the_reduced_label_on_its_own_line_above_it():
     """A title drawn on several lines at the top (FedProx's figures) gets the label as a line of its own, the
     figure one line taller at the top, so the title does not run into the axes below it (as it once did)."""

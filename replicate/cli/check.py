@@ -52,6 +52,10 @@ def compare(key: str, committed: Path, fresh: Path) -> FigureCheck:
     missing = [str(f) for f in files if not f.exists()]
     if missing:
         return FigureCheck(key, 0, np.nan, np.nan, 0, rtol, (), f"missing {', '.join(missing)}")
+    record = fresh / paper / f"{figure}.claims.json"
+    scale = json.loads(record.read_text()).get("scale", "paper") if record.exists() else "paper"
+    if scale != "paper":  # e.g. a notebook whose parameters cell sets a knob away from the paper profile
+        return FigureCheck(key, 0, np.nan, np.nan, 0, rtol, (), f"regenerated at {scale} scale, not the paper's")
     a, b = (pd.read_csv(f) for f in files)
     if list(a.columns) != list(b.columns) or a.shape != b.shape:
         return FigureCheck(key, 0, np.nan, np.nan, 0, rtol, (),

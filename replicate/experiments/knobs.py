@@ -122,6 +122,17 @@ class FigureConfig:
             output_dir(out_dir)
         return config
 
+    # How runs are computed, not what: changing them keeps the paper's settings (same maths; the engine's
+    # execution strategies are tested equal).
+    OPERATIONAL = ("workers", "execution")
+
+    def changed(self) -> dict[str, Any]:
+        """The knobs set away from the paper profile (the dataclass defaults), the operational ones aside:
+        what makes a paper-profile run not the paper's settings (``report.claims.publish`` labels it)."""
+        paper = type(self)()
+        return {name: getattr(self, name) for name in names(type(self))
+                if name not in self.OPERATIONAL and getattr(self, name) != getattr(paper, name)}
+
 
 def check_tune_seeds(config) -> None:
     """``tune_seeds``: the first seeds choose a tuned value, the rest run it; at least one must tune."""

@@ -126,12 +126,16 @@ def bound_claim(claim: str, ratios, result: str, *, margin: str, source: str = "
     return check(claim, holds, result, margin=margin, source=source)
 
 
-def scale_of(profile: str, out_dir) -> str:
+def scale_of(profile: str, out_dir, changed=None) -> str:
     """The scale a figure was run at: ``smoke``; ``reduced`` for the labelled below-paper-scale runs
-    (published under ``figures/cpu_scale``: the paper profile with ``--set`` overrides); else ``paper``."""
+    (published under ``figures/cpu_scale``: the paper profile with ``--set`` overrides); ``modified`` for
+    any other paper-profile run with knobs ``changed`` from the paper's (a notebook's parameters edited, or
+    ``--set`` into build/); else ``paper``."""
     if profile == "smoke":
         return "smoke"
-    return "reduced" if out_dir is not None and REDUCED_FOLDER in Path(out_dir).parts else "paper"
+    if out_dir is not None and REDUCED_FOLDER in Path(out_dir).parts:
+        return "reduced"
+    return "modified" if changed else "paper"
 
 
 class ClaimsTable:
@@ -170,22 +174,29 @@ def committed_figures_refused(folder) -> ReplicateError:
 
 
 def publish(fig, data: pd.DataFrame, claims: list[Claim], *, paper: str, figure: str,
-            profile: str, out_dir=None, deviations=(), notes: str = "", provenance: dict | None = None) -> ClaimsTable:
+            profile: str, out_dir=None, deviations=(), notes: str = "", provenance: dict | None = None,
+            config=None) -> ClaimsTable:
     """Save a figure, the tidy data behind it and its claim results; return the claims table
     (displayed once by Jupyter as the cell's value).
 
     ``provenance`` (e.g. ``RunLog.provenance()``: runs, how many from the cache, their compute
     time) is saved in the claims record so the report can say what the figure costs from scratch.
+    ``config`` (the notebook's figure config) says which knobs a paper-profile run changed
+    (``changed()``): such a run is labelled ``modified`` (or ``reduced`` under figures/cpu_scale) in its
+    title, figure and record, which lists the changed knobs, so edited parameters never pass as the paper's.
     """
     if paper not in PAPERS:
         raise ReplicateError(f"unknown paper key {paper!r}; expected one of {', '.join(PAPERS)}")
     if profile not in PROFILES:
         raise ReplicateError(f"profile must be one of {PROFILES}, got {profile!r}")
     stem = output_dir(out_dir) / paper / figure
-    scale = scale_of(profile, out_dir)
+    changed = config.changed() if config is not None and profile == "paper" else {}
+    scale = scale_of(profile, out_dir, changed)
     if fig is not None:
         if scale == "reduced":
             label_reduced(fig)
+        elif scale == "modified":
+            label_reduced(fig, f"{MODIFIED_LABEL} ({', '.join(changed)})", own_line=True)
         plotting.save(fig, stem)
     atomic_write_text(stem.with_suffix(".csv"), data.to_csv(index=False, float_format="%.6g"))
     record = {
@@ -197,12 +208,15 @@ def publish(fig, data: pd.DataFrame, claims: list[Claim], *, paper: str, figure:
         "deviations": list(deviations),
         "notes": notes,
     }
+    if changed:
+        record["changed_knobs"] = {name: list(v) if isinstance(v, tuple) else v for name, v in changed.items()}
     record.update(provenance or {})
     atomic_write_text(stem.parent / f"{figure}.claims.json", json.dumps(record, indent=2) + "\n")
     frame = pd.DataFrame([{"kind": c.kind, "claim": c.claim, "paper": c.paper_value, "ours": c.result,
                            "margin": c.margin, "verdict": c.verdict(profile)} for c in claims])
     counted = [c for c in claims if c.kind == "replication"]
-    title = (f"{paper}/{figure} [{profile} profile, {scale} scale]: {sum(c.passed for c in counted)} of {len(counted)} "
+    scale_text = f"{scale} scale" + (f": {', '.join(f'{k} = {v}' for k, v in changed.items())}" if changed else "")
+    title = (f"{paper}/{figure} [{profile} profile, {scale_text}]: {sum(c.passed for c in counted)} of {len(counted)} "
              f"replication claims {'would ' if profile == 'smoke' else ''}hold; "
              f"{len(claims) - len(counted)} consistency check(s)")
     if profile == "smoke":
@@ -211,21 +225,23 @@ def publish(fig, data: pd.DataFrame, claims: list[Claim], *, paper: str, figure:
 
 
 REDUCED_LABEL = "CPU SCALE (reduced; not the paper's scale)"
+MODIFIED_LABEL = "MODIFIED: not the paper's settings"
 
 
-def label_reduced(fig) -> None:
-    """Say in a figure's title that it was run below the paper's scale: before a one-line title, or on a line
-    of its own above a wrapped one (the figure grown at the top by that line, so nothing moves under it)."""
+def label_reduced(fig, label: str = REDUCED_LABEL, *, own_line: bool = False) -> None:
+    """Say in a figure's title that it was run below the paper's scale (or with other knobs changed:
+    ``label``): before a one-line title, or on a line of its own above a wrapped one or where ``own_line``
+    (the figure grown at the top by that line, so nothing moves under it)."""
     title = fig.get_suptitle()
-    if REDUCED_LABEL in title:
+    if label in title:
         return
-    if "\n" not in title:
+    if "\n" not in title and not (own_line and title):
         size = fig._suptitle.get_fontsize() if title else None  # keep the figure's own title size
-        fig.suptitle(f"{REDUCED_LABEL}: {title}" if title else REDUCED_LABEL, **({"fontsize": size} if size else {}))
+        fig.suptitle(f"{label}: {title}" if title else label, **({"fontsize": size} if size else {}))
         return
     text = fig._suptitle
     _grow_top(fig, 1.3 * text.get_fontsize() / 72)  # one line of the title's font, in inches
-    text.set_text(f"{REDUCED_LABEL}\n{title}")
+    text.set_text(f"{label}\n{title}")
 
 
 def _grow_top(fig, inches: float) -> None:

@@ -1,5 +1,6 @@
 """figures --check: committed vs regenerated CSVs within the stated tolerance, same verdicts."""
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -39,12 +40,40 @@ def test_drift_verdict_change_and_shape_change_fail(tmp_path):
     assert "missing" in check.compare("li2020/fig1a", tmp_path / "old", tmp_path / "new").problem
     _write(tmp_path / "new", [0.5, 1.25], scale="modified")  # same numbers, but not from the paper's settings
     assert check.compare("li2020/fig3", tmp_path / "old", tmp_path / "new").problem == \
-        "regenerated at modified scale, not the paper's"
+        "regenerated at modified scale, not paper"
 
 
 def test_check_needs_the_paper_profile(capsys):
     assert main.main(["figures", "--check", "li2020/fig2"]) == 2
     assert "--profile paper" in capsys.readouterr().err
+    assert main.main(["figures", "--check", "--profile", "paper", "--set", "rounds=3", "li2020/fig2"]) == 2
+    assert "no --set" in capsys.readouterr().err
+
+
+def test_a_reduced_scale_command_is_checked_against_figures_cpu_scale(tmp_path, monkeypatch, capsys):
+    """--check with a reduced-scale command's --set (out_dir=figures/cpu_scale) regenerates with the same knobs
+    into build/check/cpu_scale and compares with the committed figures/cpu_scale files."""
+    from replicate.cli import runner
+    from replicate.core import paths
+
+    monkeypatch.setattr(paths, "figures_dir", lambda: tmp_path / "figures")
+    monkeypatch.setenv("REPLICATE_BUILD", str(tmp_path / "build"))
+    _write(tmp_path / "figures" / "cpu_scale", [0.5, 1.25], scale="reduced")
+    calls = []
+
+    def regenerate(names, profile, overrides, **_):
+        calls.append(overrides)
+        _write(Path(overrides["out_dir"]), [0.5, 1.25], scale="reduced")
+        return []
+
+    monkeypatch.setattr(runner, "run", regenerate)
+    args = ["figures", "--check", "--profile", "paper", "--set", "rounds=100", "li2020/fig3",
+            "--set", f"out_dir={tmp_path / 'figures' / 'cpu_scale'}"]
+    assert main.main(args) == 0
+    assert calls == [{"rounds": 100, "out_dir": str(tmp_path / "build" / "check" / "cpu_scale")}]
+    assert "reproduced within tolerance" in capsys.readouterr().out
+    _write(tmp_path / "figures" / "cpu_scale", [0.9, 1.25], scale="reduced")  # the committed numbers differ
+    assert main.main(args) == 1
 
 
 def _aligned(header: str, rows: list[str], right: tuple[str, ...]) -> None:

@@ -44,8 +44,9 @@ class FigureCheck:
         return not self.problem and self.outside == 0 and not self.verdicts_differ
 
 
-def compare(key: str, committed: Path, fresh: Path) -> FigureCheck:
-    """Compare ``<paper>/<figure>.csv`` and its claims between two output folders."""
+def compare(key: str, committed: Path, fresh: Path, scale: str = "paper") -> FigureCheck:
+    """Compare ``<paper>/<figure>.csv`` and its claims between two output folders; the regenerated
+    figure must have been run at ``scale`` (``reduced`` for the reduced-scale commands)."""
     paper, figure = key.split("/")
     rtol = RTOL_BY_FIGURE.get(key, RTOL)
     files = [root / paper / f"{figure}.csv" for root in (committed, fresh)]
@@ -53,9 +54,9 @@ def compare(key: str, committed: Path, fresh: Path) -> FigureCheck:
     if missing:
         return FigureCheck(key, 0, np.nan, np.nan, 0, rtol, (), f"missing {', '.join(missing)}")
     record = fresh / paper / f"{figure}.claims.json"
-    scale = json.loads(record.read_text()).get("scale", "paper") if record.exists() else "paper"
-    if scale != "paper":  # e.g. a notebook whose parameters cell sets a knob away from the paper profile
-        return FigureCheck(key, 0, np.nan, np.nan, 0, rtol, (), f"regenerated at {scale} scale, not the paper's")
+    ran = json.loads(record.read_text()).get("scale", "paper") if record.exists() else "paper"
+    if ran != scale:  # e.g. a notebook whose parameters cell sets a knob away from the paper profile
+        return FigureCheck(key, 0, np.nan, np.nan, 0, rtol, (), f"regenerated at {ran} scale, not {scale}")
     a, b = (pd.read_csv(f) for f in files)
     if list(a.columns) != list(b.columns) or a.shape != b.shape:
         return FigureCheck(key, 0, np.nan, np.nan, 0, rtol, (),

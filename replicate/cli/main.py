@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from replicate.core.errors import ReplicateError
 
@@ -54,12 +55,19 @@ def _check(args, overrides) -> int:
     from replicate.cli import check, runner
     from replicate.core import paths
 
-    if overrides or args.profile != "paper":
-        raise ReplicateError("--check regenerates the committed figures: use it with --profile paper and no --set")
-    fresh = paths.build_dir() / "check"
-    failed = runner.run(args.names, "paper", {"out_dir": str(fresh)}, log_output=args.verbose,
+    # A reduced-scale command of report/reduced.py (its --set ... out_dir=figures/cpu_scale) is checked against
+    # figures/cpu_scale: regenerated with the same knobs into build/check/cpu_scale (so it is labelled reduced).
+    out_dir = overrides.get("out_dir")
+    reduced = out_dir is not None and Path(out_dir).resolve() == paths.figures_dir().resolve() / "cpu_scale"
+    if args.profile != "paper" or (overrides and not reduced):
+        raise ReplicateError("--check regenerates the committed figures: use it with --profile paper and no --set, "
+                             "or with a reduced-scale command of REPLICATION.md (its --set out_dir=figures/cpu_scale)")
+    committed = paths.figures_dir() / "cpu_scale" if reduced else paths.figures_dir()
+    fresh = paths.build_dir() / "check" / ("cpu_scale" if reduced else "")
+    failed = runner.run(args.names, "paper", {**overrides, "out_dir": str(fresh)}, log_output=args.verbose,
                         time_budget=args.time_budget)
-    results = [check.compare(nb.key, paths.figures_dir(), fresh) for nb in runner.resolve(args.names)]
+    results = [check.compare(nb.key, committed, fresh, scale="reduced" if reduced else "paper")
+               for nb in runner.resolve(args.names)]
     print(check.report(results))
     return 1 if failed or not all(r.ok for r in results) else 0
 
@@ -190,7 +198,8 @@ def main(argv=None) -> int:
                      help="extra notebook parameter (checked against its parameters cell)")
     fig.add_argument("--check", action="store_true",
                      help="with --profile paper: regenerate into build/check and compare with the committed "
-                          "CSVs and claim verdicts within the stated tolerance (replicate/cli/check.py)")
+                          "CSVs and claim verdicts within the stated tolerance (replicate/cli/check.py); with a "
+                          "reduced-scale command's --set (out_dir=figures/cpu_scale), against figures/cpu_scale")
     fig.add_argument("--time-budget", metavar="DURATION", default=None,
                      help="e.g. 25m, 90s, 1h30m: notebooks whose runs are all cached first, then the others in "
                           "the order given; when the budget is spent, stop as Ctrl-C does (finished runs "

@@ -242,7 +242,8 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
         left = notebooks[notebooks.index(nb):]
         if budget is not None and budget.spent():
             raise _stop(None, finished, left, budget, committed)
-        staging = _staging(nb, reduced)
+        # staged under a cpu_scale folder for a reduced-scale command, and for its --check into build/check/cpu_scale
+        staging = _staging(nb, reduced or (profile == "paper" and not committed and "cpu_scale" in target.parts))
         executed_dir.mkdir(parents=True, exist_ok=True)
         progress_file = staging / "progress.json"
         os.environ["REPLICATE_PROGRESS"] = str(progress_file)  # the kernel inherits it (unset below)

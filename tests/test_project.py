@@ -56,6 +56,8 @@ def test_papermill_sees_the_notebook_parameters(path):
     paper, _, figure = path.stem.partition("_")
     # every knob reaches papermill (an "=" in a comment once hid two of them from its parser)
     assert set(knobs.names(catalog.config_class(f"{paper}/{figure}"))) <= set(declared)
+    # and the paper profile, as built from them, is the paper's: nothing labelled "modified" (report.claims)
+    assert catalog.config_class(f"{paper}/{figure}").for_profile("paper").changed() == {}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])

@@ -123,7 +123,7 @@ ITEMS: tuple[Item, ...] = (
          "notebook at Reddi et al.'s defaults (their CNN, M = 10, B = 20, one epoch, 1,500 rounds, β = 0.9; "
          "(γ, η) tuned per variant over 7 × 9 half-decades by the last-100-round test accuracy; α ∈ {0, 0.01, "
          "0.1, 1} PROPOSED); the paper profile (390 runs of ≈ 3.7 h on this CPU) was not run: no GPU was "
-         "lent. A CPU-scale run (100 rounds, γ = 0.01, η ∈ 3 values, α ∈ {0, 1}, 2 seeds) is in the "
+         "lent. A CPU-scale run (100 rounds, γ = 0.01, η ∈ 4 values, α ∈ {0, 1}, 2 seeds) is in the "
          "reduced-scale section below; the local FEMNIST copy is partial (105 writers)",
          ("charles2021/fig6",)),
     Item("charles2021", "Figures 12–13", "γ sweeps on FEMNIST, CIFAR-100, Shakespeare", "reduced", "limited",

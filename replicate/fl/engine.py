@@ -284,7 +284,7 @@ def _begin(run: _Run, problem, population, sizes, work, trainer, objective, r) -
 
 def _draw(parts: list[batching.Part], problem, work, r) -> None:
     """Every part's mini-batches of round r, each from its run's stream (seed, "batches", r), drawn together."""
-    requests = [(p.clients, p.ctx.steps, rng.generator(p.seed, "batches", r, device=p.clients.device)) for p in parts]
+    requests = [(p.clients, p.ctx.steps, rng.generator(p.seed, "batches", r)) for p in parts]
     for part, batches in zip(parts, problem.draw_batches(requests, work)):
         part.batches = batches
 

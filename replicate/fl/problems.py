@@ -68,6 +68,10 @@ class SampleProblem:
         self.dtype = torch.float32
         self.train = self.dataset.train
         self.sizes = self.train.sizes
+        # every draw is made on the host, from CPU generators, so a run on a GPU trains on the same mini-batches
+        # and dropout masks as on the CPU (CUDA's generator is another stream, even by GPU model): the devices
+        # then differ only in their kernels' summation order (tests/test_cuda.py measures by how much)
+        self._host_sizes, self._host_offsets = self.sizes.cpu(), self.train.offsets.cpu()
         self.x, self.y = self.train.x, self.train.y
         self.x_prepared, self.y_prepared = model.prepare(self.x, self.y, dataset.num_classes)
         self.row_norms, self.grad_bound = None, None
@@ -97,8 +101,13 @@ class SampleProblem:
 
     def draw_batches(self, requests: list[tuple], work) -> list[Batches]:
         """A round's mini-batches of several runs, one ``(clients, steps, generator)`` each: each run's what
-        it draws alone (``batches.draw_runs``)."""
-        return batches.draw_runs([(self.sizes[c], self.train.offsets[c], steps, g) for c, steps, g in requests], work)
+        it draws alone (``batches.draw_runs``), drawn on the host (CPU generators) and moved to the device."""
+        drawn = batches.draw_runs([(self._host_sizes[c.cpu()], self._host_offsets[c.cpu()], steps.cpu(), g)
+                                   for c, steps, g in requests], work)
+        if self.device.type == "cpu":
+            return drawn
+        return [batches.Batches(b.index.to(self.device, non_blocking=True),
+                        None if b.mask is None else b.mask.to(self.device, non_blocking=True)) for b in drawn]
 
     def full_batch(self, clients: torch.Tensor):
         """Every training row of each client as one masked batch ``(index (m, max n_k), mask)``."""
@@ -112,8 +121,8 @@ class SampleProblem:
         """Uniform noise (m, b, *dropout_shape) for one step's dropout, or None without dropout."""
         if not self.model.dropout:
             return None
-        index = batch[0]
-        return torch.rand((*index.shape, *self.model.dropout_shape), generator=generator, device=self.device)
+        index = batch[0]  # drawn on the host like the mini-batches (draw_batches)
+        return torch.rand((*index.shape, *self.model.dropout_shape), generator=generator, device="cpu").to(self.device)
 
     def grad(self, flat: torch.Tensor, clients: torch.Tensor, batch, noise=None):
         index, mask = batch

@@ -113,6 +113,27 @@ def test_bench_help_shows_a_plain_percent_sign(capsys):
     assert "90% stragglers" in text and "%%" not in text
 
 
+def test_bench_records_the_sections_asked_for_and_keeps_cuda_timings_apart(tmp_path, monkeypatch, capsys):
+    """A short GPU lease times the sections it needs first (--sections, in that order); a CUDA recording
+    goes to docs/BENCHMARKS.cuda.md, so a later CPU recording cannot erase it."""
+    from replicate.cli import bench
+    from replicate.core import paths
+
+    monkeypatch.setattr(paths, "REPO", tmp_path)
+    monkeypatch.setattr(bench, "describe_machine", lambda device=None: f"a {device} machine")
+    monkeypatch.setattr(bench, "op_table", lambda: "| char_lstm | 340 |")  # the recording, not the counting
+    assert main.main(["bench", "--sections", "ops", "--device", "cpu", "--record"]) == 0
+    cpu = (tmp_path / "BENCHMARKS.md").read_text()
+    assert "Sections timed: ops" in cpu and "| char_lstm" in cpu and "docs/BENCHMARKS.cuda.md" in cpu
+    assert "Runs as a tensor dimension" not in cpu  # the batched section was not asked for
+    (tmp_path / "docs").mkdir()
+    assert main.main(["bench", "--sections", "ops", "--device", "cuda", "--record"]) == 0
+    assert "bench --record --device cuda" in (tmp_path / "docs" / "BENCHMARKS.cuda.md").read_text()
+    assert (tmp_path / "BENCHMARKS.md").read_text() == cpu
+    assert main.main(["bench", "--sections", "ops", "engines"]) == 2
+    assert "unknown bench section(s) engines; choose from engine, profile" in capsys.readouterr().err
+
+
 def test_timing_columns_are_not_compared(tmp_path):
     """The notes figures record how long their constants took (constants_s): a machine's speed, not a result."""
     import pandas as pd

@@ -76,30 +76,40 @@ def _bench(args) -> int:
     from replicate.cli import bench, bench_batched, bench_executors
     from replicate.core import paths
 
-    sections = [  # (heading, table maker): each printed as soon as it is timed
-        ("", lambda: bench.table(bench.run(rounds=args.rounds, device=args.device))),
-        ("", lambda: bench.profile_table(args.device)),
-        ("FedProx LSTMs:", lambda: bench.lstm_table(bench.lstm_run(device=args.device))),
-        ("", bench.op_table),
-        ("Sweep executors, local pool vs Ray:", lambda: bench_executors.table(bench_executors.run())),
-        ("STEM on CIFAR-10 (one thread):", lambda: bench.stem_table(bench.stem_run(device=args.device))),
-        ("## Runs as a tensor dimension\n\n" + bench_batched.__doc__.strip(),
-         lambda: bench_batched.table(bench_batched.run(device=args.device))),
-    ]
+    sections = {  # name: (heading, table maker), each printed as soon as it is timed
+        "engine": ("", lambda: bench.table(bench.run(rounds=args.rounds, device=args.device))),
+        "profile": ("", lambda: bench.profile_table(args.device)),
+        "lstm": ("FedProx LSTMs:", lambda: bench.lstm_table(bench.lstm_run(device=args.device))),
+        "ops": ("", bench.op_table),
+        "executors": ("Sweep executors, local pool vs Ray:", lambda: bench_executors.table(bench_executors.run())),
+        "stem": ("STEM on CIFAR-10 (one thread):", lambda: bench.stem_table(bench.stem_run(device=args.device))),
+        "batched": ("## Runs as a tensor dimension\n\n" + bench_batched.__doc__.strip(),
+                    lambda: bench_batched.table(bench_batched.run(device=args.device))),
+    }
+    chosen = args.sections or list(sections)
+    unknown = [name for name in chosen if name not in sections]
+    if unknown:
+        raise ReplicateError(f"unknown bench section(s) {', '.join(unknown)}; choose from {', '.join(sections)}")
     print(bench.describe_machine(args.device), flush=True)
     parts = []
-    for heading, make in sections:
+    for heading, make in (sections[name] for name in chosen):  # in the order asked: a short lease runs the first
         parts.append((heading + "\n\n" if heading else "") + make())
         print("\n" + parts[-1], flush=True)
     text = "\n\n".join(parts)
-    if args.record:
-        path = paths.REPO / "BENCHMARKS.md"
+    if args.record:  # a CUDA recording has its own file: a CPU recording must not erase the last GPU lease's
         from replicate.core.fileio import atomic_write_text
+        from replicate.fl import engine
 
-        atomic_write_text(path, "# Benchmarks\n\n`python -m replicate bench --record` — "
-                          "vectorized engine vs sequential oracle, same run, same plans and batches.\n\n"
+        device = args.device or str(engine.default_device())
+        cuda = device.startswith("cuda")
+        path = paths.REPO / ("docs/BENCHMARKS.cuda.md" if cuda else "BENCHMARKS.md")
+        timed = "" if args.sections is None else f"Sections timed: {', '.join(chosen)} (`--sections`).\n\n"
+        other = "" if cuda else "On CUDA (the last lent GPU session): docs/BENCHMARKS.cuda.md.\n\n"
+        atomic_write_text(path, f"# Benchmarks{' on CUDA' if cuda else ''}\n\n`python -m replicate bench --record"
+                          f"{' --device ' + device if cuda else ''}` — vectorized engine vs sequential oracle, "
+                          f"same run, same plans and batches.\n\n{other}"
                           f"{bench.__doc__.split(chr(10), 2)[2].strip()}\n\n"
-                          f"Machine: {bench.describe_machine(args.device)}\n\n{text}\n")
+                          f"Machine: {bench.describe_machine(args.device)}\n\n{timed}{text}\n")
         print(f"recorded in {path}")
     return 0
 
@@ -230,7 +240,11 @@ def main(argv=None) -> int:
                     "never asserted in tests.")
     bench.add_argument("--rounds", type=int, default=5, help="rounds timed per workload (default 5)")
     bench.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
-    bench.add_argument("--record", action="store_true", help="write the result to BENCHMARKS.md")
+    bench.add_argument("--record", action="store_true",
+                       help="write the result to BENCHMARKS.md (on CUDA: docs/BENCHMARKS.cuda.md)")
+    bench.add_argument("--sections", nargs="+", metavar="NAME",
+                       help="time only these sections, in this order: engine, profile, lstm, ops, executors, "
+                            "stem, batched (default: all, in that order)")
     bench.set_defaults(func=_bench)
     data = sub.add_parser(
         "data", help="fetch or stage datasets",

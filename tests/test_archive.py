@@ -122,6 +122,18 @@ def test_another_version_or_numerics_is_refused(tmp_path, monkeypatch):
     assert not empty_cache.exists() or not any(empty_cache.rglob("*.csv"))
 
 
+def test_a_device_draws_version_renames_that_device_runs_alone(monkeypatch):
+    """CUDA's runs drew their mini-batches with CUDA's generator before DRAWS["cuda"] = 1: such entries must
+    not be read as today's; the CPU's keys (and so every committed figure's runs) stay as they were."""
+    before = {device: cache.key(QUAD, device=device) for device in ("cpu", "cuda")}
+    with monkeypatch.context() as patch:
+        patch.setattr(cache, "DRAWS", {})
+        assert cache.key(QUAD, device="cpu") == before["cpu"]
+        assert cache.key(QUAD, device="cuda") != before["cuda"]
+        patch.setattr(cache, "DRAWS", {"cuda": 2})
+        assert cache.key(QUAD, device="cuda") not in (before["cuda"], before["cpu"])
+
+
 def test_paths_outside_the_cache_are_refused(tmp_path, monkeypatch):
     file, empty_cache = _one_run_archive(tmp_path, monkeypatch)
     members = _members(file)

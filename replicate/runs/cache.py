@@ -39,6 +39,10 @@ NUMERICS: dict[str, int] = {
     # fused kernel (unchanged); only their dissimilarity metric, measured and not fed back, moves by rounding.
     "sent_lstm": 1,
 }
+# Random-draw versions per device type, in the key of that device's runs only (absent = 0): bump one when
+# a change alters what that device draws. CUDA 1: mini-batches and dropout noise drawn on the host from
+# CPU generators (2026-11-26), where CUDA's own generator drew other batches before; CPU draws were unchanged.
+DRAWS: dict[str, int] = {"cuda": 1}
 
 
 @dataclass
@@ -149,11 +153,14 @@ def metrics_key(extra_metrics) -> str | None:
 def key(config: RunConfig, extra_metrics=None, device: str | None = None) -> str:
     """The hash of everything a run's numbers depend on: the whole config (every field, defaults
     included, so a default that changes meaning cannot alias old entries), the device type (CPU and
-    CUDA draw different random streams), the extra metrics recorded, ``VERSION`` and the model's and
-    algorithm's ``NUMERICS`` versions."""
-    payload = json.dumps({"version": VERSION, "config": config.to_dict(),
-                          "device": device or engine.default_device().type,
-                          "metrics": metrics_key(extra_metrics), "numerics": numerics(config)}, sort_keys=True)
+    CUDA draw the same streams but sum in another order) with its ``DRAWS`` version, the extra metrics
+    recorded, ``VERSION`` and the model's and algorithm's ``NUMERICS`` versions."""
+    device = device or engine.default_device().type
+    fields = {"version": VERSION, "config": config.to_dict(), "device": device,
+              "metrics": metrics_key(extra_metrics), "numerics": numerics(config)}
+    if DRAWS.get(device):  # only where set, so the keys of the other devices' runs stay as they were
+        fields["draws"] = DRAWS[device]
+    payload = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
 

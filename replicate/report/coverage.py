@@ -131,7 +131,8 @@ ITEMS: tuple[Item, ...] = (
          "epoch; FEMNIST: their CNN, B = 20, 1,500 rounds; Shakespeare: TFF's data, their 2×256 LSTM, B = 4, "
          "1,200 rounds; Figure 12's fixed η PROPOSED, γ grid 10^-3-10^0, Figure 13's η grid 10^-3-10^1). The "
          "paper profile was not run: a FEMNIST run of 1,500 rounds is ≈ 3.7 h on this CPU (6.6 s a round, 23 s "
-         "an evaluation), 21 runs per dataset for Figure 12 and 77 for Figure 13, and no GPU was lent. "
+         "an evaluation), 21 runs per dataset for Figure 12 and 77 for Figure 13, and the only GPU lease, 15 "
+         "minutes, went to the CUDA tests and timings (docs/BENCHMARKS.cuda.md). "
          "CPU-scale FEMNIST Figures 12 and 13 (100 rounds, 3 γ, 2 seeds) are in the reduced-scale section below. "
          "CIFAR-100 is not available here",
          ("charles2021/fig12", "charles2021/fig13")),
@@ -151,7 +152,8 @@ ITEMS: tuple[Item, ...] = (
     Item("fedprox2020", "Figures 2 and 6", "E ∈ {1, 20, 50} with μ = 0 on real data", "reduced", "limited",
          "MNIST, EMNIST (partial LEAF copy) and EMNIST* at paper settings; the Sent140 panel at CPU scale (200 of "
          "800 rounds: reduced-scale section below); Shakespeare runnable (datasets knob), not run: ≈ 80,000 "
-         "device-steps of 24-32 ms per round at E = 20 on this CPU, about a day per curve; no GPU was lent",
+         "device-steps of 24-32 ms per round at E = 20 on this CPU, about a day per curve; the only GPU lease (15 "
+         "minutes) went to the CUDA tests and timings",
          ("fedprox2020/fig2",)),
     Item("fedprox2020", "Figures 3 and 7", "μ = 0 vs the best μ", "reduced", "limited",
          "MNIST and EMNIST* at paper settings (best μ tuned on {0.001, 0.01, 0.1, 0.5, 1}); the Sent140 panel at "
@@ -198,7 +200,9 @@ ITEMS: tuple[Item, ...] = (
          "Not run at that scale: a regular STEM round takes 35 CPU s on one core (Figure 2, stacked; Figure 3: 26 s "
          "stacked, 16 s in the client loop; FedAvg's and SCAFFOLD's about half; an evaluation 2.3 s: BENCHMARKS.md), "
          "so the paper profile is ≈ 45 h of one core for Figure 2, as much for Figure 4 and 21-33 h for Figure 3 "
-         "(no GPU was lent to this task; on one it runs unchanged). Only the lossy JPEG copy of CIFAR-10 is here: "
+         "(on a GPU it runs unchanged: an H100 took 0.9 s for that STEM round and 0.3 s at (64, 7), so Figure 2's "
+         "52 runs are ≈ 80 min of training there, docs/BENCHMARKS.cuda.md; the one 15-minute lease went to the "
+         "CUDA tests and timings). Only the lossy JPEG copy of CIFAR-10 is here: "
          "every run on it is labelled so in its title and deviations, and its runs are cached apart from the "
          "official data's. A CPU-scale run of each (10 of 100 rounds, seed 0, one untuned rate per algorithm) is in "
          "the reduced-scale section below",

@@ -208,7 +208,8 @@ def _reduced(root: Path) -> list[str]:
     if not present:
         return []
     lines = ["## Reduced-scale runs (labelled; not counted above)", "",
-             "Where the paper's scale does not fit this project's 2-core CPU (no GPU was lent), the largest "
+             "Where the paper's scale does not fit this project's 2-core CPU (the one GPU lease, 15 minutes, went to "
+             "the CUDA tests and timings), the largest "
              "scale that does, with what is reduced. Their claims are shown for what they say at that scale "
              "and are not part of any count in this report.", ""]
     for item, record in present:

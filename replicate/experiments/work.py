@@ -118,7 +118,8 @@ _FEMNIST_COST = ("FEMNIST: 6.6 s a round and 23 s an evaluation of the paper-pro
                  "Figures 12–13 row)")
 _STEM_COST = ("BENCHMARKS.md (one idle core's CPU s): a STEM round at (b, I) = (8, 61) 35.3 s stacked, 43.8 s in the "
               "client loop; at (64, 7) 25.8 s stacked, 16.2 s in the loop; FedAvg's and SCAFFOLD's about half "
-              "(coverage.py); an evaluation 2.3 s")
+              "(coverage.py); an evaluation 2.3 s. On an H100 (docs/BENCHMARKS.cuda.md, 2026-11-26): 0.9 s a STEM "
+              "round stacked at (8, 61), 0.3 s at (64, 7)")
 
 FIGURES: tuple[Figure, ...] = (
     Figure("fedprox2020", "Figures 2 and 6", "Fig. 2 / 6, Shakespeare + Sent140 panels", _fedprox_fig2,

@@ -346,7 +346,7 @@ def test_subsets_stay_uniform_when_repeats_are_redrawn():
     assert chi2 < 1224 + 5 * (2 * 1224) ** 0.5  # 1224 dof, about +5 sd
 
 
-def test_bench_times_every_solver_on_the_same_workload():
+def test_bench_times_every_solver_on_the_same_workload(capsys):
     """The benchmark command's table (no timing asserted: only that every solver ran and the ratios are its own)."""
     from replicate.cli import bench
     from replicate.runs.config import RunConfig
@@ -362,6 +362,8 @@ def test_bench_times_every_solver_on_the_same_workload():
     assert all(row[f"{s}_s_per_round"] > 0 for s in bench.SOLVERS)
     assert row["speedup"] == pytest.approx(row["oracle_s_per_round"] / row["fused_s_per_round"])
     assert "| tiny | 3 |" in bench.table(rows)
+    progress = capsys.readouterr().err  # each time as measured, for a run cut off before its table
+    assert all(f"timed tiny, K=3: {s} {row[f'{s}_s_per_round']:.4f} s/round" in progress for s in bench.SOLVERS)
     profiled = bench.step_profile(tiny["tiny"][0].with_algorithm(clients_per_round=3), steps=3)
     assert sum(profiled["shares"].values()) == pytest.approx(1.0) and profiled["ms_per_step"] > 0
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 import os
 import platform
 import statistics
+import sys
 import time
 
 import torch
@@ -106,6 +107,12 @@ def _seconds_per_round(solver: dict, config: RunConfig, rounds: int, repeats: in
     return statistics.median(times[1:])
 
 
+def _timed(name: str, solver: str, seconds: float) -> None:
+    """Each solver's time on stderr as soon as it is measured: a run cut off by a short GPU lease's limit
+    still leaves the rows it reached (the tables come only at the end of a section)."""
+    print(f"  timed {name}: {solver} {seconds:.4f} s/round", file=sys.stderr, flush=True)
+
+
 def run(rounds: int = 5, repeats: int = 3, device=None, workloads=None) -> list[dict]:
     """One row per (workload, K): seconds per round of each solver and the ratios.
 
@@ -126,6 +133,7 @@ def run(rounds: int = 5, repeats: int = 3, device=None, workloads=None) -> list[
             for solver, fn in SOLVERS.items():
                 n = max(1, rounds // 4) if solver == "oracle" else rounds
                 row[f"{solver}_s_per_round"] = _seconds_per_round(fn, config, n, repeats, device)
+                _timed(f"{name}, K={k}", solver, row[f"{solver}_s_per_round"])
             row["speedup"] = row["oracle_s_per_round"] / row["fused_s_per_round"]
             row["fused_gain"] = row["generic_s_per_round"] / row["fused_s_per_round"]
             results.append(row)
@@ -146,6 +154,7 @@ def lstm_run(rounds: int = 2, repeats: int = 4, device=None) -> list[dict]:
         row = {"workload": name, "auto": engine.preferred_execution(problem)}
         for solver, fn in LSTM_SOLVERS.items():
             row[solver] = _seconds_per_round(fn, config, rounds, repeats, device)
+            _timed(name, solver, row[solver])
         auto = row["stacked" if row["auto"] == "stacked" else "client loop"]
         row["speedup"], row["stacked_gain"] = row["oracle"] / auto, row["client loop"] / row["stacked"]
         results.append(row)
@@ -178,6 +187,7 @@ def stem_run(device=None) -> list[dict]:
                     wall.append(time.perf_counter() - start)
                     cpu.append(time.process_time() - start_cpu)
                 row[solver], row[f"{solver}_warmup"] = wall[1] - wall[0], wall[0]
+                _timed(name, solver, row[solver])
                 row[f"{solver}_cpu"] = cpu[1] - cpu[0]
             row["stacked_gain"] = row["sequential"] / row["stacked"]
             results.append(row)

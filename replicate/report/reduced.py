@@ -56,13 +56,15 @@ REDUCED: tuple[Reduced, ...] = (
             "python -m replicate figures fedprox2020/fig2 --profile paper --set 'datasets=[\"sent140\"]' "
             "--set rounds=200 --set out_dir=figures/cpu_scale",
             "Our devices hold ≈ 4 training tweets each (the paper's: 53), so E = 20-50 epochs of b = 10 overfit each "
-            "device: the training loss jumps from 0.69 to 0.9-1.2 in the first 10 rounds and is still above it at "
-            "round 200 (E = 20: 0.79, E = 50: 0.89; 2 seeds), while E = 1 barely moves (0.67) and predicts the "
+            "device: the training loss jumps from 0.69 to 0.9-1.5 in the first 10 rounds and is still above it at "
+            "round 200 (E = 20: 0.80, E = 50: 0.82; 2 seeds), while E = 1 barely moves (0.67) and predicts the "
             "majority class throughout (test accuracy 0.606 = the majority share). By test accuracy E = 20 / 50 do "
-            "learn: 0.639 / 0.629 at round 200, so larger E is faster in accuracy and slower in loss at this scale. "
-            "All 6 runs were recomputed after commit d499262 (LSTM backward) on 2026-11-23; the earlier ones, kept "
-            "aside in build/cache/stale, gave the same picture with other numbers (these runs are chaotic: one "
-            "float32 rounding apart grows to another seed's curve within 10 rounds)."),
+            "learn: 0.643 / 0.637 at round 200, so larger E is faster in accuracy and slower in loss at this scale. "
+            "Republished on 2026-11-26 under the stacked LSTM's hand-written backward (NUMERICS sent_lstm = 1, "
+            "2026-11-24): its 4 runs with E = 20 and 50 recomputed (3,565 s of one core), the 2 with E = 1 from the "
+            "cache. The runs before it (autograd recurrence) gave the same picture with other numbers (E = 50 ended "
+            "at 0.89; these runs are chaotic: one float32 rounding apart grows to another seed's curve within 10 "
+            "rounds)."),
     Reduced("cpu_scale/fedprox2020/fig3", "FedProx Figures 3 and 7, Sent140 panel (E = 50, μ = 0 vs the best μ)",
             "200 of 800 rounds, evaluated every 10th round; otherwise as Figure 2's CPU-scale panel; the μ grid "
             "{0.001, 0.01, 0.1, 0.5, 1} on seed 0, the best μ on seed 1",

@@ -247,3 +247,48 @@ def test_ray_is_imported_only_by_the_ray_executor():
     code = "import sys, replicate.runs.pool, replicate.runs.executors; print('ray' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_worker_whose_driver_is_killed_exits(tmp_path):
+    """SIGTERM or SIGKILL to a figure job's driver leaves no pool worker computing on for nothing."""
+    import textwrap
+
+    pid_file = tmp_path / "worker.pid"
+    script = tmp_path / "driver.py"
+    script.write_text(textwrap.dedent(f"""
+        import concurrent.futures, multiprocessing, os, time
+        from replicate.runs import executors
+
+        def task():
+            open({str(pid_file)!r}, "w").write(str(os.getpid()))
+            time.sleep(120)
+
+        if __name__ == "__main__":
+            context = multiprocessing.get_context("spawn")
+            with concurrent.futures.ProcessPoolExecutor(1, mp_context=context,
+                                                        initializer=executors._worker_init) as pool:
+                pool.submit(task).result()
+    """))
+    driver = subprocess.Popen([sys.executable, str(script)])
+    deadline = time.monotonic() + 60
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    worker = int(pid_file.read_text())
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    deadline = time.monotonic() + 5 * executors.ORPHAN_POLL_S
+    while _alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    alive = _alive(worker)
+    if alive:
+        os.kill(worker, signal.SIGKILL)
+    assert not alive, "the orphaned worker was still running"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has exited

@@ -96,7 +96,7 @@ class LocalExecutor:
         context = multiprocessing.get_context("spawn")
         while todo:
             with concurrent.futures.ProcessPoolExecutor(min(self.workers, len(todo)), mp_context=context,
-                                                        initializer=_ignore_interrupt) as pool:
+                                                        initializer=_worker_init) as pool:
                 futures = {pool.submit(compute_task, task, device): (task, attempt) for task, attempt in todo}
                 todo = []
                 try:
@@ -130,12 +130,27 @@ class LocalExecutor:
         return failures
 
 
-def _ignore_interrupt() -> None:
+def _worker_init() -> None:
     """Workers leave Ctrl-C to the parent, which shuts the pool down: one message, not one
-    traceback per worker."""
+    traceback per worker. And a worker whose parent is gone (killed, not interrupted: its result has
+    nowhere to go) exits within ``ORPHAN_POLL_S``, instead of computing on for nothing; seen when a
+    figure job was stopped with SIGTERM (its kernel died, a worker ran on at full CPU)."""
     import signal
+    import threading
+    import time
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(ORPHAN_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
+
+
+ORPHAN_POLL_S = 2.0
 
 
 def current(name: str | None = None):

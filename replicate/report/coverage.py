@@ -122,8 +122,8 @@ ITEMS: tuple[Item, ...] = (
     Item("charles2021", "Figures 6 and 11", "FEMNIST: momentum and α with tuned learning rates", "reduced", "limited",
          "notebook at Reddi et al.'s defaults (their CNN, M = 10, B = 20, one epoch, 1,500 rounds, β = 0.9; "
          "(γ, η) tuned per variant over 7 × 9 half-decades by the last-100-round test accuracy; α ∈ {0, 0.01, "
-         "0.1, 1} PROPOSED); the paper profile (390 runs of ≈ 3.7 h on this CPU) was not run: no GPU was "
-         "lent. A CPU-scale run (100 rounds, γ = 0.01, η ∈ 4 values, α ∈ {0, 1}, 2 seeds) is in the "
+         "0.1, 1} PROPOSED); the paper profile (390 runs of ≈ 3.7 h on this CPU) was not run: the one GPU "
+         "lease (15 minutes) went to the CUDA tests and timings. A CPU-scale run (100 rounds, γ = 0.01, η ∈ 4 values, α ∈ {0, 1}, 2 seeds) is in the "
          "reduced-scale section below; the local FEMNIST copy is partial (105 writers)",
          ("charles2021/fig6",)),
     Item("charles2021", "Figures 12–13", "γ sweeps on FEMNIST, CIFAR-100, Shakespeare", "reduced", "limited",
@@ -211,8 +211,9 @@ ITEMS: tuple[Item, ...] = (
          "notebook at the spec's PROPOSED settings (K = 100 class-shard MNIST workers, LeNet, b = 8, I ∈ {10, 100}, "
          "30,000 samples per worker, rates tuned per I over 34 STEM (κ̄, c) pairs and 6 rates each for FedAvg and "
          "SCAFFOLD); not run at that scale: a run that trains took up to 3 min per 3,200 samples per worker here "
-         "(2-7 min under heavier load), so the paper profile is up to 104 runs of 30-60 min (days on this CPU; no GPU "
-         "was lent; diverged candidates stop early, at their first all-NaN evaluation); a labelled CPU-scale run "
+         "(2-7 min under heavier load), so the paper profile is up to 104 runs of 30-60 min (days on this CPU; the "
+         "one GPU lease, 15 minutes, went to the CUDA tests and timings; .ci/device-bundle now prepares the next "
+         "one to run this figure first; diverged candidates stop early, at their first all-NaN evaluation); a labelled CPU-scale run "
          "(3,200 samples, narrower grids, 2 seeds) is in the reduced-scale section below", ("khanduri2021/fig5",)),
     # Lecture notes (seed 003): no figures; the items are its theorems, evaluated on measured runs
     Item("notes", "Theorem 1 (convex bound)", "Li et al.'s bound against measured FedAvg runs", "paper", "redrawn",

@@ -106,8 +106,8 @@ class SampleProblem:
                                    for c, steps, g in requests], work)
         if self.device.type == "cpu":
             return drawn
-        return [batches.Batches(b.index.to(self.device, non_blocking=True),
-                        None if b.mask is None else b.mask.to(self.device, non_blocking=True)) for b in drawn]
+        return [batches.Batches(b.index.to(self.device), None if b.mask is None else b.mask.to(self.device))
+                for b in drawn]
 
     def full_batch(self, clients: torch.Tensor):
         """Every training row of each client as one masked batch ``(index (m, max n_k), mask)``."""

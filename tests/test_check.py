@@ -121,14 +121,17 @@ def test_bench_records_the_sections_asked_for_and_keeps_cuda_timings_apart(tmp_p
 
     monkeypatch.setattr(paths, "REPO", tmp_path)
     monkeypatch.setattr(bench, "describe_machine", lambda device=None: f"a {device} machine")
-    monkeypatch.setattr(bench, "op_table", lambda: "| char_lstm | 340 |")  # the recording, not the counting
-    assert main.main(["bench", "--sections", "ops", "--device", "cpu", "--record"]) == 0
-    cpu = (tmp_path / "BENCHMARKS.md").read_text()
-    assert "Sections timed: ops" in cpu and "| char_lstm" in cpu and "docs/BENCHMARKS.cuda.md" in cpu
-    assert "Runs as a tensor dimension" not in cpu  # the batched section was not asked for
+    timed = []
+    monkeypatch.setattr(bench, "op_table", lambda: timed.append("ops") or "| char_lstm | 340 |")  # no counting
+    cpu = "# Benchmarks\n\nevery section, recorded earlier\n"
+    (tmp_path / "BENCHMARKS.md").write_text(cpu)
+    assert main.main(["bench", "--sections", "ops", "--device", "cpu", "--record"]) == 2  # would drop the others
+    assert "would replace BENCHMARKS.md's other sections" in capsys.readouterr().err and timed == []  # refused first
     (tmp_path / "docs").mkdir()
     assert main.main(["bench", "--sections", "ops", "--device", "cuda", "--record"]) == 0
-    assert "bench --record --device cuda" in (tmp_path / "docs" / "BENCHMARKS.cuda.md").read_text()
+    cuda = (tmp_path / "docs" / "BENCHMARKS.cuda.md").read_text()
+    assert "bench --record --device cuda" in cuda and "Sections timed: ops" in cuda and "| char_lstm" in cuda
+    assert "Runs as a tensor dimension" not in cuda  # the batched section was not asked for
     assert (tmp_path / "BENCHMARKS.md").read_text() == cpu
     assert main.main(["bench", "--sections", "ops", "engines"]) == 2
     assert "unknown bench section(s) engines; choose from engine, profile" in capsys.readouterr().err

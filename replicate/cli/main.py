@@ -75,6 +75,7 @@ def _check(args, overrides) -> int:
 def _bench(args) -> int:
     from replicate.cli import bench, bench_batched, bench_executors
     from replicate.core import paths
+    from replicate.fl import engine
 
     sections = {  # name: (heading, table maker), each printed as soon as it is timed
         "engine": ("", lambda: bench.table(bench.run(rounds=args.rounds, device=args.device))),
@@ -90,6 +91,11 @@ def _bench(args) -> int:
     unknown = [name for name in chosen if name not in sections]
     if unknown:
         raise ReplicateError(f"unknown bench section(s) {', '.join(unknown)}; choose from {', '.join(sections)}")
+    device = args.device or str(engine.default_device())
+    cuda = device.startswith("cuda")
+    if args.record and args.sections is not None and not cuda:  # a lease records what it had time for
+        raise ReplicateError("--record with --sections would replace BENCHMARKS.md's other sections: record them "
+                             "all (leave out --sections), or leave out --record")
     print(bench.describe_machine(args.device), flush=True)
     parts = []
     for heading, make in (sections[name] for name in chosen):  # in the order asked: a short lease runs the first
@@ -98,10 +104,7 @@ def _bench(args) -> int:
     text = "\n\n".join(parts)
     if args.record:  # a CUDA recording has its own file: a CPU recording must not erase the last GPU lease's
         from replicate.core.fileio import atomic_write_text
-        from replicate.fl import engine
 
-        device = args.device or str(engine.default_device())
-        cuda = device.startswith("cuda")
         path = paths.REPO / ("docs/BENCHMARKS.cuda.md" if cuda else "BENCHMARKS.md")
         timed = "" if args.sections is None else f"Sections timed: {', '.join(chosen)} (`--sections`).\n\n"
         other = "" if cuda else "On CUDA (the last lent GPU session): docs/BENCHMARKS.cuda.md.\n\n"

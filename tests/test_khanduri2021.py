@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from replicate.core.errors import ReplicateError
-from replicate.experiments.khanduri2021 import table1, tradeoff
+from replicate.experiments.khanduri2021 import common, table1, tradeoff
 from replicate.theory import stem
 
 
@@ -215,8 +215,9 @@ def _fake_measured(samples_of, config):
     for (b, i), s in [(p, s) for p in config.pairs for s in config.seeds]:
         samples = samples_of(b, i, s)
         rows.append({"b": b, "I": i, "product": b * i, "seed": s, "relative": b * i / config.product,
-                     "rounds": samples / (b * i) - 1, "samples": samples, "last_train_loss": 0.4,
-                     "outcome": "reached" if math.isfinite(samples) else "diverged"})
+                     "stem_lr": 0.1, "stem_c": 150.0, "rounds": samples / (b * i) - 1, "samples": samples,
+                     "last_train_loss": 0.4, "outcome": "reached" if math.isfinite(samples) else "diverged",
+                     "role": "tuning" if s in config.tuning_seeds() else "test", "at_edge": ""})
     return pd.DataFrame(rows)
 
 
@@ -231,6 +232,11 @@ def test_figure1_measured_claims_hold_and_fail_on_made_up_runs():
     wasteful = lambda b, i, s: 1600.0 * (2.5 if (b, i, s) == (8, 10, 1) else 1.0)  # noqa: E731
     first, _, third = measured.measured_claims(_fake_measured(wasteful, config), config)
     assert not first.passed and not third.passed  # seed 1: the curve's mean above 4P's; one split 2.5× another
+    assert "every test seed" in first.claim and config.tuning_seeds() == (0,) and config.test_seeds() == (1, 2)
+    # the tuning seed chose the settings: the claims never read it, however its runs went
+    tuning_only = lambda b, i, s: 1600.0 * (2.5 if (b, i, s) == (8, 10, 0) else 1.0) * max(  # noqa: E731
+        1.0, b * i / config.product)
+    assert all(c.passed for c in measured.measured_claims(_fake_measured(tuning_only, config), config))
     never = lambda b, i, s: math.inf if (b, i) == (40, 2) else remark3(b, i, s)  # noqa: E731
     first, _, third = measured.measured_claims(_fake_measured(never, config), config)
     assert not first.passed and not third.passed and "never" in first.result and "(40, 2) diverged" in first.result
@@ -241,11 +247,29 @@ def test_figure1_measured_config_and_run_configs():
     from replicate.fl.algorithms import Stem
 
     config = measured.Fig1MeasuredConfig.for_profile("paper")
-    run = config.run_config(2, 40, 1)
+    run = config.run_config(2, 40, 1, 0.1, 150.0)
     assert (run.batch_size, run.local_steps, run.rounds, run.algorithm) == (2, 40, 80, Stem(momentum_c=150.0))
+    assert run.client_lr == 0.1 and config.run_config(2, 40, 1, 0.2, 35.0).algorithm == Stem(momentum_c=35.0)
     assert run.eval_every == 2 and run.lr_decay == pytest.approx(80 / 540)  # every 160 samples per worker
-    assert config.run_config(128, 10, 0).eval_every == 1
+    assert config.run_config(128, 10, 0, 0.1, 150.0).eval_every == 1
+    assert all(0.85 < common.first_momentum_weight(k, c) < 1 for k, c in config.stem_grid)  # a ≈ 0.9
     with pytest.raises(ReplicateError, match="larger product"):
         measured.Fig1MeasuredConfig.for_profile("paper", pairs=[[2, 10], [8, 10]])
     with pytest.raises(ReplicateError, match="c·η²"):
-        measured.Fig1MeasuredConfig.for_profile("paper", stem_lr=1.0)
+        measured.Fig1MeasuredConfig.for_profile("paper", stem_grid=[[0.1, 150], [1.0, 200]])
+    with pytest.raises(ReplicateError, match="no seed"):
+        measured.Fig1MeasuredConfig.for_profile("paper", seeds=[0], tune_seeds=1)
+    one = measured.Fig1MeasuredConfig.for_profile("paper", stem_grid=[[0.1, 150]], seeds=[0, 1])
+    assert one.tuning_seeds() == () and one.test_seeds() == (0, 1)  # one setting: nothing to tune, every seed tests
+
+
+def test_figure1_measured_tuning_ranks_reached_before_not_reached_before_diverged():
+    from replicate.experiments.khanduri2021 import measured
+
+    rows = [{"outcome": "reached", "samples": 880.0, "last_train_loss": 0.49},
+            {"outcome": "reached", "samples": 1920.0, "last_train_loss": 0.3},
+            {"outcome": "not reached", "samples": math.inf, "last_train_loss": 0.6},
+            {"outcome": "not reached", "samples": math.inf, "last_train_loss": 0.9},
+            {"outcome": "diverged", "samples": math.inf, "last_train_loss": math.nan}]
+    ranks = [measured.rank(r) for r in rows]
+    assert ranks == sorted(ranks) and len(set(ranks)) == 5 and ranks[-1] == math.inf

@@ -10,14 +10,17 @@ so this figure PROPOSES one: P = 80, Figure 5's b = 8, I = 10, where STEM was tu
 4P and 16P, split between b and I several ways (``pairs``), run on two seeds.
 
 Setting: Figure 5's (``samples``): MNIST at high heterogeneity over K = 100 workers, the LeNet, full
-participation, STEM's eq. (2) step per epoch with Figure 5's CPU-scale tuned κ̄ = 0.1, c = 150
-(PROPOSED: the paper tunes per (b, I); one setting keeps the pairs comparable). Samples per worker at
-round r: b·I·r plus the initial batch B = b·I read before the first step (Figure 5 counts B among its
-gradients, not its samples); evaluations every
-``eval_samples`` samples per worker (every round where b·I is larger), so a pair's count is known to
-that grain.
+participation, STEM's eq. (2) step per epoch. As the paper does for its figures, STEM's (κ̄, c) is tuned
+per (b, I): over ``stem_grid`` on the first ``tune_seeds`` seeds, by the samples each needed to reach the
+target (``rank``), and the claims are tested on the other seeds only, so no claim is checked on the runs
+that chose its settings. The default grid steps κ̄ along a first-epoch momentum weight a = c·η_1² ≈ 0.9,
+where Figure 5's tuning found STEM best (PROPOSED). Samples per worker at round r: b·I·r plus the initial
+batch B = b·I read before the first step (Figure 5 counts B among its gradients, not its samples);
+evaluations every ``eval_samples`` samples per worker (every round where b·I is larger), so a pair's
+count is known to that grain.
 
-Symbols → names: b → ``b``, I → ``I``, P → ``product``, κ̄ → ``stem_lr``, c → ``stem_c``.
+Symbols → names: b → ``b``, I → ``I``, P → ``product``, (κ̄, c) → ``stem_grid``'s pairs (``stem_lr``,
+``stem_c`` in the data).
 """
 from __future__ import annotations
 
@@ -31,16 +34,18 @@ import pandas as pd
 from replicate.core.errors import ReplicateError
 from replicate.data.shards import HETEROGENEITY, WORKERS
 from replicate.experiments import knobs
-from replicate.experiments.khanduri2021.common import first_momentum_weight, seeds_text
+from replicate.experiments.khanduri2021.common import first_momentum_weight, grid_edges, seeds_text
 from replicate.experiments.khanduri2021.samples import Fig5Config
 from replicate.experiments.khanduri2021.tradeoff import REMARK2, REMARK3_OFF
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check
-from replicate.runs import cache, pool
+from replicate.runs import cache, pool, tune
 
 DEVIATIONS = (
     "Not a figure of the paper: Figure 1 is analytic there. The curve's product P = 80 (Figure 5's b = 8, I = 10), "
-    "the (b, I) pairs, the training-loss target and the fixed κ̄ = 0.1, c = 150 are PROPOSED.",
+    "the (b, I) pairs, the training-loss target and STEM's (κ̄, c) grid (κ̄ stepped along a first-epoch momentum "
+    "weight ≈ 0.9) are PROPOSED; (κ̄, c) is tuned per (b, I) on the first seed by samples to the target, and the "
+    "claims are tested on the other seeds.",
     "Figure 5's setting (spec §6.2-§6.5): MNIST, 5 of 10 classes per worker, K = 100, LeNet, STEM's eq. (2) step "
     "per epoch with w = σ² = 1; samples per worker count the initial batch B = b·I.",
 )
@@ -57,9 +62,9 @@ class Fig1MeasuredConfig(knobs.FigureConfig):
     target_loss: float = 0.5  # global training loss to reach
     samples_per_worker: int = 6400  # budget per run (≈ 12 local epochs); a run ends at the target
     eval_samples: int = 160  # samples per worker between evaluations (at least one round)
-    stem_lr: float = 0.1  # κ̄
-    stem_c: float = 150.0  # c
-    seeds: tuple[int, ...] = (0, 1)
+    stem_grid: tuple[tuple[float, float], ...] = ((0.05, 570.0), (0.1, 150.0), (0.2, 35.0))  # (κ̄, c), a ≈ 0.9
+    tune_seeds: int = 1  # the first seeds choose (κ̄, c) per pair; the claims test the others
+    seeds: tuple[int, ...] = (0, 1, 2)
     equal_factor: float = 2.0  # "similar along the curve": every split within this factor of the others
     rounds_margin: float = 0.1  # "more rounds below the curve": by more than this fraction
     workers: int = 2  # processes computing runs side by side
@@ -70,7 +75,7 @@ class Fig1MeasuredConfig(knobs.FigureConfig):
     @classmethod
     def smoke(cls):
         return cls(product=4, pairs=((1, 2), (2, 2), (4, 4)), target_loss=2.25, samples_per_worker=16,
-                   eval_samples=8, seeds=(0,), workers=1)
+                   eval_samples=8, stem_grid=((0.1, 150.0), (0.2, 35.0)), seeds=(0, 1), workers=1)
 
     def validate(self) -> None:
         products = {b * i for b, i in self.pairs}
@@ -78,64 +83,112 @@ class Fig1MeasuredConfig(knobs.FigureConfig):
             raise ReplicateError("Fig1MeasuredConfig: pairs must include b·I = product and a larger product")
         if any(b < 1 or i < 1 for b, i in self.pairs) or not self.target_loss > 0 or self.equal_factor < 1:
             raise ReplicateError("Fig1MeasuredConfig: b, I ≥ 1, target_loss > 0 and equal_factor ≥ 1")
-        if first_momentum_weight(self.stem_lr, self.stem_c) >= 1:
-            raise ReplicateError("Fig1MeasuredConfig: c·η² ≥ 1 in the first epoch (no momentum left)")
+        if not self.stem_grid or any(len(kc) != 2 or first_momentum_weight(*kc) >= 1 for kc in self.stem_grid):
+            raise ReplicateError("Fig1MeasuredConfig: stem_grid needs (κ̄, c) pairs with c·η² < 1 in the first epoch "
+                                 "(no momentum left otherwise)")
+        if not self.test_seeds():
+            raise ReplicateError(f"Fig1MeasuredConfig: tune_seeds = {self.tune_seeds} leaves no seed of {self.seeds} "
+                                 "to test the claims on (they use only seeds that did not tune)")
 
-    def run_config(self, b: int, I: int, seed: int):
-        """STEM at (b, I): Figure 5's run config with b and the evaluation grain set here."""
+    def tuning_seeds(self) -> tuple[int, ...]:
+        """The seeds that choose (κ̄, c) per pair (none when the grid has one setting)."""
+        return tuple(self.seeds[:self.tune_seeds]) if len(self.stem_grid) > 1 else ()
+
+    def test_seeds(self) -> tuple[int, ...]:
+        """The seeds the claims are tested on: those that did not tune."""
+        return tuple(self.seeds[len(self.tuning_seeds()):])
+
+    def run_config(self, b: int, I: int, seed: int, stem_lr: float, stem_c: float):
+        """STEM at (b, I) with κ̄ = ``stem_lr``, c = ``stem_c``: Figure 5's run config with b and the
+        evaluation grain set here."""
         rounds = math.ceil(self.samples_per_worker / (b * I))
         evals = max(1, math.ceil(self.samples_per_worker / self.eval_samples))
         fig5 = replace(Fig5Config(), heterogeneity=self.heterogeneity, batch_size=b,
                        samples_per_worker=self.samples_per_worker, evals=min(evals, rounds))
-        return fig5.run_config("stem", I, seed, self.stem_lr, self.stem_c).replace(rounds=rounds)
+        return fig5.run_config("stem", I, seed, stem_lr, stem_c).replace(rounds=rounds)
 
     def dataset_names(self) -> tuple[str, ...]:
         return (f"mnist_stem_{self.heterogeneity}",)
 
 
 def measured(config: Fig1MeasuredConfig, log=None) -> pd.DataFrame:
-    """One row per (b, I, seed): samples per worker and rounds to the target (inf when not reached in the
-    budget), with the run's last training loss."""
-    jobs = [(config.run_config(b, i, s), config.target_loss) for b, i in config.pairs for s in config.seeds]
-    pool.compute(jobs, workers=config.workers, log=log)
-    rows = []
-    for (b, i), s in [(p, s) for p in config.pairs for s in config.seeds]:
-        history = cache.run(config.run_config(b, i, s), stop_loss=config.target_loss, progress=False, log=log)
-        hit = history[history.train_loss <= config.target_loss]
-        rounds = float(hit["round"].iloc[0]) if len(hit) else math.inf
-        last = float(history.train_loss.iloc[-1])
-        rows.append({"b": b, "I": i, "product": b * i, "seed": s, "relative": b * i / config.product,
-                     "rounds": rounds, "samples": (rounds + 1) * b * i,  # B = b·I before the first round
-                     "last_train_loss": last, "outcome": "reached" if len(hit) else
-                     ("diverged" if not math.isfinite(last) else "not reached")})
+    """One row per run: (b, I, seed, κ̄, c), its role ("tuning" or "test"), the samples per worker and
+    rounds to the target (inf when not reached in the budget) and its last training loss. Per pair the
+    tuning runs choose (κ̄, c) by ``rank`` (lowest mean over the tuning seeds, the first of equals in grid
+    order); the test runs use the choice, and ``at_edge`` names a choice at its grid's edge."""
+    grid = [{"stem_lr": k, "stem_c": c} for k, c in config.stem_grid]
+    pool.compute([(config.run_config(b, i, s, **h), config.target_loss) for b, i in config.pairs for h in grid
+                  for s in config.tuning_seeds()], workers=config.workers, log=log)
+    rows, chosen = [], {}
+    for b, i in config.pairs:
+        scored = []
+        for h in grid:
+            runs = [_outcome(config, b, i, s, h, log) for s in config.tuning_seeds()]
+            rows += [{**r, "role": "tuning", "at_edge": ""} for r in runs]
+            scored.append((float(np.mean([rank(r) for r in runs])) if runs else 0.0, h))
+        chosen[(b, i)] = tune.lowest(scored)
+    pool.compute([(config.run_config(b, i, s, **chosen[(b, i)]), config.target_loss) for b, i in config.pairs
+                   for s in config.test_seeds()], workers=config.workers, log=log)
+    for b, i in config.pairs:
+        edge = grid_edges(grid, chosen[(b, i)])
+        rows += [{**_outcome(config, b, i, s, chosen[(b, i)], log), "role": "test", "at_edge": edge}
+                 for s in config.test_seeds()]
     return pd.DataFrame(rows)
 
 
+def rank(row: dict) -> float:
+    """A tuning run's score, lower is better: samples to the target when reached; otherwise 1e12 plus its
+    last training loss (any run that reached beats every run that did not, and among those the lower loss
+    wins); inf when it diverged."""
+    if row["outcome"] == "reached":
+        return float(row["samples"])
+    return 1e12 + row["last_train_loss"] if math.isfinite(row["last_train_loss"]) else math.inf
+
+
+def _outcome(config: Fig1MeasuredConfig, b: int, i: int, seed: int, setting: dict, log) -> dict:
+    history = cache.run(config.run_config(b, i, seed, **setting), stop_loss=config.target_loss, progress=False,
+                        log=log)
+    hit = history[history.train_loss <= config.target_loss]
+    rounds = float(hit["round"].iloc[0]) if len(hit) else math.inf
+    last = float(history.train_loss.iloc[-1])
+    return {"b": b, "I": i, "product": b * i, "seed": seed, "relative": b * i / config.product, **setting,
+            "rounds": rounds, "samples": (rounds + 1) * b * i,  # B = b·I before the first round
+            "last_train_loss": last, "outcome": "reached" if len(hit) else
+            ("diverged" if not math.isfinite(last) else "not reached")}
+
+
+def tested(data: pd.DataFrame) -> pd.DataFrame:
+    """The runs the claims and panels use: those with the tuned (κ̄, c) on seeds that did not tune."""
+    return data[data.role == "test"] if "role" in data else data
+
+
 def measured_claims(data: pd.DataFrame, config: Fig1MeasuredConfig) -> list:
+    """Remarks 2-3 on the test runs (tuned (κ̄, c), seeds that did not tune), every seed."""
+    data, seeds = tested(data), config.test_seeds()
     curve = data[data["product"] == config.product]
     above = data[data["product"] > config.product]
     below = data[data["product"] < config.product]
     claims = []
     fewer = {s: bool(np.isfinite(on := curve[curve.seed == s].samples.mean())
-                     and on <= above[above.seed == s].groupby("product").samples.mean().min()) for s in config.seeds}
+                     and on <= above[above.seed == s].groupby("product").samples.mean().min()) for s in seeds}
     claims.append(check(
         f"Pairs on the curve (b·I = {config.product}) need no more samples per worker to reach training loss "
-        f"{config.target_loss:g} than pairs with a larger b·I (every seed)", all(fewer.values()),
+        f"{config.target_loss:g} than pairs with a larger b·I (every test seed)", all(fewer.values()),
         _per_product(data, "samples"),
         margin="the curve's mean over its splits ≤ the mean of every larger product, in every seed (no slack)",
         paper_value="analytic: samples ∝ max{1, b·I/P} (Remark 3)", source=REMARK3_OFF))
     if len(below):
         more = {s: below[below.seed == s].groupby("product").rounds.mean().min()
-                > curve[curve.seed == s].rounds.mean() * (1 + config.rounds_margin) for s in config.seeds}
+                > curve[curve.seed == s].rounds.mean() * (1 + config.rounds_margin) for s in seeds}
         claims.append(check(
-            "Pairs short of the curve need more communication rounds (every seed)", all(more.values()),
+            "Pairs short of the curve need more communication rounds (every test seed)", all(more.values()),
             _per_product(data, "rounds"),
             margin=f"every smaller product's mean rounds > {1 + config.rounds_margin:g}× the curve's, in every seed",
             paper_value="analytic: rounds ∝ max{1, P/(b·I)} (Remark 3)", source=REMARK3_OFF))
-    spread = {s: _ratio(curve[curve.seed == s].samples) for s in config.seeds}
+    spread = {s: _ratio(curve[curve.seed == s].samples) for s in seeds}
     claims.append(check(
         f"Along the curve every split of b·I = {config.product} between b and I needs about the same samples "
-        "(Minibatch STEM to Fed STEM, every seed)", all(r <= config.equal_factor for r in spread.values()),
+        "(Minibatch STEM to Fed STEM, every test seed)", all(r <= config.equal_factor for r in spread.values()),
         "samples per split: " + "; ".join(f"(b = {b}, I = {i}): {seeds_text(g.samples, ',.0f')}"
                                           for (b, i), g in curve.groupby(["b", "I"], sort=False))
         + f"; largest / smallest {seeds_text(list(spread.values()), '.2f')}",
@@ -163,6 +216,8 @@ def plot_measured(data: pd.DataFrame, config: Fig1MeasuredConfig):
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(14.0, 4.4))
+    tuned = tested(data).groupby(["b", "I"]).first()  # the chosen (κ̄, c) per pair
+    data = tested(data)
     reached = data[data.outcome == "reached"]
     means = reached.groupby(["b", "I", "product"], as_index=False)[["samples", "rounds"]].mean()
     counts = data.groupby(["b", "I"]).outcome.agg(lambda o: (int((o == "reached").sum()), len(o),
@@ -179,13 +234,16 @@ def plot_measured(data: pd.DataFrame, config: Fig1MeasuredConfig):
         row = means[(means.b == bb) & (means.I == ii)]
         text = f"{row.samples.iloc[0]:,.0f} / {row.rounds.iloc[0]:.0f}" if hits else failure
         text += f" ({hits}/{runs} seeds)" if 0 < hits < runs else ""
+        if "stem_lr" in tuned:  # the tuned κ̄ (c follows it along the grid); † at the grid's edge
+            text += f"\nκ̄ {tuned.stem_lr[(bb, ii)]:g}" + (" †" if tuned.at_edge[(bb, ii)] else "")
         if not hits:
             ax.scatter([bb], [ii], marker="x", color="0.3", zorder=3)
         ax.annotate(text, (bb, ii), textcoords="offset points", xytext=(-8, 7), fontsize=6)
     fig.colorbar(points, ax=ax, label="log10 samples per worker")
     ax.set(xscale="log", yscale="log", xlabel="minibatch size b", ylabel="local updates I",
            ylim=(0.5, 4 * data.I.max()))
-    ax.set_title("(a) samples per worker / rounds to target (×: no seed reached it)", fontsize=9)
+    ax.set_title("(a) samples per worker / rounds to target, tuned κ̄ (×: no seed reached it; "
+                 "†: at its grid's edge)", fontsize=8)
     ax.legend(fontsize=7, frameon=False, loc="lower left")
     on = means[means["product"] == config.product]
     for ax, column, shape, label in ((axes[1], "samples", lambda r: np.maximum(1, r), "samples per worker"),
@@ -207,8 +265,9 @@ def plot_measured(data: pd.DataFrame, config: Fig1MeasuredConfig):
     axes[1].set_title("(b) samples per worker (runs that reached the target)", fontsize=9)
     axes[2].set_title("(c) communication rounds (runs that reached the target)", fontsize=9)
     fig.suptitle(f"Khanduri et al. 2021, Figure 1 measured (beyond the paper): STEM on MNIST "
-                 f"({config.heterogeneity} heterogeneity, K = {WORKERS}) to training loss {config.target_loss:g}; "
-                 f"seeds {list(config.seeds)}, mean and range", fontsize=10)
+                 f"({config.heterogeneity} heterogeneity, K = {WORKERS}) to training loss {config.target_loss:g};\n"
+                 f"(κ̄, c) tuned per (b, I) on seeds {list(config.tuning_seeds())} over {len(config.stem_grid)} "
+                 f"settings; shown: test seeds {list(config.test_seeds())}, mean and range", fontsize=10)
     fig.tight_layout()
     return fig
 

@@ -210,6 +210,8 @@ def test_batch_progress_shows_runs_and_eta(tmp_path):
     assert "li2020/fig1a, computing runs 1/4, ETA" in shown.bar.text
     shown.show({"runs": 5, "from_cache": 2, "to_compute": 0})
     assert shown.bar.text == "li2020/fig1a, runs 5/46 (2 from cache)"
+    shown.show({"runs": 63, "from_cache": 63, "to_compute": 0})  # more runs than last time (a larger grid)
+    assert shown.bar.text == "li2020/fig1a, runs 63 (63 from cache)"
 
 
 def test_eta_is_the_recorded_compute_of_the_runs_still_missing(tmp_path):

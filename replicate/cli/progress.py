@@ -73,7 +73,8 @@ class Progress:
         if total:
             parts.append(f"computing runs {done}/{total}")
         elif state.get("runs"):
-            expected = f"/{self.expected_runs}" if self.expected_runs else ""
+            # the last record's count is a hint: a run with other knobs may read more runs than it did
+            expected = f"/{self.expected_runs}" if self.expected_runs and state["runs"] <= self.expected_runs else ""
             parts.append(f"runs {state['runs']}{expected} ({state['from_cache']} from cache)")
         if self.missing is not None:
             self.missing = {k: s for k, s in self.missing.items() if not cache.is_cached(k)}

@@ -62,8 +62,8 @@ class Fig1MeasuredConfig(knobs.FigureConfig):
     target_loss: float = 0.5  # global training loss to reach
     samples_per_worker: int = 6400  # budget per run (≈ 12 local epochs); a run ends at the target
     eval_samples: int = 160  # samples per worker between evaluations (at least one round)
-    stem_grid: tuple[tuple[float, float], ...] = ((0.02, 3570.0), (0.05, 570.0), (0.1, 150.0), (0.2, 35.0),
-                                                  (0.4, 9.0))  # (κ̄, c), a ≈ 0.9
+    stem_grid: tuple[tuple[float, float], ...] = ((0.02, 3570.0), (0.03, 1590.0), (0.05, 570.0), (0.1, 150.0),
+                                                  (0.2, 35.0), (0.4, 9.0))  # (κ̄, c), a ≈ 0.9
     tune_seeds: int = 1  # the first seeds choose (κ̄, c) per pair; the claims test the others
     seeds: tuple[int, ...] = (0, 1, 2)
     equal_factor: float = 2.0  # "similar along the curve": every split within this factor of the others

@@ -7,7 +7,7 @@ max{ε^{-1}, ε^{-3/2}/(b·I·K)} rounds, so beyond the curve b·I = ε^{-1/2}/K
 short of it the rounds grow, and along it (Remark 2: ν from 0, Minibatch STEM, to 1, Fed STEM) both
 stay at the optimum. The curve's product has no measured counterpart (constants and logs are dropped),
 so this figure PROPOSES one: P = 80, Figure 5's b = 8, I = 10, where STEM was tuned. Pairs at P/4, P,
-4P and 16P, split between b and I several ways (``pairs``), run on two seeds.
+4P and 16P, split between b and I several ways (``pairs``), tuned on one seed and tested on two.
 
 Setting: Figure 5's (``samples``): MNIST at high heterogeneity over K = 100 workers, the LeNet, full
 participation, STEM's eq. (2) step per epoch. As the paper does for its figures, STEM's (κ̄, c) is tuned

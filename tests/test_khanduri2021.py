@@ -266,10 +266,10 @@ def test_figure1_measured_config_and_run_configs():
 def test_figure1_measured_tuning_ranks_reached_before_not_reached_before_diverged():
     from replicate.experiments.khanduri2021 import measured
 
-    rows = [{"outcome": "reached", "samples": 880.0, "last_train_loss": 0.49},
-            {"outcome": "reached", "samples": 1920.0, "last_train_loss": 0.3},
-            {"outcome": "not reached", "samples": math.inf, "last_train_loss": 0.6},
-            {"outcome": "not reached", "samples": math.inf, "last_train_loss": 0.9},
-            {"outcome": "diverged", "samples": math.inf, "last_train_loss": math.nan}]
+    rows = [{"outcome": "reached", "rounds": 10.0, "last_train_loss": 0.49},
+            {"outcome": "reached", "rounds": 23.0, "last_train_loss": 0.3},
+            {"outcome": "not reached", "rounds": math.inf, "last_train_loss": 0.6},
+            {"outcome": "not reached", "rounds": math.inf, "last_train_loss": 0.9},
+            {"outcome": "diverged", "rounds": math.inf, "last_train_loss": math.nan}]
     ranks = [measured.rank(r) for r in rows]
     assert ranks == sorted(ranks) and len(set(ranks)) == 5 and ranks[-1] == math.inf

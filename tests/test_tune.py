@@ -9,16 +9,22 @@ from replicate.runs import tune
 
 
 def _fake(monkeypatch, loss):
-    """Runs whose final loss is ``loss[(group, candidate)] + seed``; records what was read and computed."""
-    read, computed = [], []
+    """Runs whose final loss is ``loss[(group, candidate)] + seed``; records what was read and computed,
+    and the stop_loss of every job computed and run read."""
+    read, computed, stops = [], [], []
 
-    def run(config, **_):
+    def run(config, stop_loss=None, **_):
         read.append((config.group, config.candidate, config.seed))
+        stops.append(stop_loss)
         return pd.DataFrame({"round": [0, 1], "train_loss": [9.0, loss[(config.group, config.candidate)] + config.seed]})
 
     monkeypatch.setattr(tune.cache, "run", run)
-    monkeypatch.setattr(tune.pool, "compute", lambda jobs, **_: computed.append([j[0].seed for j in jobs]))
-    return read, computed
+    def compute(jobs, **_):
+        computed.append([j[0].seed for j in jobs])
+        stops.extend(j[1] for j in jobs)  # pool.Job's target
+
+    monkeypatch.setattr(tune.pool, "compute", compute)
+    return read, computed, stops
 
 
 def config_of(group, candidate, seed):
@@ -31,7 +37,7 @@ def last(run):
 
 def test_tunes_on_the_first_seeds_and_runs_the_choice_on_every_seed(monkeypatch):
     loss = {("a", 0.1): 2.0, ("a", 0.5): 1.0, ("b", 0.1): 1.0, ("b", 0.5): 1.0}
-    read, computed = _fake(monkeypatch, loss)
+    read, computed, _ = _fake(monkeypatch, loss)
     found = tune.tune_then_run({"a": [0.1, 0.5], "b": [0.1, 0.5]}, config_of, (0, 1, 2), 1, last)
     assert found.chosen == {"a": 0.5, "b": 0.1}  # the lowest; on a tie the first in grid order
     assert found.scores == [("a", 0.1, 2.0), ("a", 0.5, 1.0), ("b", 0.1, 1.0), ("b", 0.5, 1.0)]
@@ -44,9 +50,17 @@ def test_tunes_on_the_first_seeds_and_runs_the_choice_on_every_seed(monkeypatch)
 
 
 def test_no_tuning_seeds_runs_each_groups_first_candidate(monkeypatch):
-    read, computed = _fake(monkeypatch, {("a", 0.1): 1.0, ("a", 0.5): 0.0})
+    read, computed, _ = _fake(monkeypatch, {("a", 0.1): 1.0, ("a", 0.5): 0.0})
     found = tune.tune_then_run({"a": [0.1, 0.5]}, config_of, (0, 1), 0, last)
     assert found.chosen == {"a": 0.1} and found.scores == [] and computed == [[], [0, 1]]
+
+
+def test_a_stop_loss_reaches_every_computed_and_read_run(monkeypatch):
+    """Rounds-to-target figures (STEM Figure 1 measured) tune on runs that stop at a training-loss target:
+    the target is part of the run's cache key, so the runs computed and the runs read must both carry it."""
+    read, _, stops = _fake(monkeypatch, {("a", 0.1): 1.0, ("a", 0.5): 0.0})
+    tune.tune_then_run({"a": [0.1, 0.5]}, config_of, (0, 1), 1, last, stop_loss=0.5)
+    assert len(stops) == 4 + len(read) and set(stops) == {0.5}  # 2 tuning + 2 final jobs, then every read
 
 
 def test_at_grid_edge():

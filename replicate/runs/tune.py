@@ -38,24 +38,26 @@ def lowest(scored: list[tuple[float, Any]]):
 
 def tune_then_run(groups: dict[Hashable, list], config_of: Callable, seeds, tune_seeds: int,
                   score: Callable[[pd.DataFrame], float], *, pick: Callable = lowest, workers: int = 2,
-                  log=None, extra_metrics=None, single_threaded: bool = False) -> Tuned:
+                  log=None, extra_metrics=None, single_threaded: bool = False,
+                  stop_loss: float | None = None) -> Tuned:
     """Tune each group's candidates on ``seeds[:tune_seeds]`` and run its choice on every seed.
 
     ``config_of(group, candidate, seed)`` is the run's ``RunConfig``; ``pick`` gets a group's
     ``[(mean score, candidate), ...]`` in candidate order and returns the chosen candidate.
     ``extra_metrics`` and ``single_threaded`` are ``pool.frame``'s (the runs' keyed hook; runs left to
-    this process compute with one intra-op thread, as workers do)."""
+    this process compute with one intra-op thread, as workers do); with ``stop_loss`` every run ends at
+    its first evaluation whose training loss is at most that (rounds-to-target figures)."""
     tuning = tuple(seeds[:tune_seeds])
     with threads(1 if single_threaded else None):
-        return _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, extra_metrics)
+        return _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, extra_metrics, stop_loss)
 
 
-def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, extra_metrics) -> Tuned:
+def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, extra_metrics, stop_loss) -> Tuned:
     def compute(configs):
-        pool.compute([(c, None, extra_metrics) for c in configs], workers=workers, log=log)  # pool.Job fields
+        pool.compute([(c, stop_loss, extra_metrics) for c in configs], workers=workers, log=log)  # pool.Job fields
 
     def history(config):
-        return cache.run(config, progress=False, log=log, extra_metrics=extra_metrics)
+        return cache.run(config, stop_loss=stop_loss, progress=False, log=log, extra_metrics=extra_metrics)
 
     compute([config_of(g, c, s) for g, cands in groups.items() for c in cands for s in tuning])
     scores, chosen = [], {}

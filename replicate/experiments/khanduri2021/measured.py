@@ -39,7 +39,7 @@ from replicate.experiments.khanduri2021.samples import Fig5Config
 from replicate.experiments.khanduri2021.tradeoff import REMARK2, REMARK3_OFF
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check
-from replicate.runs import cache, pool, tune
+from replicate.runs import cache, tune
 
 DEVIATIONS = (
     "Not a figure of the paper: Figure 1 is analytic there. The curve's product P = 80 (Figure 5's b = 8, I = 10), "
@@ -115,47 +115,48 @@ class Fig1MeasuredConfig(knobs.FigureConfig):
 def measured(config: Fig1MeasuredConfig, log=None) -> pd.DataFrame:
     """One row per run: (b, I, seed, κ̄, c), its role ("tuning" or "test"), the samples per worker and
     rounds to the target (inf when not reached in the budget) and its last training loss. Per pair the
-    tuning runs choose (κ̄, c) by ``rank`` (lowest mean over the tuning seeds, the first of equals in grid
-    order); the test runs use the choice, and ``at_edge`` names a choice at its grid's edge."""
+    tuning runs choose (κ̄, c) by ``rank`` (``runs.tune``: lowest mean over the tuning seeds, the first of
+    equals in grid order); the test runs use the choice, and ``at_edge`` names a choice at its grid's edge."""
     grid = [{"stem_lr": k, "stem_c": c} for k, c in config.stem_grid]
-    pool.compute([(config.run_config(b, i, s, **h), config.target_loss) for b, i in config.pairs for h in grid
-                  for s in config.tuning_seeds()], workers=config.workers, log=log)
-    rows, chosen = [], {}
-    for b, i in config.pairs:
-        scored = []
-        for h in grid:
-            runs = [_outcome(config, b, i, s, h, log) for s in config.tuning_seeds()]
-            rows += [{**r, "role": "tuning", "at_edge": ""} for r in runs]
-            scored.append((float(np.mean([rank(r) for r in runs])) if runs else 0.0, h))
-        chosen[(b, i)] = tune.lowest(scored)
-    pool.compute([(config.run_config(b, i, s, **chosen[(b, i)]), config.target_loss) for b, i in config.pairs
-                   for s in config.test_seeds()], workers=config.workers, log=log)
-    for b, i in config.pairs:
-        edge = grid_edges(grid, chosen[(b, i)])
-        rows += [{**_outcome(config, b, i, s, chosen[(b, i)], log), "role": "test", "at_edge": edge}
-                 for s in config.test_seeds()]
+    tuning, tests = config.tuning_seeds(), config.test_seeds()
+    found = tune.tune_then_run({pair: grid for pair in config.pairs},
+                               lambda pair, setting, seed: config.run_config(*pair, seed, **setting),
+                               tuning + tests, len(tuning), lambda history: rank(_outcome(history, config.target_loss)),
+                               workers=config.workers, log=log, stop_loss=config.target_loss)
+
+    def row(pair, seed, setting, history, role, edge=""):
+        b, i = pair
+        outcome = _outcome(history, config.target_loss)
+        return {"b": b, "I": i, "product": b * i, "seed": seed, "relative": b * i / config.product, **setting,
+                "rounds": outcome["rounds"], "samples": (outcome["rounds"] + 1) * b * i,  # B = b·I before round 1
+                "last_train_loss": outcome["last_train_loss"], "outcome": outcome["outcome"], "role": role,
+                "at_edge": edge}
+
+    rows = [row(pair, s, h, cache.run(config.run_config(*pair, s, **h), stop_loss=config.target_loss,
+                                      progress=False, log=log), "tuning")
+            for pair in config.pairs for h in grid for s in tuning]  # cached by tune_then_run
+    rows += [row(pair, s, found.chosen[pair], history, "test", grid_edges(grid, found.chosen[pair]))
+             for pair, s, history in found.runs if s in tests]
     return pd.DataFrame(rows)
 
 
-def rank(row: dict) -> float:
-    """A tuning run's score, lower is better: samples to the target when reached; otherwise 1e12 plus its
-    last training loss (any run that reached beats every run that did not, and among those the lower loss
-    wins); inf when it diverged."""
-    if row["outcome"] == "reached":
-        return float(row["samples"])
-    return 1e12 + row["last_train_loss"] if math.isfinite(row["last_train_loss"]) else math.inf
+def rank(outcome: dict) -> float:
+    """A tuning run's score, lower is better: rounds to the target when reached (a pair's samples are
+    b·I per round, so this orders its runs as samples do); otherwise 1e12 plus its last training loss
+    (any run that reached beats every run that did not, and among those the lower loss wins); inf when
+    it diverged."""
+    if outcome["outcome"] == "reached":
+        return float(outcome["rounds"])
+    return 1e12 + outcome["last_train_loss"] if math.isfinite(outcome["last_train_loss"]) else math.inf
 
 
-def _outcome(config: Fig1MeasuredConfig, b: int, i: int, seed: int, setting: dict, log) -> dict:
-    history = cache.run(config.run_config(b, i, seed, **setting), stop_loss=config.target_loss, progress=False,
-                        log=log)
-    hit = history[history.train_loss <= config.target_loss]
-    rounds = float(hit["round"].iloc[0]) if len(hit) else math.inf
+def _outcome(history: pd.DataFrame, target: float) -> dict:
+    """The round a run first evaluated at training loss ≤ ``target`` (inf if never), its last training
+    loss and whether it reached the target, did not, or diverged."""
+    hit = history[history.train_loss <= target]
     last = float(history.train_loss.iloc[-1])
-    return {"b": b, "I": i, "product": b * i, "seed": seed, "relative": b * i / config.product, **setting,
-            "rounds": rounds, "samples": (rounds + 1) * b * i,  # B = b·I before the first round
-            "last_train_loss": last, "outcome": "reached" if len(hit) else
-            ("diverged" if not math.isfinite(last) else "not reached")}
+    return {"rounds": float(hit["round"].iloc[0]) if len(hit) else math.inf, "last_train_loss": last,
+            "outcome": "reached" if len(hit) else ("diverged" if not math.isfinite(last) else "not reached")}
 
 
 def tested(data: pd.DataFrame) -> pd.DataFrame:

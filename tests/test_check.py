@@ -26,6 +26,22 @@ def test_identical_and_within_tolerance_pass(tmp_path):
     assert "reproduced within tolerance" in check.report([close])
 
 
+
+def test_a_target_never_reached_on_both_sides_is_no_difference(tmp_path):
+    import warnings
+
+    _write(tmp_path / "old", [float("inf"), 1.25])
+    _write(tmp_path / "new", [float("inf"), 1.25])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # inf − inf must not be computed (a RuntimeWarning in every report)
+        same = check.compare("li2020/fig3", tmp_path / "old", tmp_path / "new")
+    assert same.ok and same.max_abs == 0 and same.max_rel == 0
+    _write(tmp_path / "new", [3.0, 1.25])  # reached now: a difference
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        reached = check.compare("li2020/fig3", tmp_path / "old", tmp_path / "new")
+    assert reached.outside == 1 and reached.max_rel == float("inf") and not reached.ok
+
 def test_drift_verdict_change_and_shape_change_fail(tmp_path):
     _write(tmp_path / "old", [0.5, 1.25])
     _write(tmp_path / "new", [0.6, 1.25])

@@ -68,9 +68,13 @@ def compare(key: str, committed: Path, fresh: Path, scale: str = "paper") -> Fig
         return FigureCheck(key, 0, np.nan, np.nan, 0, rtol, (), f"labels differ in {', '.join(text)}")
     x, y = a[numeric].to_numpy(float), b[numeric].to_numpy(float)
     both_nan = np.isnan(x) & np.isnan(y)
-    diff = np.where(both_nan, 0.0, np.abs(x - y))
+    same = both_nan | (x == y)  # equal infinities too (a target never reached): inf − inf is no difference
+    with np.errstate(invalid="ignore"):
+        diff = np.where(same, 0.0, np.abs(x - y))
     scale = np.maximum(np.abs(x), np.abs(y))  # relative to the larger; round-off around 0 counts as 0
-    rel = np.where(both_nan | (scale < 1e-12), 0.0, diff / np.where(scale > 0, scale, 1.0))
+    with np.errstate(invalid="ignore"):  # reached vs never reached: inf / inf is an infinite difference
+        rel = np.where(same | (scale < 1e-12), 0.0,
+                       np.where(np.isinf(diff), np.inf, diff / np.where(scale > 0, scale, 1.0)))
     close = both_nan | np.isclose(y, x, rtol=rtol, atol=ATOL)
     return FigureCheck(key, int(x.size), float(np.nanmax(diff, initial=0.0)), float(np.nanmax(rel, initial=0.0)),
                        int((~close).sum()), rtol, _verdicts(committed, fresh, paper, figure))

@@ -194,7 +194,11 @@ ITEMS: tuple[Item, ...] = (
          "runs follow Remark 3's shape on both test seeds (mean samples / rounds): (2, 10) 500 / 24; on the curve "
          "(8, 10) 800 / 9 and (2, 40) 720 / 8; (8, 40) 1,920 / 5, (32, 10) 2,720 / 7.5, (32, 40) 6,400 / 4. Tuned κ̄ "
          "interior for seven pairs; at the grid's lower edge (†) for both I = 2 splits, where every larger κ̄ diverged "
-         "(0.03 added to find it: both diverge there too). 72 runs, 186 min of one core",
+         "(0.03 added to find it: both diverge there too). 72 runs, 186 min of one core. A diagnostic outside the "
+         "figure (docs/stem_old_point.md, 4 runs) points at the spec's PROPOSED old point of the first local step "
+         "after averaging, the worker's own pre-averaging iterate: with the average of those iterates instead, "
+         "(10, 2) at κ̄ = 0.03 reaches 0.5 in 1,460 samples and (40, 2) stays stable (0.51-0.54 at 80 rounds), "
+         "where the package's STEM diverges, and (8, 10) is unchanged; not adopted (not the algorithm as written)",
          ("khanduri2021/fig1_measured",)),
     Item("khanduri2021", "Figures 2–4", "STEM vs FedAvg vs SCAFFOLD on CIFAR-10", "reduced", "limited",
          "notebooks (khanduri2021_fig2/3/4) at the spec's PROPOSED settings: K = 100 class-shard workers (490 / 90 "

@@ -54,6 +54,7 @@ def test_none_keeps_the_profile_value_and_lists_become_tuples():
     ({"datasets": ["cifar"]}, "datasets must be one of mnist_balanced"),
     ({"rounds": 3}, "has no parameter.*rounds"),
     ({"lr": float("nan")}, "lr must be finite"),
+    ({"seeds": "[0, 1]"}, r"seeds takes a list, got the text '\[0, 1\]'.*-y '\{seeds: \[0, 1\]\}'"),  # papermill -p
 ])
 def test_bad_values_get_one_clear_error(overrides, message):
     with pytest.raises(ReplicateError, match=message):

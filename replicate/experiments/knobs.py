@@ -66,6 +66,9 @@ def _coerce(where: str, hint, value, choices, zero_ok: bool):
             return None
         return _coerce(where, options[0], value, choices, zero_ok)
     if origin is tuple:
+        if isinstance(value, str) and value.strip().startswith("["):  # papermill's -p passes a list as its text
+            raise ReplicateError(f"{where} takes a list, got the text {value!r}: papermill's -p passes text, so give "
+                                 f"lists with -y (e.g. -y '{{{where.rpartition('.')[2]}: {value.strip()}}}')")
         items = list(value) if isinstance(value, (list, tuple)) else [value]
         if not items:
             raise ReplicateError(f"{where} needs at least one value")

@@ -207,6 +207,19 @@ def test_cifar_configs_and_run_configs():
         cifar.Fig4Config.for_profile("paper", stem_lr=[1.0], stem_c=[200.0])
 
 
+def test_cifar_stem_pairs_replace_the_grid_and_are_checked():
+    from replicate.experiments.khanduri2021 import cifar
+
+    ridge = cifar.Fig2Config.for_profile("paper", stem_pairs=[[0.05, 570], [0.1, 150], [0.2, 35], [0.4, 9]])
+    assert ridge.stem_grid() == [(0.05, 570.0), (0.1, 150.0), (0.2, 35.0), (0.4, 9.0)]  # a ≈ 0.9 each
+    assert ridge.candidates("stem") == [{"lr": k, "c": c} for k, c in ridge.stem_grid()]
+    paper = cifar.Fig2Config.for_profile("paper")
+    assert paper.stem_pairs == () and len(paper.stem_grid()) == 34  # the spec's grid, pairs with a < 1
+    fig3 = cifar.Fig3Config.for_profile("paper", stem_pairs=[[0.2, 35]])
+    assert all(part.stem_grid() == [(0.2, 35.0)] for part in fig3.compared())  # Figure 2's runs use them too
+    with pytest.raises(ReplicateError, match=r"stem_pairs.*\(0\.4, 35\)"):
+        cifar.Fig4Config.for_profile("paper", stem_pairs=[[0.1, 150], [0.4, 35]])
+
 def _fake_measured(samples_of, config):
     """Rows as ``measured.measured`` returns them, from made-up samples per (b, I, seed)."""
     import pandas as pd

@@ -31,7 +31,8 @@ evaluation wobble of a single point.
    notebook runs Figure 2's setting for this (its runs come from the run cache when Figure 2 ran first
    with the same knobs).
 
-Symbols → names: b → ``batch_size``, I → ``local_updates``, κ̄ → ``stem_lr``, c → ``stem_c``, η_l →
+Symbols → names: b → ``batch_size``, I → ``local_updates``, κ̄ → ``stem_lr``, c → ``stem_c`` (or
+(κ̄, c) → ``stem_pairs``), η_l →
 ``client_lr``, K → ``num_clients`` (100; smoke: 10 of the same partition).
 """
 from __future__ import annotations
@@ -46,8 +47,8 @@ import pandas as pd
 from replicate.core.errors import ReplicateError
 from replicate.data.shards import HETEROGENEITY, WORKERS, cifar10_stem_name
 from replicate.experiments import knobs
-from replicate.experiments.khanduri2021.common import (LABELS, StemRuns, chosen_text, edge_note, legend_label,
-                                                       seeds_text, tune_and_run)
+from replicate.experiments.khanduri2021.common import (LABELS, StemRuns, chosen_text, edge_note, first_momentum_weight,
+                                                       legend_label, seeds_text, tune_and_run)
 from replicate.runs.measures import final
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check, quoting
@@ -83,6 +84,9 @@ class Fig2Config(StemRuns, knobs.FigureConfig):
     num_rounds: int = 100  # communication rounds (≈ 100 local epochs)
     stem_lr: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)  # κ̄ grid
     stem_c: tuple[float, ...] = (1.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0)  # c grid
+    # (κ̄, c) pairs to tune over instead of the stem_lr × stem_c grid (empty: the grid), e.g. a ridge of
+    # equal first-epoch momentum weight a = c·η_1², which the cross product cannot express
+    stem_pairs: tuple[tuple[float, float], ...] = ()
     client_lr: tuple[float, ...] = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2)  # η_l grid of FedAvg and SCAFFOLD
     seeds: tuple[int, ...] = (0, 1, 2)
     tune_seeds: int = 1  # the first seeds choose the rates by final training loss
@@ -112,9 +116,17 @@ class Fig2Config(StemRuns, knobs.FigureConfig):
             raise ReplicateError(f"{type(self).__name__}: tail must lie in (0, 1], loss_margin and acc_margin in [0, 1)")
         if self.num_clients > WORKERS:
             raise ReplicateError(f"{type(self).__name__}.num_clients must be at most {WORKERS}")
+        if any(first_momentum_weight(k, c) >= 1 for k, c in self.stem_pairs):
+            raise ReplicateError(f"{type(self).__name__}.stem_pairs: every (κ̄, c) pair needs c·η² < 1 in the first "
+                                 "epoch (momentum left); got " + ", ".join(f"({k:g}, {c:g})" for k, c in self.stem_pairs
+                                                                            if first_momentum_weight(k, c) >= 1))
         if not self.stem_grid():
             raise ReplicateError(f"{type(self).__name__}: every (stem_lr, stem_c) pair has c·η² ≥ 1 in the first "
                                  "epoch (no momentum left); lower stem_c or stem_lr")
+
+    def stem_grid(self) -> list[tuple[float, float]]:
+        """``stem_pairs`` where given, else the stem_lr × stem_c pairs with momentum left (``StemRuns``)."""
+        return list(self.stem_pairs) if self.stem_pairs else super().stem_grid()
 
     ZERO_ALLOWED: ClassVar[tuple] = ("loss_margin", "acc_margin")
 

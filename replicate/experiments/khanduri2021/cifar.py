@@ -31,9 +31,9 @@ evaluation wobble of a single point.
    notebook runs Figure 2's setting for this (its runs come from the run cache when Figure 2 ran first
    with the same knobs).
 
-Symbols → names: b → ``batch_size``, I → ``local_updates``, κ̄ → ``stem_lr``, c → ``stem_c`` (or
-(κ̄, c) → ``stem_pairs``), η_l →
-``client_lr``, K → ``num_clients`` (100; smoke: 10 of the same partition).
+Symbols → names: b → ``batch_size``, I → ``local_updates``, κ̄ → ``stem_lr``, c → ``stem_c`` (given
+pairs (κ̄, c) → ``stem_pairs``), η_l → ``client_lr``, K → ``num_clients`` (100; smoke: 10 of the same
+partition).
 """
 from __future__ import annotations
 

@@ -82,7 +82,14 @@ def test_reimport_skips_identical_and_refuses_a_different_entry(tmp_path, monkey
     assert archive.load(file) == (2, 0, {})
     assert archive.load(file) == (0, 2, {})
     stored = empty_cache / "runs" / f"{cache.key(QUAD)}.csv"
-    stored.write_text(stored.read_text() + "\n")
+    whole = stored.read_bytes()
+    stored.write_bytes(whole[:-9])  # damaged: moved aside, the archive's taken
+    assert archive.load(file) == (1, 1, {}) and stored.read_bytes() == whole
+    assert (empty_cache / "damaged" / stored.name).exists()
+    other = whole + b"\n"  # a whole entry with other numbers (its sidecar fits it): never replaced
+    sidecar = stored.with_suffix(".json")
+    sidecar.write_text(json.dumps(json.loads(sidecar.read_text()) | cache.integrity(other)))
+    stored.write_bytes(other)
     with pytest.raises(ReplicateError, match=f"entry runs/{cache.key(QUAD)} differs from the one in"):
         archive.load(file)
 

@@ -214,18 +214,23 @@ def test_batch_progress_shows_runs_and_eta(tmp_path):
     assert shown.bar.text == "li2020/fig1a, runs 63 (63 from cache)"
 
 
+def _cached(folder: str, name: str) -> None:
+    """A whole cache entry (a CSV and the sidecar that verifies it) of a run nothing computed."""
+    (paths.cache_dir() / folder).mkdir(parents=True, exist_ok=True)
+    (paths.cache_dir() / folder / f"{name}.csv").write_text("round\n0\n")
+    (paths.cache_dir() / folder / f"{name}.json").write_text(json.dumps(cache.integrity("round\n0\n")))
+
+
 def test_eta_is_the_recorded_compute_of_the_runs_still_missing(tmp_path):
     """A warm-cache run took 31 s of wall time; its runs took 163 s to compute from scratch. With
     one of them cached, the ETA is the recorded compute of the other two, not the 31 s."""
     record = {"profile": "smoke", "wall_time_s": 31.0, "runs": 3, "cache_version": cache.VERSION,
               "run_seconds": {"aaa": 100.0, "bbb": 60.0, "ccc_to_0.5": 3.0}}
-    (paths.cache_dir() / "runs").mkdir(parents=True)
-    (paths.cache_dir() / "runs" / "aaa.csv").write_text("round\n0\n")
+    _cached("runs", "aaa")
     shown = progress.Progress(_Bar(), "li2020/fig1a", record, tmp_path / "progress.json")
     shown.show({})
     assert shown.bar.text == "li2020/fig1a, ETA 63 s (recorded compute of the 2 runs still missing)"
-    (paths.cache_dir() / "to_target").mkdir()
-    (paths.cache_dir() / "to_target" / "ccc_to_0.5.csv").write_text("round\n0\n")  # finished meanwhile
+    _cached("to_target", "ccc_to_0.5")  # finished meanwhile
     shown.show({"runs": 2, "from_cache": 1, "to_compute": 2, "computed": 1})
     assert shown.bar.text == ("li2020/fig1a, computing runs 1/2, ETA 60 s (recorded compute of the 1 runs "
                               "still missing)")
@@ -498,8 +503,7 @@ def test_with_a_budget_figures_whose_runs_are_all_cached_go_first(project):
     order = lambda: [nb.figure for nb in runner.ready_first(notebooks, "paper", project / "figures", {})]  # noqa: E731
     assert order() == ["figA", "figB", "figC"]  # nothing cached: the order given
     for folder, name in (("runs", "aaa"), ("to_target", "bbb_to_0.5")):
-        (paths.cache_dir() / folder).mkdir(parents=True, exist_ok=True)
-        (paths.cache_dir() / folder / f"{name}.csv").write_text("round\n0\n")
+        _cached(folder, name)
     assert order() == ["figC", "figA", "figB"]  # figC only re-plots
     assert [nb.figure for nb in runner.ready_first(notebooks, "smoke", project / "figures", {})] == \
         ["figA", "figB", "figC"]  # its record is of the paper profile

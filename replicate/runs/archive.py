@@ -8,7 +8,8 @@ the whole archive and checks everything before it writes anything: every member 
 entry file (no other path, no link), every checksum matches, and every entry's name is the one
 this code computes from its recorded config (so an entry of another ``VERSION``, ``NUMERICS`` or
 config is refused rather than sitting in the cache under a name nothing reads). Entries already
-in the cache with the same bytes are skipped; one with other bytes is never replaced.
+in the cache with the same results (CSV) are skipped; one with another CSV is never replaced.
+``figures/ledger`` (``runs.ledger``) keeps the committed runs as such archives.
 """
 from __future__ import annotations
 
@@ -91,33 +92,42 @@ def _commit() -> str | None:
 
 def export(file: Path, names: set[str] | None = None) -> tuple[list[str], list[str]]:
     """Write the entries named (all of the cache for None) into ``file``; returns the names written, and
-    those left out because this code would not read them (stale entries)."""
-    listed, stale, blobs = [], [], []
+    those left out because this code would not read them (stale or damaged entries)."""
+    items, stale = [], []
     for entry in entries(names):
         data = {suffix: entry.path(suffix).read_bytes() for suffix in (".json", ".csv")}
         meta = json.loads(data[".json"])
-        if _check(entry, meta) is not None:
+        if _check(entry, meta) is not None or cache.damage(entry.path("")) is not None:
             stale.append(entry.name)
             continue
+        items.append((entry, data))
+    if not items:
+        raise ReplicateError(f"nothing to export: {'no' if names is None else 'none of the named'} runs "
+                             f"{'are' if names is None else 'is'} in {paths.cache_dir()}"
+                             + (f" ({len(stale)} stale entries, which this code would not read)" if stale else ""))
+    write(Path(file), items)
+    return [entry.name for entry, _ in items], stale
+
+
+def write(file: Path, items: list[tuple[Entry, dict[str, bytes]]]) -> None:
+    """Write entries (each its ``.json`` and ``.csv`` bytes) into ``file`` with their manifest, atomically."""
+    listed, blobs = [], []
+    for entry, data in items:
+        meta = json.loads(data[".json"])
         listed.append({"folder": entry.folder, "name": entry.name, "device": meta.get("device"),
                        "numerics": cache.numerics(cache.sidecar_config(meta)),
                        "json_sha256": _sha256(data[".json"]), "csv_sha256": _sha256(data[".csv"])})
         blobs += [(entry.member(suffix), data[suffix]) for suffix in (".json", ".csv")]
-    if not listed:
-        raise ReplicateError(f"nothing to export: {'no' if names is None else 'none of the named'} runs "
-                             f"{'are' if names is None else 'is'} in {paths.cache_dir()}"
-                             + (f" ({len(stale)} stale entries, which this code would not read)" if stale else ""))
     manifest = {"format": FORMAT, "cache_version": cache.VERSION, "numerics": dict(cache.NUMERICS),
                 "commit": _commit(), "entries": listed}
     try:
-        with atomic_file(Path(file)) as out, tarfile.open(fileobj=out, mode="w:xz") as tar:
+        with atomic_file(file) as out, tarfile.open(fileobj=out, mode="w:xz") as tar:
             for member, data in [(MANIFEST, json.dumps(manifest, indent=1).encode()), *blobs]:
                 info = tarfile.TarInfo(member)
                 info.size, info.mode = len(data), 0o644
                 tar.addfile(info, io.BytesIO(data))
     except OSError as exc:
         raise ReplicateError(f"cannot write {file}: {exc.strerror or exc}") from None
-    return [item["name"] for item in listed], stale
 
 
 def _read(file: Path) -> dict[str, bytes]:
@@ -139,10 +149,10 @@ def _read(file: Path) -> dict[str, bytes]:
     return members
 
 
-def load(file: Path) -> tuple[int, int, dict[str, int]]:
-    """Import an archive written by ``export`` into the cache: all of it or, on any mismatch, nothing.
-    Returns (entries written, entries already there with the same bytes, how many entries ran on each
-    device type other than this machine's: its notebooks do not read those, as the key holds the device)."""
+def verified(file: Path) -> list[tuple[Entry, dict[str, bytes]]]:
+    """Every entry of an archive written by ``write``, each its ``.json`` and ``.csv`` bytes, after every
+    check (members, manifest, checksums, cache ``VERSION``, ``NUMERICS``, names): all of them or, on any
+    mismatch, a ``ReplicateError`` in one line ending "nothing imported"."""
     file = Path(file)
     members = _read(file)
     if MANIFEST not in members:
@@ -160,28 +170,50 @@ def load(file: Path) -> tuple[int, int, dict[str, int]]:
     unlisted = set(members) - {entry.member(s) for entry, _ in listed for s in (".json", ".csv")}
     if unlisted:
         raise ReplicateError(f"{file}: {sorted(unlisted)[0]} is not in its manifest; nothing imported")
-    new, same, elsewhere = [], 0, {}
+    items = []
     for entry, item in listed:
         data = {suffix: members.get(entry.member(suffix)) for suffix in (".json", ".csv")}
         why = _refusal(entry, item, data)
         if why:
             raise ReplicateError(f"{file}: entry {entry.member('')} refused: {why}; nothing imported")
+        items.append((entry, data))
+    return items
+
+
+def load(file: Path) -> tuple[int, int, dict[str, int]]:
+    """Import an archive written by ``export`` into the cache: all of it or, on any mismatch, nothing.
+    Returns (entries written, entries already there with the same results, how many entries ran on each
+    device type other than this machine's: its notebooks do not read those, as the key holds the device).
+    An entry already here is the same when its CSV is: the sidecars of one run computed twice differ in
+    its timing (``elapsed_s``) alone. One whose CSV differs is never replaced."""
+    new, same, elsewhere = [], 0, {}
+    for entry, data in verified(file):
         device = str(json.loads(data[".json"])["device"]).split(":")[0]
         if device != engine.default_device().type:
             elsewhere[device] = elsewhere.get(device, 0) + 1
-        here = [entry.path(suffix) for suffix in (".json", ".csv")]
-        if here[1].exists():
-            if [p.read_bytes() for p in here] != [data[".json"], data[".csv"]]:
+        here = entry.path(".csv")
+        if cache.present(entry.path("")):  # a damaged one is moved aside and replaced by the archive's
+            if here.read_bytes() != data[".csv"]:
                 raise ReplicateError(f"{file}: entry {entry.member('')} differs from the one in {paths.cache_dir()}; "
                                      "remove that one to take the archive's; nothing imported")
             same += 1
         else:
             new.append((entry, data))
-    for entry, data in new:  # the JSON first, as cache.run writes: an entry is there once its CSV is
-        for suffix in (".json", ".csv"):
-            with atomic_file(entry.path(suffix)) as out:
-                out.write(data[suffix])
+    for entry, data in new:
+        put(entry, data)
     return len(new), same, elsewhere
+
+
+def put(entry: Entry, data: dict[str, bytes], root: Path | None = None) -> None:
+    """Write a verified entry into the cache: its sidecar gains the CSV's checksum and row count where it
+    lacks them (runs computed before the cache recorded them), so reading it verifies it; the JSON first,
+    as ``cache.store`` writes: an entry is there once its CSV is."""
+    meta = json.loads(data[".json"])
+    meta.update({key: value for key, value in cache.integrity(data[".csv"]).items() if key not in meta})
+    with atomic_file(entry.path(".json", root)) as out:
+        out.write(json.dumps(meta, indent=1).encode())
+    with atomic_file(entry.path(".csv", root)) as out:
+        out.write(data[".csv"])
 
 
 def _refusal(entry: Entry, item: dict, data: dict) -> str | None:
@@ -197,6 +229,8 @@ def _refusal(entry: Entry, item: dict, data: dict) -> str | None:
         meta = json.loads(data[".json"])
     except ValueError:
         return "its JSON does not parse"
+    if "csv_sha256" in meta and meta["csv_sha256"] != _sha256(data[".csv"]):
+        return "its CSV is not the one its sidecar records (damaged or edited)"
     try:
         numerics = cache.numerics(cache.sidecar_config(meta))
     except (ReplicateError, TypeError, ValueError, KeyError, AttributeError) as exc:

@@ -1,9 +1,12 @@
 """Results of runs cached on disk by config hash.
 
 Each run is stored as ``<hash>.csv`` (its per-round metrics) next to
-``<hash>.json`` (its full config), both written atomically, so an interrupted
-batch resumes from the runs it finished and a rerun with the same config loads
-instead of recomputing. Bump ``VERSION`` when the engine's numbers change.
+``<hash>.json`` (its full config, and the CSV's sha256 and row count), both written
+atomically, so an interrupted batch resumes from the runs it finished and a rerun with
+the same config loads instead of recomputing. An entry is verified whenever it is read:
+one whose CSV does not match its sidecar (truncated, a flipped byte, emptied) or whose
+sidecar is gone is moved aside to ``damaged/``, reported in one line, and recomputed;
+it is never used. Bump ``VERSION`` when the engine's numbers change.
 """
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import hashlib
 import io
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -226,22 +230,88 @@ def recorded_runs(record: dict) -> dict[str, float] | None:
 
 
 def is_cached(name: str) -> bool:
-    """Whether the run named ``name`` (a key of ``RunLog.provenance()["run_seconds"]``) is in the cache."""
-    return any((paths.cache_dir() / folder / f"{name}.csv").exists() for folder in ("runs", "to_target"))
+    """Whether the run named ``name`` (a key of ``RunLog.provenance()["run_seconds"]``) is in the cache, whole."""
+    return any(present(paths.cache_dir() / folder / name) for folder in ("runs", "to_target"))
+
+
+def integrity(csv: bytes | str) -> dict:
+    """What a sidecar records to verify its CSV by: the sha256 of its bytes and its number of rows."""
+    data = csv.encode() if isinstance(csv, str) else csv
+    return {"csv_sha256": hashlib.sha256(data).hexdigest(), "rows": max(data.count(b"\n") - 1, 0)}
+
+
+def damage(entry: Path) -> str | None:
+    """Why the cache entry ``entry`` (``folder/<name>``, no suffix) may not be read (None: it may).
+    Sidecars written before the cache recorded checksums (no ``csv_sha256``) are checked for a parsable
+    CSV with its header and at least one whole row, the most that can be known of them."""
+    csv, sidecar = _with(entry, ".csv"), _with(entry, ".json")
+    try:
+        data = csv.read_bytes()
+    except FileNotFoundError:
+        return "its CSV is missing"
+    try:
+        meta = json.loads(sidecar.read_text())
+    except FileNotFoundError:
+        return "its sidecar (.json) is missing"
+    except ValueError:
+        return "its sidecar (.json) does not parse"
+    if "csv_sha256" in meta:
+        found = integrity(data)
+        if found["rows"] != meta.get("rows"):
+            return f"its CSV has {found['rows']} rows, its sidecar records {meta.get('rows')}"
+        return None if found["csv_sha256"] == meta["csv_sha256"] else "its CSV does not match its sidecar's checksum"
+    lines = data.split(b"\n")
+    if len(lines) < 3 or lines[-1] != b"" or not lines[0].startswith(b"round,"):
+        return "its CSV is empty or cut off (an entry of an older cache, without checksum)"
+    width = lines[0].count(b",")
+    return None if all(line.count(b",") == width for line in lines[1:-1]) else \
+        "its CSV has a row of another width (an entry of an older cache, without checksum)"
+
+
+def present(entry: Path) -> bool:
+    """Whether ``entry`` is in the cache and whole; a damaged one is moved aside (``quarantine``)."""
+    if not _with(entry, ".csv").exists() and not _with(entry, ".json").exists():
+        return False
+    why = damage(entry)
+    if why is None:
+        return True
+    if _with(entry, ".csv").exists():  # a lone sidecar is a write in progress or an interrupted one: left alone
+        quarantine(entry, why)
+    return False
+
+
+def quarantine(entry: Path, why: str) -> None:
+    """Move a damaged entry's files to ``<cache>/damaged/`` (kept for inspection, never read) and say so on
+    stderr in one line: the run is recomputed."""
+    aside = paths.cache_dir() / "damaged"
+    aside.mkdir(parents=True, exist_ok=True)
+    for suffix in (".csv", ".json"):
+        if _with(entry, suffix).exists():
+            os.replace(_with(entry, suffix), aside / f"{entry.name}{suffix}")
+    print(f"warning: cached run {entry.parent.name}/{entry.name} is damaged ({why}): moved to {aside} and "
+          "recomputed, not used", file=sys.stderr, flush=True)
+
+
+def damaged_since(start: float) -> list[str]:
+    """Entries moved aside as damaged since ``start`` (a ``time.time()``), for a caller whose output the user
+    sees (a notebook kernel's stderr is not the terminal)."""
+    aside = paths.cache_dir() / "damaged"
+    return sorted(p.stem for p in aside.glob("*.csv") if p.stat().st_mtime >= start) if aside.is_dir() else []
 
 
 def plan(jobs, log: RunLog | None) -> list:
     """The jobs (``(config, target, extra_metrics)``, as ``pool.Job``) missing from the cache, announced
     to ``log`` so that its runs done / total is right before the first of them starts."""
-    missing = [job for job in dict.fromkeys(jobs) if not _with(_file(*job[:2], "", *job[2:]), ".csv").exists()]
+    missing = [job for job in dict.fromkeys(jobs) if not present(_file(*job[:2], "", *job[2:]))]
     if log is not None:
         log.planned([_file(*job[:2], "", *job[2:]).name for job in missing])
     return missing
 
 
 def load(config: RunConfig, stop_loss: float | None = None, extra_metrics=None) -> pd.DataFrame | None:
-    path = _file(config, stop_loss, ".csv", extra_metrics)
-    return pd.read_csv(path) if path.exists() else None
+    """The cached history of this run, verified (``damage``); None when absent or damaged."""
+    entry = _file(config, stop_loss, "", extra_metrics)
+    return pd.read_csv(_with(entry, ".csv")) if present(entry) else None
 
 
 def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = True, use_cache: bool = True,
@@ -301,17 +371,31 @@ def entry_of(config: RunConfig, stop_loss: float | None, extra_metrics, history:
         buffer = io.StringIO()
         history.to_csv(buffer, index=False)
         text = buffer.getvalue()
-    meta = config.to_dict() | {"elapsed_s": round(elapsed, 3), "device": str(device),
+    meta = config.to_dict() | {"elapsed_s": round(elapsed, 3), "device": str(device), "machine": machine(device),
                                "extra_metrics": metrics_key(extra_metrics), "version": VERSION} | notes
+    if text is not None:
+        meta |= integrity(text)
     if stop_loss is not None:
         meta["target"] = stop_loss
     return text, meta
+
+
+def machine(device) -> str:
+    """The processor a run computed on, for the record (CUDA runs of one key agree across GPU models within
+    float32 rounding only): the GPU's name, or the CPU's architecture."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    import platform
+    return platform.machine() or "cpu"
 
 
 def store(config: RunConfig, stop_loss: float | None, extra_metrics, text: str, meta: dict) -> None:
     """Write a computed run into this machine's cache (sidecar, then CSV, each atomically: the CSV's
     presence means a whole entry), under the key this process gives it."""
     entry = _file(config, stop_loss, "", extra_metrics)
+    if "csv_sha256" in meta and integrity(text) != {k: meta[k] for k in ("csv_sha256", "rows")}:
+        raise ReplicateError(f"run {entry.name} came back damaged (its CSV does not match its checksum): not stored")
     if entry_name(meta) != entry.name:  # e.g. a worker on another device type, or running other code
         raise ReplicateError(f"run {entry.name} came back as {entry_name(meta)} (computed on {meta['device']}, "
                              f"cache version {meta['version']}): not stored")

@@ -1,0 +1,91 @@
+"""A damaged run-cache entry is never used: found when read, moved aside, reported in one line, recomputed."""
+import json
+
+import pytest
+
+from replicate.core import paths
+from replicate.experiments.li2020 import fig2
+from replicate.fl import engine
+from replicate.fl.algorithms import FedAvg
+from replicate.runs import cache
+from replicate.runs.config import RunConfig
+
+QUAD = RunConfig(dataset="quadratic", algorithm=FedAvg("full"), local_steps=5, batch_size=None, client_lr=0.4,
+                 lr_schedule="constant", weight_decay=0.0, clip_norm=None, rounds=20)
+
+
+def _entry():
+    return paths.cache_dir() / "runs" / cache.key(QUAD)
+
+
+def _truncate(csv):
+    csv.write_bytes(csv.read_bytes()[: len(csv.read_bytes()) * 2 // 3])
+
+
+def _flip(csv):
+    data = bytearray(csv.read_bytes())
+    data[len(data) // 2] ^= 0x04  # one bit of one digit: still a parsable CSV
+    csv.write_bytes(bytes(data))
+
+
+def _empty(csv):
+    csv.write_bytes(b"")
+
+
+def _no_sidecar(csv):
+    csv.with_suffix(".json").unlink()
+
+
+@pytest.mark.parametrize("damage", [_truncate, _flip, _empty, _no_sidecar])
+def test_a_damaged_entry_is_recomputed_and_never_used(damage, capsys, monkeypatch):
+    first = cache.run(QUAD, progress=False)
+    meta = json.loads(_entry().with_suffix(".json").read_text())
+    assert meta["rows"] == len(first) and len(meta["csv_sha256"]) == 64
+    damage(_entry().with_suffix(".csv"))
+    assert not cache.is_cached(_entry().name)
+    calls = []
+    real = engine.run
+    monkeypatch.setattr(engine, "run", lambda *a, **k: calls.append(1) or real(*a, **k))
+    again = cache.run(QUAD, progress=False)
+    assert calls == [1] and again.equals(first)  # recomputed, the same numbers
+    err = capsys.readouterr().err
+    if damage is not _no_sidecar:  # a CSV without its sidecar is an entry never finished: simply recomputed
+        line, = [line for line in err.splitlines() if "damaged" in line]
+        assert f"runs/{_entry().name} is damaged" in line and "recomputed, not used" in line
+        assert (paths.cache_dir() / "damaged" / f"{_entry().name}.csv").exists()  # kept for inspection
+        assert cache.damaged_since(0) == [_entry().name]
+    assert cache.damage(_entry()) is None  # whole again
+
+
+def test_a_damaged_entry_never_reaches_a_figure(monkeypatch):
+    """The issue's case: a cut run CSV silently shortened a published li2020/fig2.csv."""
+    tiny = fig2.Fig2Config(local_steps=(1, 5), decay=(1e-6, 1e-2), rounds=30, theorem5_lrs=(0.02,),
+                           theorem5_steps=(2,))
+    first = fig2.fig2(tiny, progress=False, log=cache.RunLog(display=False))
+    for csv in sorted((paths.cache_dir() / "runs").glob("*.csv"))[:2]:
+        _truncate(csv)
+    log = cache.RunLog(display=False)
+    assert fig2.fig2(tiny, progress=False, log=log).equals(first)
+    assert log.from_cache == log.runs - 2
+
+
+def test_an_entry_of_an_older_cache_is_checked_for_what_can_be_known():
+    """Sidecars written before checksums: a CSV cut mid-row or emptied is still caught."""
+    cache.run(QUAD, progress=False)
+    sidecar = _entry().with_suffix(".json")
+    meta = json.loads(sidecar.read_text())
+    sidecar.write_text(json.dumps({k: v for k, v in meta.items() if k not in ("csv_sha256", "rows")}))
+    assert cache.damage(_entry()) is None
+    csv = _entry().with_suffix(".csv")
+    whole = csv.read_bytes()
+    csv.write_bytes(whole[:-7])
+    assert "cut off" in cache.damage(_entry())
+    csv.write_bytes(b"")
+    assert "empty or cut off" in cache.damage(_entry())
+
+
+def test_a_worker_result_damaged_on_its_way_is_not_stored():
+    history, text, meta = cache.compute(QUAD)
+    with pytest.raises(Exception, match="came back damaged"):
+        cache.store(QUAD, None, None, text[:-5], meta)
+    assert not _entry().with_suffix(".csv").exists()

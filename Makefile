@@ -42,7 +42,7 @@ test: setup $(VENV)/.ray
 ## verdicts (replicate/cli/check.py's tolerance): a change that moves a committed number fails here.
 guard: setup
 	rm -rf build/guard
-	REPLICATE_BUILD=build/guard REPLICATE_DEVICE=cpu $(BIN)/python -m replicate figures --check --profile paper $(GUARD_FIGURES)
+	REPLICATE_BUILD=build/guard REPLICATE_DEVICE=cpu REPLICATE_LEDGER=off $(BIN)/python -m replicate figures --check --profile paper $(GUARD_FIGURES)
 	rm -rf build/guard
 
 bench: setup

@@ -31,11 +31,12 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def isolated_build(tmp_path, monkeypatch):
-    """Every test writes caches and figures into its own temporary folder, and its runs compute on the CPU
+    """Every test writes caches, figures and ledger into its own temporary folder, and its runs compute on the CPU
     on every machine: the suite's promises are the CPU's (bitwise batching, the committed CPU numbers), and
     on a machine with CUDA the runs would otherwise go there (seen on an H100). What CUDA computes is
     checked by tests/test_cuda.py, which names its device; a test may still set REPLICATE_DEVICE itself."""
     monkeypatch.setenv("REPLICATE_BUILD", str(tmp_path / "build"))
+    monkeypatch.setenv("REPLICATE_LEDGER", str(tmp_path / "ledger"))  # the committed ledger only where a test says
     monkeypatch.setenv("REPLICATE_DEVICE", "cpu")
 
 

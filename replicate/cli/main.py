@@ -1,4 +1,4 @@
-"""Command line: ``python -m replicate {figures,bench,data,cache,report}``."""
+"""Command line: ``python -m replicate {figures,bench,data,cache,ledger,report}``."""
 from __future__ import annotations
 
 import argparse
@@ -9,8 +9,13 @@ from replicate.core.errors import ReplicateError
 
 
 def _figures(args) -> int:
-    from replicate.cli import runner
+    from replicate.cli import runner, slots
 
+    slots.check_plan_arguments(args)
+    if args.plan:
+        if args.names or args.set or args.check or args.list:
+            raise ReplicateError("--plan takes no figures, --set, --check or --list: it plans from the ledger")
+        return slots.plan_command(args)
     if args.list:
         for nb in runner.discover():
             print(f"{nb.key:28s} notebooks/{nb.path.name:34s} {nb.title}")
@@ -153,7 +158,7 @@ def _cache(args) -> int:
     from replicate.runs import archive
 
     if args.action == "import":
-        if args.names:
+        if args.names or args.new:
             raise ReplicateError("cache import takes the archive alone: it imports every run in it")
         written, same, elsewhere = archive.load(Path(args.file))
         print(f"imported {written} runs into {paths.cache_dir()} ({same} already there, identical)"
@@ -175,6 +180,11 @@ def _cache(args) -> int:
         if unnamed:
             print(f"not exported: {', '.join(unnamed)} (no published record of theirs names its runs; rerun them "
                   "to publish one, or export the whole cache: no NAMES)", file=sys.stderr)
+    if args.new:
+        from replicate.runs import ledger
+
+        new = ledger.new_in_cache()
+        names = new if names is None else names & new
     written, stale = archive.export(Path(args.file), names)
     absent = len(names - set(written) - set(stale)) if names is not None else 0
     notes = ([f"{len(stale)} stale entries left out (this code would not read them)"] if stale else []) + \
@@ -189,14 +199,16 @@ def _report(args) -> int:
     from replicate.report import replication as report
 
     if args.work:  # the one place that enumerates experiments for the report (report does not import them)
-        from replicate.experiments import work
+        from replicate.experiments import plan, work
 
         print(f"wrote {work.write()}")
+        plan.write_status()
     print(f"wrote {report.write()}")
     return 0
 
 
 def main(argv=None) -> int:
+    from replicate.cli import slots
     from replicate.core import paths
 
     paths.pin_environment()  # before any kernel or worker starts elsewhere
@@ -230,6 +242,13 @@ def main(argv=None) -> int:
                           "and for every model on CUDA, where neural runs agree to float32 "
                           "rounding only: docs/engine.md)")
     fig.add_argument("-v", "--verbose", action="store_true", help="stream notebook output (progress bars)")
+    fig.add_argument("--plan", action="store_true",
+                     help="print what the next GPU slot of --time-budget (default 10m) computes, in the project's "
+                          "priority order, and the device minutes left (from the committed run ledger)")
+    fig.add_argument("--device", default=None, help="with --plan: the device type to plan for (default cuda)")
+    fig.add_argument("--commands", action="store_true",
+                     help="with --plan: print only the figure commands of the slot, one a line, each with its share "
+                          "of the budget (what .ci/device-check runs)")
     fig.set_defaults(func=_figures)
     bench = sub.add_parser(
         "bench", help="time the vectorized engine against the sequential oracle",
@@ -273,7 +292,10 @@ def main(argv=None) -> int:
     runs.add_argument("action", choices=["export", "import"])
     runs.add_argument("file", help="the archive (e.g. runs.tar.xz)")
     runs.add_argument("names", nargs="*", default=[], help="export: figures, notebooks or papers (default: all runs)")
+    runs.add_argument("--new", action="store_true",
+                      help="export: only the runs the committed ledger lacks (what a GPU slot brings back)")
     runs.set_defaults(func=_cache)
+    slots.add_parser(sub)
     rep = sub.add_parser("report", help="regenerate REPLICATION.md from figures/")
     rep.add_argument("--work", action="store_true",
                      help="first re-enumerate the GPU-scale figures' paper-profile work into figures/gpu_work.json "

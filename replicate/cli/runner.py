@@ -229,6 +229,14 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
     if profile == "paper" and not committed:
         tqdm.write(f"writing into {target}, not figures/: only an unmodified paper-profile run updates the "
                    "committed figures", file=sys.stderr)
+    if profile == "paper":  # the committed runs of every GPU slot so far: read, never recomputed
+        from replicate.runs import ledger
+
+        written, _, replaced = ledger.sync()
+        if written:
+            tqdm.write(f"ledger: {written} committed runs copied into {paths.cache_dir()}"
+                       + (f" ({replaced} cached runs with other numbers moved to replaced/)" if replaced else ""),
+                       file=sys.stderr)
     if older := cache.older_entries():
         tqdm.write(f"note: {older} runs in {paths.cache_dir()} were cached by an older version of the run cache "
                    f"(before VERSION {cache.VERSION}); they are not read and are recomputed when needed "
@@ -247,7 +255,7 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
         executed_dir.mkdir(parents=True, exist_ok=True)
         progress_file = staging / "progress.json"
         os.environ["REPLICATE_PROGRESS"] = str(progress_file)  # the kernel inherits it (unset below)
-        start = time.perf_counter()
+        start, started = time.perf_counter(), time.time()
         kernel_log = executed_dir / f"{nb.path.stem}.kernel.log"
         _route_asyncio_log(kernel_log)  # left in place if interrupted: the process is about to exit
         try:
@@ -272,6 +280,9 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
                 continue
             finally:
                 os.environ.pop("REPLICATE_PROGRESS", None)
+                for name in cache.damaged_since(started):  # the kernel's warning reached its notebook, not here
+                    tqdm.write(f"warning: cached run {name} was damaged: moved to {paths.cache_dir() / 'damaged'} "
+                               "and recomputed, not used", file=sys.stderr)
             elapsed = time.perf_counter() - start
             claims_file = staging / nb.paper / f"{nb.figure}.claims.json"
             if not claims_file.exists():

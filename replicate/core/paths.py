@@ -18,14 +18,14 @@ def _env(name: str, default: Path) -> Path:
     return Path(value).resolve() if value else default
 
 
-LOCATIONS = ("REPLICATE_BUILD", "REPLICATE_CACHE", "REPLICATE_DATA", "REPLICATE_DATA_FROM")
+LOCATIONS = ("REPLICATE_BUILD", "REPLICATE_CACHE", "REPLICATE_DATA", "REPLICATE_DATA_FROM", "REPLICATE_LEDGER")
 
 
 def pin_environment() -> None:
     """Make relative location variables absolute in this process's environment, so the processes it
     starts (papermill kernels run in notebooks/, worker processes anywhere) mean the same folders."""
     for name in LOCATIONS:
-        if os.environ.get(name):
+        if os.environ.get(name) and os.environ[name] != "off":  # REPLICATE_LEDGER=off is a switch, not a folder
             os.environ[name] = str(Path(os.environ[name]).resolve())
 
 
@@ -118,6 +118,16 @@ def cache_dir() -> Path:
 def figures_dir() -> Path:
     """Committed paper-scale outputs."""
     return REPO / "figures"
+
+
+def ledger_dir() -> Path | None:
+    """The committed run ledger (`REPLICATE_LEDGER`, default `figures/ledger`; `off`: none, as the number
+    guard runs, which must recompute from nothing): runs computed elsewhere, a GPU slot's, read before
+    computing (``replicate.runs.ledger``)."""
+    value = os.environ.get("REPLICATE_LEDGER")
+    if value == "off":
+        return None
+    return _env("REPLICATE_LEDGER", figures_dir() / "ledger")
 
 
 def notebooks_dir() -> Path:

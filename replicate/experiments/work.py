@@ -39,6 +39,7 @@ class Figure:
     plan: Callable[[], tuple[list, list]]  # (tuning runs, final runs) of the paper profile
     measured: str  # measured CPU cost, each number with where it was measured
     records: tuple[tuple[str, str], ...] = ()  # (figures/<key>.claims.json of CPU-scale runs, their scale)
+    key: str = ""  # the notebook's figure key (``figures NAME``) that computes these runs
 
 
 def _unique(configs) -> list:
@@ -123,29 +124,30 @@ _STEM_COST = ("BENCHMARKS.md (one idle core's CPU s): a STEM round at (b, I) = (
 
 FIGURES: tuple[Figure, ...] = (
     Figure("fedprox2020", "Figures 2 and 6", "Fig. 2 / 6, Shakespeare + Sent140 panels", _fedprox_fig2,
-           _LSTM_COST, (("cpu_scale/fedprox2020/fig2", "Sent140, 200 of 800 rounds"),)),
+           _LSTM_COST, (("cpu_scale/fedprox2020/fig2", "Sent140, 200 of 800 rounds"),), key="fedprox2020/fig2"),
     Figure("fedprox2020", "Figures 3 and 7", "Fig. 3 / 7, Shakespeare + Sent140 panels", _fedprox_fig3,
-           _LSTM_COST, (("cpu_scale/fedprox2020/fig3", "Sent140, 200 of 800 rounds"),)),
+           _LSTM_COST, (("cpu_scale/fedprox2020/fig3", "Sent140, 200 of 800 rounds"),), key="fedprox2020/fig3"),
     Figure("fedprox2020", "Figure 4", "Fig. 4 (the Figure 3 runs), Shakespeare + Sent140 panels", _fedprox_fig3,
-           _LSTM_COST, (("cpu_scale/fedprox2020/fig4", "Sent140, 200 of 800 rounds"),)),
+           _LSTM_COST, (("cpu_scale/fedprox2020/fig4", "Sent140, 200 of 800 rounds"),), key="fedprox2020/fig4"),
     Figure("fedprox2020", "final paper, Figure 1", "stragglers, Shakespeare + Sent140 columns", _stragglers,
-           _LSTM_COST, (("cpu_scale/fedprox2020/stragglers", "Sent140, 200 of 800 rounds"),)),
+           _LSTM_COST, (("cpu_scale/fedprox2020/stragglers", "Sent140, 200 of 800 rounds"),),
+           key="fedprox2020/stragglers"),
     Figure("charles2021", "Figures 6 and 11", "Fig. 6 / 11, FEMNIST", _charles_fig6, _FEMNIST_COST,
-           (("cpu_scale/charles2021/fig6", "FEMNIST, 100 of 1,500 rounds"),)),
+           (("cpu_scale/charles2021/fig6", "FEMNIST, 100 of 1,500 rounds"),), key="charles2021/fig6"),
     Figure("charles2021", "Figures 12–13", "Fig. 12, FEMNIST + Shakespeare",
            lambda: _charles_sweep(_neural("Fig12Config"))(), _FEMNIST_COST + "; TFF Shakespeare: not measured",
-           (("cpu_scale/charles2021/fig12", "FEMNIST, 100 of 1,500 rounds"),)),
+           (("cpu_scale/charles2021/fig12", "FEMNIST, 100 of 1,500 rounds"),), key="charles2021/fig12"),
     Figure("charles2021", "Figures 12–13", "Fig. 13, FEMNIST + Shakespeare",
            lambda: _charles_sweep(_neural("Fig13Config"))(), _FEMNIST_COST + "; TFF Shakespeare: not measured",
-           (("cpu_scale/charles2021/fig13", "FEMNIST, 100 of 1,500 rounds"),)),
+           (("cpu_scale/charles2021/fig13", "FEMNIST, 100 of 1,500 rounds"),), key="charles2021/fig13"),
     Figure("khanduri2021", "Figures 2–4", "Fig. 2, CIFAR-10 (b, I) = (8, 61)", lambda: _stem_cifar("Fig2Config")(),
-           _STEM_COST),
+           _STEM_COST, key="khanduri2021/fig2"),
     Figure("khanduri2021", "Figures 2–4", "Fig. 3, CIFAR-10 (64, 7), with Fig. 2's runs it compares",
-           lambda: _stem_cifar("Fig3Config")(), _STEM_COST),
+           lambda: _stem_cifar("Fig3Config")(), _STEM_COST, key="khanduri2021/fig3"),
     Figure("khanduri2021", "Figures 2–4", "Fig. 4, CIFAR-10 high heterogeneity (8, 61)",
-           lambda: _stem_cifar("Fig4Config")(), _STEM_COST),
+           lambda: _stem_cifar("Fig4Config")(), _STEM_COST, key="khanduri2021/fig4"),
     Figure("khanduri2021", "Figure 5", "Fig. 5, MNIST, I ∈ {10, 100}", _stem_fig5, "",
-           (("cpu_scale/khanduri2021/fig5", "3,200 of 30,000 samples per worker"),)),
+           (("cpu_scale/khanduri2021/fig5", "3,200 of 30,000 samples per worker"),), key="khanduri2021/fig5"),
 )
 
 
@@ -261,8 +263,9 @@ def table() -> list[dict]:
 
 def write(root=None):
     path = (root or paths.figures_dir()) / FILE
+    slots = json.loads(path.read_text()).get("slots") if path.is_file() else None  # experiments.plan's part
     text = json.dumps({"generated_by": "python -m replicate report --work (replicate/experiments/work.py)",
-                       "rows": table()}, indent=1, ensure_ascii=False)
+                       "rows": table(), **({"slots": slots} if slots else {})}, indent=1, ensure_ascii=False)
     atomic_write_text(path, text + "\n")
     return path
 

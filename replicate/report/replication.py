@@ -113,7 +113,27 @@ def _work_table(rows: list[dict]) -> list[str]:
     return lines + [""]
 
 
-def _coverage(records: list[dict], work: list[dict] | None = None) -> list[str]:
+def _slots_table(slots: dict) -> list[str]:
+    """Where the GPU work stands (``figures/gpu_work.json`` ``slots``, written by ``experiments.plan``)."""
+    lines = ["### GPU slots: runs in the committed ledger, and what is left", "",
+             f"The runs every GPU slot so far brought back are committed in `figures/ledger/` "
+             f"({slots['ledger_runs']} runs on {slots['device']}; `python -m replicate ledger status` prints this table "
+             "from it, `figures --plan` what the next slot computes). Rows in the order slots take them. Tuning runs "
+             "are counted by key; a final run (its rates chosen by the tuning) when the ledger holds its config "
+             "with any rates. Minutes are a slot's, at the concurrency measured in slots "
+             f"({slots['concurrency']:g} run-seconds per second); *left* rests on the ledger's own timings of that "
+             "model, else (†) on a bench timing or op counts (a lower bound). A run shared by two figures is "
+             f"counted in both rows, once in the total: **{slots['left_min'] / 60:,.1f} hours of slots left**.", "",
+             "| figure [panels] | tuning runs | final runs | minutes spent | minutes left |", "|---|---|---|---|---|"]
+    for r in slots["rows"]:
+        left = "done" if r["left_min"] == 0 and r["tuning"][0] == r["tuning"][1] and r["final"][0] == r["final"][1] \
+            else f"{r['left_min']:,.1f}" + ("" if r["measured"] else " †")
+        lines.append(f"| {r['figure']} | {r['tuning'][0]} / {r['tuning'][1]} | {r['final'][0]} / {r['final'][1]} | "
+                     f"{r['spent_min']:,.1f} | {left} |")
+    return lines + [""]
+
+
+def _coverage(records: list[dict], work: list[dict] | None = None, slots: dict | None = None) -> list[str]:
     work = work or []
     by_key = {f"{r['paper']}/{r['figure']}": r for r in records}
     lines = ["## Coverage of every figure and table", "",
@@ -134,7 +154,7 @@ def _coverage(records: list[dict], work: list[dict] | None = None) -> list[str]:
                      f"{(_counts(claims) + ' — ' + links) if claims else '—'} |")
     counts = {s: statuses.count(s) for s in coverage.STATUSES}
     lines += ["", "Items: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + ".", ""]
-    return lines + (_work_table(work) if work else [])
+    return lines + (_work_table(work) if work else []) + (_slots_table(slots) if slots else [])
 
 
 def _claim_text(c: dict) -> str:
@@ -167,7 +187,8 @@ def render(root: Path | None = None) -> str:
         lines += ["Published before claims recorded their basis and seed quote (their kinds, set by hand, agree "
                   "with the rule on re-reading; republishing records both): " + ", ".join(unrecorded) + ".", ""]
     work_file = root / "gpu_work.json"  # experiments.work.FILE (the report reads it; it does not import experiments)
-    lines += _coverage(records, json.loads(work_file.read_text())["rows"] if work_file.is_file() else None)
+    work = json.loads(work_file.read_text()) if work_file.is_file() else {}
+    lines += _coverage(records, work.get("rows"), work.get("slots"))
     lines += ["## Data", ""] + [f"- {note}" for note in DATA_NOTES] + [""]
     for paper in PAPER_TITLES:
         mine = [r for r in records if r["paper"] == paper]

@@ -1,0 +1,215 @@
+"""The GPU work left, read from the committed run ledger, and what the next GPU slot computes.
+
+GPU time reaches this project in short slots (DEVELOPERS.md: ≈ 10 usable minutes on a borrowed machine
+that keeps nothing). ``PRIORITY`` is the project's order for them: STEM Figures 5 and 2–4 first (their
+runs are minutes each), then Charles & Konečný's Figure 12 on FEMNIST, FedProx's Sent140 panels, Figure
+13, FedProx's Shakespeare panels, Figure 6. A unit is a GPU-scale figure of ``work.FIGURES`` restricted
+to some of its datasets, with the notebook command that computes those runs on a GPU.
+
+Done / left per unit: its tuning runs are known exactly (``work.runs``), so they are looked up in the
+ledger by key; a final run depends on the rates the tuning chose, so it counts as done when the ledger
+holds a run equal to its template on every field the tuning does not set (``TUNED``). Cost: seconds a sequential
+local step of that model and dataset took on this device kind, the median over the ledger's runs
+(``elapsed_s``: a batch's time shared among its runs); without one, from a bench's CUDA timing of that
+model (``REFERENCE_S``) or *modelled* as ops per step × ``OP_SECONDS``, host-bound as issue #38 measured
+(two gradients a step for STEM): marked, and for the modelled ones a lower bound. A slot's minutes are
+run-seconds over the concurrency measured in slots (``wall_s`` of the ledger's pieces), else 1.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass, field
+
+from replicate.core import paths
+from replicate.core.fileio import atomic_write_text
+from replicate.experiments import work
+from replicate.runs import cache, ledger
+
+OP_SECONDS = 8e-6  # host dispatch + launch of one op on the GPU machine (issue #38: 3.5-6.5 µs + launch)
+NOISE_S = 0.012  # FEMNIST's dropout noise drawn on one host core a step (issue #38: 9-15 ms a run-step)
+# Seconds a gradient step measured on CUDA outside the ledger: STEM's stacked CIFAR-10 round, 0.9 s at
+# (b, I) = (8, 61) on an H100 (docs/BENCHMARKS.cuda.md, 2026-11-26), two gradients a step
+REFERENCE_S = {"lenet5": 0.9 / 61 / 2}
+# The fields the figures tune (rates, STEM's c, FedProx's μ): a final run's template matches a run of the
+# ledger that equals it on every other field, its seed included
+TUNED = {"client_lr", "lr_decay", "algorithm.server_lr", "algorithm.momentum_c", "algorithm.prox_mu"}
+
+
+@dataclass(frozen=True)
+class Unit:
+    key: str  # the figure (``work.FIGURES`` key) whose runs these are
+    datasets: tuple[str, ...] | None = None  # None: all of the figure's
+    overrides: dict = field(default_factory=dict, hash=False, compare=False)  # the notebook's --set for a slot
+
+    @property
+    def label(self) -> str:
+        return self.key + (f" [{', '.join(self.datasets)}]" if self.datasets else "")
+
+    def command(self) -> str:
+        sets = "".join(f" --set '{k}={json.dumps(v)}'" for k, v in self.overrides.items())
+        return f"python -m replicate figures {self.key} --profile paper{sets}"
+
+
+def _panels(*names):
+    return {"datasets": list(names)}
+
+
+PRIORITY: tuple[Unit, ...] = (
+    Unit("khanduri2021/fig5"), Unit("khanduri2021/fig2"), Unit("khanduri2021/fig3"), Unit("khanduri2021/fig4"),
+    Unit("charles2021/fig12", ("femnist",), _panels("femnist")),
+    Unit("fedprox2020/fig2", ("sent140",), _panels("sent140")),
+    Unit("fedprox2020/fig3", ("sent140",), _panels("sent140")),
+    Unit("fedprox2020/stragglers", ("sent140",), _panels("sent140")),
+    Unit("charles2021/fig13"),
+    Unit("fedprox2020/fig2", ("shakespeare",), _panels("shakespeare")),
+    Unit("fedprox2020/fig3", ("shakespeare",), _panels("shakespeare")),
+    Unit("fedprox2020/stragglers", ("shakespeare",), _panels("shakespeare")),
+    Unit("charles2021/fig6"),
+)  # FedProx Figure 4 is Figure 3's runs; Figure 12's seed-0 runs are among Figure 13's tuning runs
+
+
+@dataclass
+class Progress:
+    unit: Unit
+    tuning: tuple[int, int]  # (done, of)
+    final: tuple[int, int]
+    spent_s: float  # run-seconds of the done runs, as recorded
+    left: dict  # run key (a final run's: its template's) → run-seconds projected, for the runs left
+    measured: bool  # the projection rests on this device's own runs (else modelled)
+
+    @property
+    def left_s(self) -> float:
+        return sum(self.left.values())
+
+    @property
+    def done(self) -> bool:
+        return self.tuning[0] == self.tuning[1] and self.final[0] == self.final[1]
+
+
+def _figure(key: str) -> work.Figure:
+    return next(f for f in work.FIGURES if f.key == key)
+
+
+def _epoch_steps() -> dict[str, float]:
+    rows = json.loads((paths.figures_dir() / work.FILE).read_text())["rows"]
+    return {name: steps for row in rows for name, steps in row["epoch_steps"].items()}
+
+
+def steps(config, epochs: dict[str, float]) -> float:
+    """Sequential local steps of one run (``work.local_steps``, epochs from the committed gpu_work.json)."""
+    if config.local_steps is not None:
+        return config.rounds * config.local_steps
+    return config.rounds * config.local_epochs * epochs[f"{config.dataset}, b = {config.batch_size}"]
+
+
+def _flat(config) -> dict:
+    values = config.to_dict()
+    values.update({f"algorithm.{k}": v for k, v in values.pop("algorithm").items()})
+    return values
+
+
+def _is_final_done(template, ledger_flat: list[dict]) -> bool:
+    want = {k: v for k, v in _flat(template).items() if k not in TUNED}
+    return any(all(run.get(k) == v for k, v in want.items()) for run in ledger_flat)
+
+
+def progress(unit: Unit, runs: dict[str, dict], device: str = "cuda", epochs: dict | None = None) -> Progress:
+    """Done / left of ``unit`` against the ledger's ``runs`` (``ledger.runs()``) computed on ``device``."""
+    epochs = epochs if epochs is not None else _epoch_steps()
+    keep = (lambda c: True) if unit.datasets is None else (lambda c: c.dataset in unit.datasets)
+    tuning, final = (list(dict.fromkeys(filter(keep, part))) for part in _figure(unit.key).plan())
+    keys = {cache.key(c, device=device): c for c in tuning}
+    final = [c for c in final if cache.key(c, device=device) not in keys]
+    on_device = {name: meta for name, meta in runs.items() if str(meta.get("device", "")).split(":")[0] == device}
+    flat_runs = [_flat(cache.sidecar_config(meta)) for meta in on_device.values()]
+    done_final = [c for c in final if _is_final_done(c, flat_runs)]
+    rate = _seconds_per_step(on_device, epochs)
+    spent = sum(on_device[k]["elapsed_s"] for k in keys if k in on_device)
+    left = [c for k, c in keys.items() if k not in on_device] + [c for c in final if c not in done_final]
+    cost = {cache.key(c, device=device): steps(c, epochs) * rate.get((c.model, c.dataset), _modelled(c)) for c in left}
+    measured = all((c.model, c.dataset) in rate for c in left)
+    return Progress(unit, (len(keys) - len([k for k in keys if k not in on_device]), len(keys)),
+                    (len(done_final), len(final)), spent, cost, measured)
+
+
+def left_s(rows: list[Progress]) -> float:
+    """Run-seconds of every run left, each counted once (figures share runs: STEM Figure 3 holds Figure 2's)."""
+    return sum({key: s for row in rows for key, s in row.left.items()}.values())
+
+
+def _seconds_per_step(runs: dict[str, dict], epochs: dict) -> dict[tuple[str, str], float]:
+    """(model, dataset) → median recorded seconds per sequential local step, over the ledger's runs that
+    trained to their last round (a diverged run stops early and would understate the cost)."""
+    rates: dict[tuple[str, str], list[float]] = {}
+    for meta in runs.values():
+        config = cache.sidecar_config(meta)
+        if meta.get("elapsed_s") and meta.get("trained", True):
+            try:
+                rates.setdefault((config.model, config.dataset), []).append(meta["elapsed_s"] / steps(config, epochs))
+            except KeyError:  # an epoch-based dataset gpu_work.json does not list
+                continue
+    return {pair: statistics.median(values) for pair, values in rates.items()}
+
+
+def _modelled(config) -> float:
+    """Seconds a local step when no run of its model was timed on this device kind: ``REFERENCE_S`` where a
+    bench measured it, else its op count (gpu_work.json) × ``OP_SECONDS`` (+ ``NOISE_S`` for dropout),
+    per gradient (STEM takes two a step)."""
+    per_gradient = REFERENCE_S.get(config.model)
+    if per_gradient is None:
+        rows = json.loads((paths.figures_dir() / work.FILE).read_text())["rows"]
+        name = f"{config.model} ({config.dataset})"
+        ops = next(row["ops_per_step"][name] for row in rows if name in row["ops_per_step"])
+        per_gradient = ops * OP_SECONDS + (NOISE_S if config.model == "conv_dropout" else 0.0)
+    return per_gradient * (2 if config.algorithm_name == "stem" else 1)
+
+
+def concurrency(pieces: list[dict] | None = None, runs: dict[str, dict] | None = None) -> float:
+    """Run-seconds per slot second, measured over the ledger's pieces that record their slot's ``wall_s``
+    (runs of a batch share its time, and worker processes run side by side); 1 when none does."""
+    pieces = ledger.index() if pieces is None else pieces
+    timed = [p for p in pieces if p.get("wall_s") and p.get("run_s")]
+    return sum(p["run_s"] for p in timed) / sum(p["wall_s"] for p in timed) if timed else 1.0
+
+
+def table(device: str = "cuda") -> list[Progress]:
+    runs, epochs = ledger.runs(), _epoch_steps()
+    return [progress(unit, runs, device, epochs) for unit in PRIORITY]
+
+
+def slot(rows: list[Progress], budget_s: float, rate: float) -> list[tuple[Progress, float]]:
+    """The units the next slot works on, in priority order, with the slot seconds each is projected to
+    take (the last one cut at the budget)."""
+    chosen, left, taken = [], budget_s, set()
+    for row in rows:
+        if row.done or left <= 0:
+            continue
+        need = sum(s for key, s in row.left.items() if key not in taken) / rate
+        taken |= set(row.left)
+        chosen.append((row, min(need, left)))
+        left -= need
+    return chosen
+
+
+def write_status(device: str = "cuda") -> None:
+    """Record where the GPU work stands (``table``) in figures/gpu_work.json under ``slots``, which the report
+    renders (it does not import experiments); ``ledger add`` and ``report --work`` call it."""
+    path = paths.figures_dir() / work.FILE
+    data = json.loads(path.read_text())
+    rows, rate = table(device), concurrency()
+    data["slots"] = {
+        "device": device, "concurrency": round(rate, 2), "ledger_runs": len(ledger.runs()),
+        "left_min": round(left_s(rows) / rate / 60, 1),
+        "rows": [{"figure": row.unit.label, "tuning": list(row.tuning), "final": list(row.final),
+                  "spent_min": round(row.spent_s / rate / 60, 1), "left_min": round(row.left_s / rate / 60, 1),
+                  "measured": row.measured} for row in rows]}
+    atomic_write_text(path, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+
+
+def minutes(seconds: float) -> str:
+    return f"{seconds / 60:,.1f} min" if seconds < 6000 else f"{seconds / 3600:,.1f} h"
+
+
+__all__ = ["OP_SECONDS", "PRIORITY", "Progress", "Unit", "concurrency", "left_s", "minutes", "progress", "slot",
+           "steps", "table", "write_status"]

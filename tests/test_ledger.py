@@ -1,0 +1,148 @@
+"""The committed run ledger (``runs.ledger``) and the GPU slot planner (``experiments.plan``)."""
+import hashlib
+import json
+import shutil
+
+import pytest
+
+from replicate.cli.main import main
+from replicate.core import paths
+from replicate.core.errors import ReplicateError
+from replicate.experiments import plan
+from replicate.fl.algorithms import FedAvg
+from replicate.runs import archive, cache, ledger
+from replicate.runs.config import RunConfig
+
+QUAD = RunConfig(dataset="quadratic", algorithm=FedAvg("full"), local_steps=5, batch_size=None, client_lr=0.4,
+                 lr_schedule="constant", weight_decay=0.0, clip_norm=None, rounds=20)
+SYNTHETIC = RunConfig(dataset="synthetic(1,1)", num_clients=10, rounds=3)
+
+
+def _slot(tmp_path, monkeypatch, name="slot"):
+    """A GPU slot as the ledger sees it: runs computed in a cache of its own, exported as one archive."""
+    monkeypatch.setenv("REPLICATE_CACHE", str(tmp_path / f"{name}_cache"))
+    histories = [cache.run(QUAD, progress=False), cache.run(SYNTHETIC, progress=False)]
+    assert main(["cache", "export", str(tmp_path / f"{name}.tar.xz"), "--new"]) == 0
+    return tmp_path / f"{name}.tar.xz", histories
+
+
+def test_round_trip_through_a_clone_computes_nothing(tmp_path, monkeypatch, capsys):
+    """A slot's runs committed to the ledger reach a clone with an empty cache: synced, read, not computed."""
+    file, histories = _slot(tmp_path, monkeypatch)
+    assert main(["ledger", "add", str(file), "--wall-s", "12", "--note", "test slot"]) == 0
+    assert "ledger: 2 runs added" in capsys.readouterr().out
+    piece, = ledger.index()
+    assert piece["runs"] == 2 and piece["wall_s"] == 12 and piece["note"] == "test slot"
+    assert piece["sha256"] == hashlib.sha256((ledger.root() / piece["file"]).read_bytes()).hexdigest()
+    assert main(["ledger", "add", str(file)]) == 0  # again: nothing new, no second piece
+    assert "0 runs added" in capsys.readouterr().out and len(ledger.index()) == 1
+
+    clone = tmp_path / "clone"  # what a fresh clone holds: the ledger folder, an empty cache
+    shutil.copytree(ledger.root(), clone / "ledger")
+    monkeypatch.setenv("REPLICATE_LEDGER", str(clone / "ledger"))
+    monkeypatch.setenv("REPLICATE_CACHE", str(clone / "cache"))
+    assert ledger.sync() == (2, 0, 0) and ledger.sync() == (0, 2, 0)
+    monkeypatch.setattr("replicate.fl.engine.run", lambda *a, **k: pytest.fail("a run was computed"))
+    assert cache.run(QUAD, progress=False).equals(histories[0])
+    assert cache.run(SYNTHETIC, progress=False).equals(histories[1])
+    with pytest.raises(ReplicateError, match="nothing to export"):  # every cached run is in the ledger
+        archive.export(tmp_path / "none.tar.xz", ledger.new_in_cache())
+
+
+def test_only_runs_the_ledger_lacks_travel_back(tmp_path, monkeypatch):
+    file, _ = _slot(tmp_path, monkeypatch)
+    ledger.add(file)
+    cache.run(QUAD.replace(rounds=7), progress=False)
+    assert ledger.new_in_cache() == {cache.key(QUAD.replace(rounds=7))}
+
+
+def test_a_damaged_or_edited_piece_is_never_used(tmp_path, monkeypatch):
+    file, _ = _slot(tmp_path, monkeypatch)
+    ledger.add(file)
+    piece = ledger.root() / ledger.index()[0]["file"]
+    original = piece.read_bytes()
+    piece.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))  # one flipped bit
+    monkeypatch.setenv("REPLICATE_CACHE", str(tmp_path / "other"))
+    with pytest.raises(ReplicateError, match="does not match its sha256 in index.json .*none of its runs is used"):
+        ledger.sync()
+    # an edit that rewrites the archive's own manifest to fit still differs from the committed index
+    entries = archive.verified(file)
+    entry, data = entries[0]
+    edited = data[".csv"].replace(b"0.", b"1.", 1)
+    meta = json.loads(data[".json"]) | cache.integrity(edited)
+    archive.write(piece, [(entry, {".json": json.dumps(meta).encode(), ".csv": edited}), *entries[1:]])
+    assert archive.verified(piece)  # consistent in itself
+    with pytest.raises(ReplicateError, match="does not match its sha256"):
+        ledger.sync()
+    assert not any((tmp_path / "other").rglob("*.csv"))
+    piece.unlink()
+    with pytest.raises(ReplicateError, match="listed in index.json but missing"):
+        ledger.sync()
+
+
+def test_a_run_computed_again_keeps_the_first(tmp_path, monkeypatch):
+    """Another slot's computation of a run already there (another GPU model's rounding) is not added."""
+    file, _ = _slot(tmp_path, monkeypatch)
+    ledger.add(file)
+    entries = archive.verified(file)
+    entry, data = entries[0]
+    other = data[".csv"].replace(b"0.", b"1.", 1)
+    meta = json.loads(data[".json"]) | cache.integrity(other)
+    archive.write(tmp_path / "again.tar.xz", [(entry, {".json": json.dumps(meta).encode(), ".csv": other})])
+    written, added, same, conflicts = ledger.add(tmp_path / "again.tar.xz")
+    assert (written, added, same, conflicts) == ([], 0, 0, [entry.name])
+    assert ledger.entries()[entry.name][1][".csv"] == data[".csv"]
+
+
+def test_sync_takes_the_ledger_over_a_differing_cached_run(tmp_path, monkeypatch):
+    file, _ = _slot(tmp_path, monkeypatch)
+    ledger.add(file)
+    entry, data = archive.verified(file)[0]
+    monkeypatch.setenv("REPLICATE_CACHE", str(tmp_path / "mine"))
+    mine = data[".csv"].replace(b"0.", b"1.", 1)
+    archive.put(entry, {".json": json.dumps(json.loads(data[".json"]) | cache.integrity(mine)).encode(), ".csv": mine})
+    assert ledger.sync() == (2, 0, 1)
+    assert entry.path(".csv").read_bytes() == data[".csv"]
+    assert (paths.cache_dir() / "replaced" / f"{entry.name}.csv").read_bytes() == mine  # kept, not lost
+
+
+def test_the_ledger_can_be_switched_off(monkeypatch):
+    monkeypatch.setenv("REPLICATE_LEDGER", "off")
+    assert ledger.root() is None and ledger.sync() == (0, 0, 0) and ledger.index() == []
+
+
+def test_the_committed_ledger_verifies_and_shows_figure_5_tuned(monkeypatch, capsys):
+    """The ledger in figures/ledger: every piece matches its index and every run's name its config; the
+    status reads STEM Figure 5's tuning grid as complete, as the 2026-11-27 slot left it."""
+    monkeypatch.setenv("REPLICATE_LEDGER", str(paths.figures_dir() / "ledger"))
+    runs = ledger.runs()
+    assert len(runs) >= 94 and all(meta["device"].startswith("cuda") for meta in runs.values())
+    rows = {row.unit.label: row for row in plan.table("cuda")}
+    assert rows["khanduri2021/fig5"].tuning == (92, 92)
+    assert rows["khanduri2021/fig2"].tuning[1] == 46 and rows["fedprox2020/fig3 [sent140]"].tuning[1] == 7
+    assert main(["ledger", "verify"]) == 0
+    assert "every checksum and name verified" in capsys.readouterr().out
+
+
+def test_the_slot_plan_follows_the_priority_and_counts_shared_runs_once():
+    unit = plan.PRIORITY
+    rows = [plan.Progress(unit[0], (4, 4), (2, 2), 10.0, {}, True),  # done
+            plan.Progress(unit[1], (0, 2), (0, 1), 0.0, {"a": 60.0, "b": 60.0, "c": 60.0}, True),
+            plan.Progress(unit[2], (0, 3), (0, 0), 0.0, {"a": 60.0, "b": 60.0, "d": 120.0}, False),
+            plan.Progress(unit[3], (0, 1), (0, 0), 0.0, {"e": 600.0}, False)]
+    chosen = plan.slot(rows, budget_s=200.0, rate=2.0)
+    assert [(row.unit, share) for row, share in chosen] == [(unit[1], 90.0), (unit[2], 60.0), (unit[3], 50.0)]
+    assert plan.left_s(rows) == 900.0
+
+
+def test_plan_commands_are_figure_commands(monkeypatch, capsys):
+    monkeypatch.setenv("REPLICATE_LEDGER", str(paths.figures_dir() / "ledger"))
+    assert main(["figures", "--plan", "--device", "cuda", "--time-budget", "10m", "--commands"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines and all(line.startswith("python -m replicate figures ") and " --profile paper" in line
+                         and " --time-budget " in line for line in lines)
+    keys = [line.split()[4] for line in lines]
+    order = [next(i for i, unit in enumerate(plan.PRIORITY) if unit.key == key) for key in keys]
+    assert order == sorted(order)  # in the project's priority order
+    assert main(["figures", "--commands"]) == 2
+    assert "--commands goes with --plan" in capsys.readouterr().err

@@ -33,6 +33,7 @@ from replicate.fl import batching, sgd
 from replicate.fl.algorithms import protocol
 from replicate.fl.algorithms.protocol import Algorithm, LocalWork, RoundContext
 from replicate.fl.problems import Problem
+from replicate.fl.resume import Checkpointed, Checkpoints, on_device
 from replicate.fl.schedules import LRSchedule
 
 EXECUTIONS = ("stacked", "sequential", "auto")
@@ -218,7 +219,7 @@ class RunSpec:
 
 def run(problem: Problem, algorithm: Algorithm, work: LocalWork, schedule: LRSchedule,
         options: RunOptions | None = None, *, trainer: Trainer | None = None, extra_metrics=None, stop=None,
-        return_params: bool = False, **settings):
+        return_params: bool = False, checkpoints: Checkpoints | None = None, **settings):
     """Train and return the per-round history (and, with ``return_params``, the final parameters).
 
     ``options`` or its fields as keywords (``rounds=…, seed=…``). Hooks:
@@ -228,15 +229,18 @@ def run(problem: Problem, algorithm: Algorithm, work: LocalWork, schedule: LRSch
     """
     options = replace(options, **settings) if options is not None else RunOptions(**settings)
     (out,) = run_batch(problem, [RunSpec(algorithm, schedule, options.seed, options.rounds, stop)], work, options,
-                       trainer=trainer, extra_metrics=extra_metrics, return_params=return_params)
+                       trainer=trainer, extra_metrics=extra_metrics, return_params=return_params, checkpoints=checkpoints)
     return out
 
 
 def run_batch(problem: Problem, runs: list[RunSpec], work: LocalWork, options: RunOptions | None = None, *,
-              trainer: Trainer | None = None, extra_metrics=None, return_params: bool = False, **settings) -> list:
+              trainer: Trainer | None = None, extra_metrics=None, return_params: bool = False,
+              checkpoints: Checkpoints | None = None, **settings) -> list:
     """``run`` for several runs at once, trained as one stack of clients (``replicate.fl.batching``):
     a list of what ``run`` returns, one per ``RunSpec``, each the same as that run alone up to float
-    rounding. ``options`` gives what the runs share (objective, execution, evaluation, progress)."""
+    rounding. ``options`` gives what the runs share (objective, execution, evaluation, progress).
+    ``checkpoints``: each run resumes from its saved state and is saved at the round boundaries it asks
+    for; a run resumed joins the others at its round (bitwise the run uninterrupted: tests/test_resume.py)."""
     options = replace(options, **settings) if options is not None else RunOptions(**settings)
     if not runs:
         return []
@@ -249,7 +253,8 @@ def run_batch(problem: Problem, runs: list[RunSpec], work: LocalWork, options: R
     # Tiny problems (the quadratics: a 21 × 21 bmm per step) run single-threaded: waking a second thread per
     # op cost 34× on a busy 2-core machine (0.19 s vs 6.4 s for 20 rounds of E = 100, Li et al. Fig 2).
     with threads(1 if problem.single_threaded else None), device_numerics(problem.device):
-        return _run(problem, runs, work, options, execution, trainer, extra_metrics, return_params)
+        return _run(problem, runs, work, options, execution, trainer, extra_metrics, return_params,
+                    checkpoints or Checkpoints())
 
 
 class _Run:
@@ -260,7 +265,17 @@ class _Run:
         self.rounds = spec.rounds or default_rounds
         self.flat = problem.init(spec.seed)
         self.server = spec.algorithm.server_init(self.flat, population)
-        self.rows, self.done = [], False
+        self.rows, self.done, self.start = [], False, 0  # start: the round it resumes at
+
+    def resume(self, saved: dict | None) -> None:
+        if saved is not None:
+            device = self.flat.device
+            self.flat, self.rows, self.start = saved["flat"].to(device), saved["rows"], saved["round"]
+            self.server, self.done = on_device(saved["server"], device), saved.get("done", False)
+
+    def state(self, r: int) -> dict:
+        """All a resume needs, before round r's evaluation and training."""
+        return {"round": r, "flat": self.flat, "server": self.server, "rows": list(self.rows), "done": self.done}
 
 
 def _begin(run: _Run, problem, population, sizes, work, trainer, objective, r) -> batching.Part | None:
@@ -308,12 +323,14 @@ def _fill(run: _Run, r: int, eval_every: int) -> None:
     run.rows.append({**last, "round": run.rounds, "lr": run.schedule(run.rounds)})
 
 
-def _run(problem, specs, work, options, execution, trainer, extra_metrics, return_params):
+def _run(problem, specs, work, options, execution, trainer, extra_metrics, return_params, checkpoints):
     objective, eval_every = options.objective, options.eval_every
     plain = specs[0].algorithm.plain_sgd  # one client half for all (run_batch checked)
     solver = problem.fused_sgd if options.fused and trainer.fuses and plain is not None else None
     population = problem.population()
     runs = [_Run(spec, problem, population, options.rounds) for spec in specs]
+    for index, run in enumerate(runs):
+        run.resume(checkpoints.load(index))
     sizes = population.sizes.to(runs[0].flat.device)
 
     def evaluate(run, r):
@@ -322,9 +339,15 @@ def _run(problem, specs, work, options, execution, trainer, extra_metrics, retur
 
     last = max(run.rounds for run in runs)
     bar = tqdm(total=last, desc=options.desc, disable=not options.progress, leave=False, mininterval=1.0)
-    for r in range(last + 1):
+    for r in range(min(run.start for run in runs), last + 1):
+        if r > 0 and (checkpoints.due() or checkpoints.stop()):
+            for index, run in enumerate(runs):
+                if run.start <= r:  # a finished run too: its rows are not stored until the batch returns
+                    checkpoints.save(index, run.state(r))
+            if checkpoints.stop():
+                raise Checkpointed(f"stopped at round {r}, the runs in flight saved")
         for run in runs:
-            if run.done:
+            if run.done or r < run.start:
                 continue
             if r == run.rounds:  # the final model's row
                 run.done = True
@@ -336,7 +359,7 @@ def _run(problem, specs, work, options, execution, trainer, extra_metrics, retur
                 if not run.done and extra_metrics is None and absorbed(run.flat):
                     _fill(run, r, eval_every)
                     run.done = True
-        parts = [part for run in runs if not run.done
+        parts = [part for run in runs if not run.done and run.start <= r
                  if (part := _begin(run, problem, population, sizes, work, trainer, objective, r)) is not None]
         if parts:
             _draw(parts, problem, work, r)

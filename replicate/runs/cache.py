@@ -337,7 +337,8 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
                              "and `cache import` it, or unset REPLICATE_DEVICE to compute CPU runs here")
     log.started(entry.name if entry else None)
     history, text, meta = compute(config, stop_loss=stop_loss, extra_metrics=extra_metrics, device=device,
-                                  progress=progress, problem=problem, serialize=use_cache)
+                                  progress=progress, problem=problem, serialize=use_cache,
+                                  checkpoint=entry.name if use_cache else None)
     log.record(meta["elapsed_s"], cached=False, dataset=config.dataset, key=entry.name if use_cache else None)
     log.finished()
     if use_cache:
@@ -346,10 +347,14 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
 
 
 def compute(config: RunConfig, *, stop_loss: float | None = None, extra_metrics=None, device=None,
-            progress: bool = False, problem=None, serialize: bool = True) -> tuple[pd.DataFrame, str | None, dict]:
-    """Compute one run, touching no file: its history, that history as the cache's CSV text (when
+            progress: bool = False, problem=None, serialize: bool = True,
+            checkpoint: str | None = None) -> tuple[pd.DataFrame, str | None, dict]:
+    """Compute one run, touching no file but its checkpoint (``checkpoint``: its entry name, to resume from
+    and save to, ``runs.checkpoints``): its history, that history as the cache's CSV text (when
     ``serialize``) and its sidecar's fields. A worker anywhere (a process of this machine, a Ray node
     without this checkout) calls it and hands the text and fields back; ``store`` writes them."""
+    from replicate.runs.checkpoints import FileCheckpoints
+
     device = torch.device(device) if device is not None else engine.default_device()
     start = time.perf_counter()
     problem, algorithm, work, schedule, objective = build(config, device=device, problem=problem)
@@ -357,6 +362,7 @@ def compute(config: RunConfig, *, stop_loss: float | None = None, extra_metrics=
                          seed=config.seed, eval_every=config.eval_every, progress=progress,
                          execution=config.execution, extra_metrics=extra_metrics,
                          stop=None if stop_loss is None else (lambda row: row["train_loss"] <= stop_loss),
+                         checkpoints=FileCheckpoints([checkpoint]) if checkpoint else None,
                          desc=f"{config.dataset} {config.algorithm_name} E={work.amount} K={config.clients_per_round}")
     elapsed = time.perf_counter() - start
     return (history, *entry_of(config, stop_loss, extra_metrics, history, elapsed, problem.device, serialize))
@@ -401,3 +407,4 @@ def store(config: RunConfig, stop_loss: float | None, extra_metrics, text: str, 
                              f"cache version {meta['version']}): not stored")
     atomic_write_text(_with(entry, ".json"), json.dumps(meta, indent=1))
     atomic_write_text(_with(entry, ".csv"), text)
+    (paths.cache_dir() / "checkpoints" / f"{entry.name}.pt").unlink(missing_ok=True)  # stored: not needed

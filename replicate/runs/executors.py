@@ -18,7 +18,8 @@ Two executors, one contract:
 
 Both retry a task that raises once (a ``ReplicateError``, a mistake in the input, is not retried), let
 the other tasks go on, and return what failed with its config and error; the sweep then raises one
-``ReplicateError`` naming them. Ctrl-C cancels the tasks not started and keeps every run finished.
+``ReplicateError`` naming them. Ctrl-C cancels the tasks not started and keeps every run finished; the local
+executor's workers save the runs under way at their next round boundary (``runs.checkpoints``), to resume.
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from typing import Callable
 from replicate.core import paths
 from replicate.core.threads import threads
 from replicate.core.errors import ReplicateError
+from replicate.runs import checkpoints
 
 ATTEMPTS = 2  # a task that raises is tried once more, then reported
 
@@ -94,6 +96,15 @@ class LocalExecutor:
         """Compute ``tasks``, calling ``done(task, results)`` in this process as each one comes back."""
         failures, todo = [], [(task, 1) for task in tasks]
         context = multiprocessing.get_context("spawn")
+        stop = checkpoints.stop_file()  # a stop asks the workers to save their runs at the next round boundary
+        os.environ[checkpoints.STOP_VARIABLE] = str(stop)  # spawned workers inherit it
+        try:
+            return self._run(todo, failures, context, done, device, stop)
+        finally:
+            os.environ.pop(checkpoints.STOP_VARIABLE, None)
+            stop.unlink(missing_ok=True)
+
+    def _run(self, todo, failures, context, done, device, stop) -> list[Failure]:
         while todo:
             with concurrent.futures.ProcessPoolExecutor(min(self.workers, len(todo)), mp_context=context,
                                                         initializer=_worker_init) as pool:
@@ -121,7 +132,8 @@ class LocalExecutor:
                             failures += [Failure(task, "its worker process died") for task, a in todo if a > ATTEMPTS]
                             todo = [(task, a) for task, a in todo if a <= ATTEMPTS]
                             break
-                except BaseException:  # Ctrl-C or a spent time budget: the runs under way finish and are kept
+                except BaseException:  # Ctrl-C or a spent time budget: the runs under way are saved as they stand
+                    checkpoints.request_stop(stop)  # (runs.checkpoints) and resume from there next time
                     pool.shutdown(wait=True, cancel_futures=True)
                     for future, (task, _) in futures.items():
                         if future.done() and not future.cancelled() and future.exception() is None:

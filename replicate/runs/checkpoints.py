@@ -1,0 +1,98 @@
+"""Checkpoints of runs in flight, beside the run cache: a run cut off resumes where it stopped.
+
+``<cache>/checkpoints/<entry>.pt`` holds a run's state at a round boundary (``fl.resume``), written
+atomically every ``REPLICATE_CHECKPOINT_S`` seconds of a batch's training (default 120; 0: never) and
+removed once the run is stored. A stop request (``request_stop``: a time budget spent, Ctrl-C in the
+driver) reaches the worker processes as a file they look for at every round boundary: they save every
+run in flight and stop within a round, instead of the driver waiting for them or losing them. A
+checkpoint that cannot be read, or is of another run, is ignored (the run starts over) and said so.
+"""
+from __future__ import annotations
+
+import io
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from replicate.core import paths
+from replicate.core.errors import ReplicateError
+from replicate.core.fileio import atomic_file
+from replicate.fl.resume import Checkpoints
+
+STOP_VARIABLE = "REPLICATE_STOP_FILE"  # set by the driver for its workers: the file that asks them to stop
+
+
+def folder() -> Path:
+    return paths.cache_dir() / "checkpoints"
+
+
+def every_s() -> float:
+    value = os.environ.get("REPLICATE_CHECKPOINT_S") or "120"
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if seconds < 0:
+        raise ReplicateError(f"REPLICATE_CHECKPOINT_S must be a number of seconds >= 0, got {value!r}")
+    return seconds
+
+
+class FileCheckpoints(Checkpoints):
+    """The checkpoints of one batch of runs, named by their cache entries."""
+
+    def __init__(self, names: list[str], seconds: float | None = None):
+        self.names, self.seconds = names, every_s() if seconds is None else seconds
+        self.last = time.monotonic()
+        self.stop_file = os.environ.get(STOP_VARIABLE)
+
+    def path(self, index: int) -> Path:
+        return folder() / f"{self.names[index]}.pt"
+
+    def load(self, index: int) -> dict | None:
+        path = self.path(index)
+        if not path.exists():
+            return None
+        try:
+            state = torch.load(io.BytesIO(path.read_bytes()), map_location="cpu", weights_only=False)
+            assert state["name"] == self.names[index] and {"round", "flat", "server", "rows"} <= set(state)
+        except Exception as exc:  # noqa: BLE001 - any unreadable checkpoint: start over, never fail the run
+            print(f"warning: checkpoint {path.name} is unreadable ({type(exc).__name__}): the run starts over",
+                  file=sys.stderr, flush=True)
+            return None
+        return state
+
+    def due(self) -> bool:
+        if self.seconds and time.monotonic() - self.last >= self.seconds:
+            self.last = time.monotonic()
+            return True
+        return False
+
+    def stop(self) -> bool:
+        return bool(self.stop_file) and os.path.exists(self.stop_file)
+
+    def save(self, index: int, state: dict) -> None:
+        buffer = io.BytesIO()
+        torch.save({**state, "name": self.names[index]}, buffer)
+        with atomic_file(self.path(index)) as out:
+            out.write(buffer.getvalue())
+
+
+def clear(name: str) -> None:
+    """The run ``name`` is stored: its checkpoint is no longer needed."""
+    (folder() / f"{name}.pt").unlink(missing_ok=True)
+
+
+def stop_file() -> Path:
+    """The stop file of this driver process's workers (``STOP_VARIABLE`` in their environment)."""
+    return folder() / f"stop.{os.getpid()}"
+
+
+def request_stop(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+
+
+__all__ = ["FileCheckpoints", "STOP_VARIABLE", "clear", "every_s", "folder", "request_stop", "stop_file"]

@@ -1,0 +1,154 @@
+"""Runs that stop at a round boundary and resume bitwise (``fl.resume``, ``runs.checkpoints``; issue #36)."""
+import os
+
+import pandas as pd
+import pytest
+import torch
+
+from test_batched_runs import CASES, SCHEDULES
+
+from replicate.core import paths
+from replicate.fl.engine import LocalObjective, RunSpec, run_batch
+from replicate.fl.resume import Checkpointed, Checkpoints
+from replicate.runs import cache, checkpoints
+from replicate.runs.config import RunConfig
+
+ROUNDS = 6
+
+
+class Memory(Checkpoints):
+    """Checkpoints kept in memory, saved at every round, with a stop requested at round ``stop_at``
+    (serialized through torch.save, as the files are)."""
+
+    def __init__(self, stop_at=None):
+        self.saved, self.stop_at, self.round = {}, stop_at, None
+
+    def load(self, index):
+        import io
+        return torch.load(io.BytesIO(self.saved[index]), weights_only=False) if index in self.saved else None
+
+    def due(self):
+        return True
+
+    def stop(self):
+        return self.stop_at is not None and self.round == self.stop_at
+
+    def save(self, index, state):
+        import io
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        self.saved[index], self.round = buffer.getvalue(), state["round"]
+
+
+def _same(resumed, whole):
+    for (h_resumed, w_resumed), (h_whole, w_whole) in zip(resumed, whole):
+        pd.testing.assert_frame_equal(h_resumed, h_whole, check_exact=True)
+        assert torch.equal(w_resumed, w_whole)
+
+
+@pytest.mark.parametrize("name", ["fedavg-scheme1", "fedavg-stragglers", "fedprox-stragglers", "scaffold-I",
+                                  "scaffold-II", "stem", "local-update", "fedadam", "quadratic-fedavg",
+                                  "cnn-dropout"])
+@pytest.mark.parametrize("alone", [True, False])
+def test_a_run_stopped_at_a_round_resumes_bitwise(name, alone):
+    """Every algorithm, alone and batched: stopped at round 3 (its state saved), then resumed from the
+    saved state in a fresh problem, it records bit for bit what the uninterrupted run records."""
+    build, algorithms, work = CASES[name]
+    chosen = algorithms[:1] if alone else algorithms
+    specs = [RunSpec(a, SCHEDULES[i % 3], seed=i + 1, rounds=ROUNDS - (i % 2)) for i, a in enumerate(chosen)]
+
+    def compute(saved=None):
+        return run_batch(build(), specs, work, objective=LocalObjective(weight_decay=1e-3), rounds=ROUNDS,
+                         return_params=True, checkpoints=saved)
+
+    whole = compute()
+    saved = Memory(stop_at=3)
+    with pytest.raises(Checkpointed):
+        compute(saved)
+    assert saved.round == 3 and len(saved.saved) == len(whole)
+    saved.stop_at = None
+    _same(compute(saved), whole)
+
+
+def test_a_finished_run_of_a_stopped_batch_is_not_trained_again():
+    build, algorithms, work = CASES["fedavg-scheme1"]
+    specs = [RunSpec(algorithms[0], SCHEDULES[0], seed=1, rounds=2), RunSpec(algorithms[1], SCHEDULES[1], seed=2, rounds=5)]
+    whole = run_batch(build(), specs, work, rounds=5, return_params=True)
+    saved = Memory(stop_at=4)
+    with pytest.raises(Checkpointed):
+        run_batch(build(), specs, work, rounds=5, return_params=True, checkpoints=saved)
+    state = torch.load(__import__("io").BytesIO(saved.saved[0]), weights_only=False)
+    assert state["done"] and len(state["rows"]) == 3  # rounds 0-2, finished before the stop
+    saved.stop_at = None
+    _same(run_batch(build(), specs, work, rounds=5, return_params=True, checkpoints=saved), whole)
+
+
+CONFIG = RunConfig(dataset="synthetic(1,1)", num_clients=10, rounds=12)
+
+
+def test_a_cached_run_resumes_from_its_checkpoint_file_and_clears_it(monkeypatch):
+    """Through the run layer: a stop file makes the run save and stop; the next call resumes from the file
+    (fewer rounds trained) and stores the run bitwise as computed in one go; the file is then removed."""
+    whole = cache.compute(CONFIG)[0]
+    stop = paths.cache_dir() / "checkpoints" / "stop.test"
+    monkeypatch.setenv(checkpoints.STOP_VARIABLE, str(stop))
+    monkeypatch.setenv("REPLICATE_CHECKPOINT_S", "0")
+    checkpoints.request_stop(stop)
+    with pytest.raises(Checkpointed):
+        cache.run(CONFIG, progress=False)
+    name = cache.entry(CONFIG)
+    file = checkpoints.folder() / f"{name}.pt"
+    saved = torch.load(file, weights_only=False)
+    assert saved["round"] == 1 and saved["name"] == name  # stopped at the first round boundary
+    stop.unlink()
+    from replicate.fl import engine
+    trained = []
+    real = engine._begin
+    monkeypatch.setattr(engine, "_begin", lambda run, *a: trained.append(a[-1]) or real(run, *a))
+    pd.testing.assert_frame_equal(cache.run(CONFIG, progress=False), whole, check_exact=True)
+    assert trained == list(range(1, 12)) and not file.exists()
+
+
+def test_an_unreadable_checkpoint_starts_the_run_over(capsys):
+    name = cache.entry(CONFIG)
+    file = checkpoints.folder() / f"{name}.pt"
+    file.parent.mkdir(parents=True)
+    file.write_bytes(b"not a checkpoint")
+    pd.testing.assert_frame_equal(cache.run(CONFIG, progress=False), cache.compute(CONFIG)[0], check_exact=True)
+    assert "is unreadable" in capsys.readouterr().err
+
+
+def test_a_stop_makes_pool_workers_save_their_runs_instead_of_finishing(monkeypatch, tmp_path):
+    """A spent budget (KeyboardInterrupt in the driver) while two worker processes train: they save at the next
+    round boundary and stop; rerunning resumes from the saves and stores the runs as computed in one go."""
+    from replicate.runs import executors, pool
+
+    configs = [CONFIG.replace(rounds=400, seed=s, model="mlp", local_steps=2, eval_every=100) for s in (0, 1)]
+    calls = {"n": 0}
+    real_wait = executors.concurrent.futures.wait
+
+    def interrupt_once(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            import time
+            time.sleep(7)  # the workers are into their rounds (≈ 30 ms each; 400 take ≈ 12 s)
+            raise KeyboardInterrupt
+        return real_wait(*args, **kwargs)
+
+    monkeypatch.setattr(executors.concurrent.futures, "wait", interrupt_once)
+    monkeypatch.setattr(pool, "PARALLEL_ABOVE", 0)
+    monkeypatch.setenv("REPLICATE_BATCH_RUNS", "1")
+    with pytest.raises(KeyboardInterrupt):
+        pool.compute([(c,) for c in configs], workers=2, progress=False)
+    rounds = {f.stem: torch.load(f, weights_only=False)["round"] for f in checkpoints.folder().glob("*.pt")}
+    assert set(rounds) == {cache.entry(c) for c in configs} and all(0 < r < 400 for r in rounds.values())
+    assert not list(checkpoints.folder().glob("stop.*"))  # the stop file is gone with the pool
+    monkeypatch.setattr(executors.concurrent.futures, "wait", real_wait)
+    pool.compute([(c,) for c in configs], workers=2, progress=False)
+    assert not list(checkpoints.folder().glob("*.pt"))
+    from replicate.core.threads import threads
+    with threads(1):
+        for config in configs:
+            stored = pd.read_csv(paths.cache_dir() / "runs" / f"{cache.entry(config)}.csv")
+            pd.testing.assert_frame_equal(stored, cache.compute(config)[0], check_exact=True)
+    assert os.environ.get(checkpoints.STOP_VARIABLE) is None

@@ -129,15 +129,18 @@ def test_a_stop_makes_pool_workers_save_their_runs_instead_of_finishing(monkeypa
 
     def interrupt_once(*args, **kwargs):
         calls["n"] += 1
-        if calls["n"] == 1:
+        if calls["n"] == 1:  # once both workers are into their runs (each has saved once), as a budget would
             import time
-            time.sleep(7)  # the workers are into their rounds (≈ 30 ms each; 400 take ≈ 12 s)
+            deadline = time.monotonic() + 120
+            while len(list(checkpoints.folder().glob("*.pt"))) < 2 and time.monotonic() < deadline:
+                time.sleep(0.2)
             raise KeyboardInterrupt
         return real_wait(*args, **kwargs)
 
     monkeypatch.setattr(executors.concurrent.futures, "wait", interrupt_once)
     monkeypatch.setattr(pool, "PARALLEL_ABOVE", 0)
     monkeypatch.setenv("REPLICATE_BATCH_RUNS", "1")
+    monkeypatch.setenv("REPLICATE_CHECKPOINT_S", "1")
     with pytest.raises(KeyboardInterrupt):
         pool.compute([(c,) for c in configs], workers=2, progress=False)
     rounds = {f.stem: torch.load(f, weights_only=False)["round"] for f in checkpoints.folder().glob("*.pt")}

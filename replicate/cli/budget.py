@@ -44,13 +44,24 @@ def describe(seconds: float) -> str:
     return f"{hours} h {minutes} min" if hours and minutes else f"{hours} h" if hours else f"{minutes} min"
 
 
-class Budget:
-    """A deadline ``seconds`` from now, and the interrupt of a notebook still running at it."""
+# After the deadline, how long a notebook's runs in flight have to save at a round boundary and stop before
+# Ctrl-C: runs of worker processes save at their round boundary on Ctrl-C too; a run computing in the notebook's
+# own process keeps what its last periodic checkpoint saved (runs.checkpoints)
+GRACE_S = 10.0
 
-    def __init__(self, seconds: float):
+
+class Budget:
+    """A deadline ``seconds`` from now, and the interrupt of a notebook still running at it. With
+    ``on_deadline`` (``runs.checkpoints.request_stop``: the runs in flight save at their next round
+    boundary and stop, so a slice always keeps its progress) that is called first, and the interrupt
+    follows ``grace`` seconds later if the notebook is still running."""
+
+    def __init__(self, seconds: float, on_deadline=None, grace: float | None = None):
         self.seconds = seconds
         self.deadline = time.monotonic() + seconds
         self.fired = False  # the deadline interrupted a notebook
+        self.on_deadline = on_deadline
+        self.grace = (GRACE_S if grace is None else grace) if on_deadline is not None else 0.0
         self._lock = threading.Lock()
         self._armed = False
 
@@ -77,8 +88,14 @@ class Budget:
 
     def _fire(self) -> None:
         with self._lock:
+            if not self._armed:
+                return
+            self.fired = True
+            if self.on_deadline is not None:
+                self.on_deadline()
+        time.sleep(self.grace)
+        with self._lock:
             if self._armed:
-                self.fired = True
                 signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
     def _disarm(self, timer: threading.Timer, absorb: bool = False) -> None:

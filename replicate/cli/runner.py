@@ -30,7 +30,7 @@ from replicate.report.claims import PROFILES, committed_figures_refused
 from replicate.core.fileio import atomic_file, atomic_write_text, check_writable
 from replicate.core.errors import ReplicateError
 from replicate.experiments import catalog, knobs
-from replicate.runs import cache
+from replicate.runs import cache, checkpoints
 
 
 @dataclass(frozen=True)
@@ -206,9 +206,9 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
         log_output: bool = False, time_budget: float | None = None) -> int:
     """Execute the selected notebooks; returns the number that failed. With ``time_budget`` (seconds),
     the notebooks whose recorded runs are all cached go first (``ready_first``), no notebook starts once
-    it is spent and the one running then is interrupted as by Ctrl-C (``BudgetSpent``)."""
-    import papermill
-
+    it is spent and the one running then is asked to stop: its runs in flight save at their next round
+    boundary (``runs.checkpoints``), and after ``budget.GRACE_S`` it is interrupted as by Ctrl-C
+    (``BudgetSpent``)."""
     if profile not in PROFILES:
         raise ReplicateError(f"--profile must be one of {', '.join(PROFILES)}, got {profile!r}")
     notebooks = resolve(names)
@@ -241,8 +241,23 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
         tqdm.write(f"note: {older} runs in {paths.cache_dir()} were cached by an older version of the run cache "
                    f"(before VERSION {cache.VERSION}); they are not read and are recomputed when needed "
                    "(`make clean-cache` frees their space)", file=sys.stderr)
+    # the runs in flight, in the kernels and their workers, save and stop at a round boundary when asked
+    stop = checkpoints.stop_file()
+    os.environ[checkpoints.STOP_VARIABLE] = str(stop)
+    budget = Budget(time_budget, on_deadline=lambda: checkpoints.request_stop(stop)) if time_budget else None
+    try:
+        return _run_all(notebooks, profile, overrides, out_dir, executed_dir, committed, target, reduced, budget,
+                        log_output)
+    finally:
+        os.environ.pop(checkpoints.STOP_VARIABLE, None)
+        stop.unlink(missing_ok=True)
+
+
+def _run_all(notebooks, profile, overrides, out_dir, executed_dir, committed, target, reduced, budget,
+             log_output) -> int:
+    import papermill
+
     failures, finished = [], []
-    budget = Budget(time_budget) if time_budget else None
     if budget is not None:
         notebooks = ready_first(notebooks, profile, target, overrides)
     bar = tqdm(notebooks, desc=f"figures ({profile})", unit="notebook", file=sys.stderr)
@@ -270,7 +285,7 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
             except KeyboardInterrupt:
                 raise _stop(nb, finished, left[1:], budget, committed) from None
             except Exception as exc:  # papermill re-raises the cell's error; report it and go on
-                if getattr(exc, "ename", "") == "KeyboardInterrupt":  # Ctrl-C reached the kernel first
+                if getattr(exc, "ename", "") in ("KeyboardInterrupt", "Checkpointed"):  # the kernel stopped first
                     raise _stop(nb, finished, left[1:], budget, committed) from None
                 failures.append(nb.key)
                 message = getattr(exc, "evalue", None) or str(exc).strip().splitlines()[-1]

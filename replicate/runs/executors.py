@@ -27,6 +27,7 @@ import concurrent.futures
 import multiprocessing
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from replicate.core import paths
@@ -96,13 +97,17 @@ class LocalExecutor:
         """Compute ``tasks``, calling ``done(task, results)`` in this process as each one comes back."""
         failures, todo = [], [(task, 1) for task in tasks]
         context = multiprocessing.get_context("spawn")
-        stop = checkpoints.stop_file()  # a stop asks the workers to save their runs at the next round boundary
+        # A stop file asks the workers to save their runs at the next round boundary and stop: the one the
+        # batch runner set for this notebook (a spent time budget touches it), else this driver's own
+        inherited = os.environ.get(checkpoints.STOP_VARIABLE)
+        stop = Path(inherited) if inherited else checkpoints.stop_file()
         os.environ[checkpoints.STOP_VARIABLE] = str(stop)  # spawned workers inherit it
         try:
             return self._run(todo, failures, context, done, device, stop)
         finally:
-            os.environ.pop(checkpoints.STOP_VARIABLE, None)
-            stop.unlink(missing_ok=True)
+            if not inherited:
+                os.environ.pop(checkpoints.STOP_VARIABLE, None)
+                stop.unlink(missing_ok=True)
 
     def _run(self, todo, failures, context, done, device, stop) -> list[Failure]:
         while todo:

@@ -221,11 +221,17 @@ ITEMS: tuple[Item, ...] = (
     Item("khanduri2021", "Figure 5", "samples accessed for two values of I", "reduced", "full",
          "notebook at the spec's PROPOSED settings (K = 100 class-shard MNIST workers, LeNet, b = 8, I ∈ {10, 100}, "
          "30,000 samples per worker, rates tuned per I over 34 STEM (κ̄, c) pairs and 6 rates each for FedAvg and "
-         "SCAFFOLD); not run at that scale: a run that trains took up to 3 min per 3,200 samples per worker here "
-         "(2-7 min under heavier load), so the paper profile is up to 104 runs of 30-60 min (days on this CPU; the "
-         "one GPU lease, 15 minutes, went to the CUDA tests and timings; .ci/device-bundle now prepares the next "
-         "one to run this figure first; diverged candidates stop early, at their first all-NaN evaluation); a labelled CPU-scale run "
-         "(3,200 samples, narrower grids, 2 seeds) is in the reduced-scale section below", ("khanduri2021/fig5",)),
+         "SCAFFOLD; 104 runs, days of this CPU). The whole tuning grid (92 runs) and 2 of the 12 final runs ran on an "
+         "H200 slot (2026-11-27, 6.5 min; committed in figures/ledger, GPU-slots table below); not yet published, the "
+         "10 other final runs wait for the next slot. What the grid shows already: every STEM (κ̄, c) candidate "
+         "diverges (NaN) at the full budget, at I = 10 between rounds 6 and 90 of 375 (the best, κ̄ = 0.1, c = 100, "
+         "reached training loss 0.137 first), at I = 100 by round 9 of 38, while FedAvg and SCAFFOLD train to "
+         "0.02-0.05 (η ≤ 0.1); the CPU reproduces it (κ̄ = 0.01, c = 1: NaN at round 36 on both, losses within 2 % up to "
+         "round 24), and the old-point variant of docs/stem_old_point.md, run on the CPU for that pair, stays finite "
+         "but does not train (loss back to 2.1-2.4 by round 96). So Figure 5 at the paper profile will show STEM "
+         "diverging under this reconstruction (spec §2, RECONSTRUCTED; the grid PROPOSED). A labelled CPU-scale run "
+         "(3,200 samples, where STEM still trains; narrower grids, 2 seeds) is in the reduced-scale section below",
+         ("khanduri2021/fig5",)),
     # Lecture notes (seed 003): no figures; the items are its theorems, evaluated on measured runs
     Item("notes", "Theorem 1 (convex bound)", "Li et al.'s bound against measured FedAvg runs", "paper", "redrawn",
          "Li et al. Thms 1-3 and the notes' eq. (3) (γ with 8κ and 5κ) vs FedAvg with the theorem's η_t on "

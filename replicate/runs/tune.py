@@ -9,10 +9,19 @@ the tuning seeds, and ``pick`` chooses among the (score, candidate) pairs — ea
 rule and its tie-break (lowest final loss, highest tail accuracy, the smaller rate on a tie). The
 chosen candidate then runs on every seed. With no tuning seeds nothing is scored and each group runs
 its first candidate.
+
+``halving`` (``Halving``) tunes by successive halving instead of the full grid (Jamieson & Talwalkar
+2016, one bracket of Li et al.'s Hyperband 2018): every candidate runs a short horizon, the best
+1/η of them (by the figure's own ``pick``, applied again and again) a η× longer one, and so on up to
+the full rounds, where the survivors are scored as the grid scores them. A short-horizon run is the
+run's own config with fewer rounds, i.e. the first rounds of the full run (nothing a run computes
+depends on its total rounds; tests/test_halving.py), so its runs are ordinary cached runs. A choice
+made so is a deviation from the papers' full grids, stated by the figures that use it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable
 
 import numpy as np
@@ -29,6 +38,41 @@ class Tuned:
     scores: list[tuple[Hashable, Any, float]]  # (group, candidate, mean score over the tuning seeds)
     chosen: dict[Hashable, Any]  # group → candidate
     runs: list[tuple[Hashable, int, pd.DataFrame]]  # (group, seed, history) of the chosen candidate, every seed
+    # (group, candidate) → the rounds its score is of (halving: an eliminated candidate's last rung)
+    scored_at: dict[tuple[Hashable, Any], int] = field(default_factory=dict)
+    rounds: tuple[int, int] = (0, 0)  # round-evaluations the tuning computed, and what the full grid would
+
+
+@dataclass(frozen=True)
+class Halving:
+    """Successive halving with ``levels`` rungs a factor ``eta`` apart: rungs at R/η^(levels−1), …, R/η, R
+    rounds (each a multiple of the run's ``eval_every``, at least one evaluation interval)."""
+
+    eta: int = 3
+    levels: int = 4
+
+    def rungs(self, rounds: int, eval_every: int | None) -> list[int]:
+        step = eval_every or 1
+        out = []
+        for level in range(self.levels - 1, 0, -1):
+            r = max(step, round(rounds / self.eta ** level / step) * step)
+            if r < rounds and (not out or r > out[-1]):
+                out.append(r)
+        return out + [rounds]
+
+    def keep(self, alive: int) -> int:
+        return max(1, math.ceil(alive / self.eta))
+
+
+def ranked(scored: list[tuple[float, Any]], pick: Callable, count: int) -> list[Any]:
+    """The best ``count`` candidates by ``pick`` (the figure's rule and tie-break), best first: ``pick``
+    applied again to what is left."""
+    left, best = list(scored), []
+    while left and len(best) < count:
+        choice = pick(left)
+        best.append(choice)
+        left = [(value, candidate) for value, candidate in left if candidate is not choice]
+    return best
 
 
 def lowest(scored: list[tuple[float, Any]]):
@@ -39,41 +83,66 @@ def lowest(scored: list[tuple[float, Any]]):
 def tune_then_run(groups: dict[Hashable, list], config_of: Callable, seeds, tune_seeds: int,
                   score: Callable[[pd.DataFrame], float], *, pick: Callable = lowest, workers: int = 2,
                   log=None, extra_metrics=None, single_threaded: bool = False,
-                  stop_loss: float | None = None) -> Tuned:
+                  stop_loss: float | None = None, halving: Halving | None = None) -> Tuned:
     """Tune each group's candidates on ``seeds[:tune_seeds]`` and run its choice on every seed.
 
     ``config_of(group, candidate, seed)`` is the run's ``RunConfig``; ``pick`` gets a group's
     ``[(mean score, candidate), ...]`` in candidate order and returns the chosen candidate.
     ``extra_metrics`` and ``single_threaded`` are ``pool.frame``'s (the runs' keyed hook; runs left to
     this process compute with one intra-op thread, as workers do); with ``stop_loss`` every run ends at
-    its first evaluation whose training loss is at most that (rounds-to-target figures)."""
+    its first evaluation whose training loss is at most that (rounds-to-target figures); with ``halving``
+    the candidates are tuned by successive halving (module docstring)."""
     tuning = tuple(seeds[:tune_seeds])
+    if halving is not None and stop_loss is not None:
+        raise ValueError("halving scores runs at fixed horizons: it does not combine with stop_loss")
     with threads(1 if single_threaded else None):
-        return _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, extra_metrics, stop_loss)
+        return _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, extra_metrics, stop_loss,
+                              halving or Halving(levels=1))
 
 
-def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, extra_metrics, stop_loss) -> Tuned:
+def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, extra_metrics, stop_loss,
+                   halving) -> Tuned:
     def compute(configs):
         pool.compute([(c, stop_loss, extra_metrics) for c in configs], workers=workers, log=log)  # pool.Job fields
 
     def history(config):
         return cache.run(config, stop_loss=stop_loss, progress=False, log=log, extra_metrics=extra_metrics)
 
-    compute([config_of(g, c, s) for g, cands in groups.items() for c in cands for s in tuning])
-    scores, chosen = [], {}
+    def at(group, candidate, seed, level):  # the candidate's run at a rung
+        config = config_of(group, candidate, seed)
+        if halving.levels == 1:
+            return config
+        rungs = halving.rungs(config.rounds, config.eval_every)
+        return config.replace(rounds=rungs[min(level, len(rungs) - 1)]) if level < len(rungs) - 1 else config
+
+    scores, chosen, scored_at, computed = [], {}, {}, []
+    alive = {g: list(cands) for g, cands in groups.items()} if tuning else {}
+    for level in range(halving.levels):
+        configs = [at(g, c, s, level) for g, cands in alive.items() for c in cands for s in tuning]
+        compute(configs)
+        computed += [c for c in configs if all(c is not d and c != d for d in computed)]
+        for group, candidates in alive.items():
+            scored = []
+            for candidate in candidates:
+                value = float(np.mean([score(history(at(group, candidate, s, level))) for s in tuning]))
+                scored.append((value, candidate))
+                scored_at[(group, candidate)] = getattr(at(group, candidate, tuning[0], level), "rounds", None)
+                if level == halving.levels - 1 or len(candidates) == 1:
+                    scores.append((group, candidate, value))
+            last = level == halving.levels - 1 or len(candidates) == 1
+            alive[group] = ranked(scored, pick, 1 if last else halving.keep(len(candidates)))
+            if not last:  # the eliminated keep the score of their last rung
+                scores += [(group, c, v) for v, c in scored if c not in alive[group]]
+            else:
+                chosen[group] = alive[group][0]
+        alive = {g: cands for g, cands in alive.items() if g not in chosen}
     for group, candidates in groups.items():
-        if not tuning:
-            chosen[group] = candidates[0]
-            continue
-        scored = []
-        for candidate in candidates:
-            value = float(np.mean([score(history(config_of(group, candidate, s))) for s in tuning]))
-            scored.append((value, candidate))
-            scores.append((group, candidate, value))
-        chosen[group] = pick(scored)
+        chosen.setdefault(group, candidates[0])  # no tuning seeds: the first candidate
+    grid = sum(getattr(config_of(g, c, s), "rounds", 0) for g, cands in groups.items() for c in cands for s in tuning)
     finals = [(g, s, config_of(g, chosen[g], s)) for g in groups for s in seeds]
     compute([c for *_, c in finals])
-    return Tuned(scores, chosen, [(g, s, history(c)) for g, s, c in finals])
+    return Tuned(scores, chosen, [(g, s, history(c)) for g, s, c in finals], scored_at,
+                 (sum(getattr(c, "rounds", 0) for c in computed), grid))
 
 
 def at_grid_edge(value: float, grid) -> bool:

@@ -33,9 +33,10 @@ figures: setup
 smoke: setup
 	$(BIN)/python -m replicate figures --profile smoke
 
-## Unit, equivalence and data tests, every notebook at smoke scale through nbval, then the number guard.
+## Unit, equivalence and data tests, every notebook at smoke scale through nbval, then the number guard; the
+## notebooks write into build/test, never the run cache of your own figures (build/cache).
 test: setup $(VENV)/.ray
-	$(BIN)/python -m pytest -q -rs tests notebooks --nbval-lax -p no:cacheprovider
+	REPLICATE_BUILD=$(CURDIR)/build/test $(BIN)/python -m pytest -q -rs tests notebooks --nbval-lax -p no:cacheprovider
 	$(MAKE) --no-print-directory guard
 
 ## Regenerate GUARD_FIGURES at paper scale from an empty cache and compare with the committed CSVs and

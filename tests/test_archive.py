@@ -195,3 +195,10 @@ def test_import_says_when_runs_ran_on_another_device_type(tmp_path, monkeypatch,
     out = capsys.readouterr().out
     assert "imported 2 runs" in out and "; 1 of them ran on cuda, which notebooks here read only with " \
         "REPLICATE_DEVICE=cuda" in out
+
+
+def test_a_file_that_is_no_archive_is_one_line(tmp_path, capsys):
+    (tmp_path / "notes.tar.xz").write_text("not an archive")
+    assert main(["cache", "import", str(tmp_path / "notes.tar.xz")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is not a complete cache archive" in err[0] and "nothing imported" in err[0]

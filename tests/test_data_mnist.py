@@ -108,7 +108,7 @@ def test_bad_seed_is_rejected_before_reading_data():
 
 def test_missing_mnist_says_how_to_fetch(monkeypatch, tmp_path):
     monkeypatch.setenv("REPLICATE_DATA", str(tmp_path / "data"))
-    monkeypatch.setenv("REPLICATE_DATA_FROM", str(tmp_path / "empty"))
+    monkeypatch.setenv("REPLICATE_DATA_FROM", "none")  # no local copy
     with pytest.raises(ReplicateError, match="python -m replicate data fetch mnist"):
         mnist.load_mnist()
 

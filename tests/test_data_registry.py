@@ -51,7 +51,7 @@ def test_default_seeds_are_exposed():
 
 def test_import_is_cheap_and_never_touches_torchvision(tmp_path):
     repo = str(Path(data.__file__).resolve().parents[2])
-    env = dict(os.environ, REPLICATE_DATA=str(tmp_path / "none"), REPLICATE_DATA_FROM=str(tmp_path / "none"),
+    env = dict(os.environ, REPLICATE_DATA=str(tmp_path / "none"), REPLICATE_DATA_FROM="none",
                PYTHONPATH=os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")])))
     code = ("import sys, replicate.data; "
             "assert 'torchvision' not in sys.modules; "

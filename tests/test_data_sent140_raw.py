@@ -68,7 +68,7 @@ def test_sent140_leaf_samples_filters_splits_and_encodes_with_glove(tmp_path, mo
 
 def test_raw_zip_has_no_published_checksum_so_the_first_copy_is_pinned(tmp_path, monkeypatch):
     monkeypatch.setenv("REPLICATE_DATA", str(tmp_path / "data"))
-    monkeypatch.setenv("REPLICATE_DATA_FROM", str(tmp_path / "nowhere"))
+    monkeypatch.setenv("REPLICATE_DATA_FROM", "none")  # no local copy
     folder = _csvs(tmp_path / "raw", _rows("amy", 3), _rows("amy", 1))
     (tmp_path / "src").mkdir()
     with zipfile.ZipFile(tmp_path / "src" / "trainingandtestdata.zip", "w") as zf:

@@ -57,7 +57,7 @@ def _spec(archive_name, archive_sha=None, archive_md5=None, member_sums=True):
 @pytest.fixture
 def env(monkeypatch, tmp_path):
     monkeypatch.setenv("REPLICATE_DATA", str(tmp_path / "data"))
-    monkeypatch.setenv("REPLICATE_DATA_FROM", str(tmp_path / "nowhere"))
+    monkeypatch.setenv("REPLICATE_DATA_FROM", "none")  # no local copy
     return tmp_path
 
 

@@ -23,7 +23,7 @@ def toy(monkeypatch, tmp_path):
     """The toy dataset registered, an empty data dir, and no default local source."""
     monkeypatch.setitem(store._REGISTRY, "toy", TOY)
     monkeypatch.setenv("REPLICATE_DATA", str(tmp_path / "data"))
-    monkeypatch.setenv("REPLICATE_DATA_FROM", str(tmp_path / "nowhere"))
+    monkeypatch.setenv("REPLICATE_DATA_FROM", "none")  # no local copy
     return tmp_path
 
 
@@ -130,3 +130,14 @@ def test_mnist_registry_has_the_official_files():
         "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
         "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"]
     assert store.spec("mnist").mirrors[0] == "https://ossci-datasets.s3.amazonaws.com/mnist/"
+
+
+def test_a_local_source_that_is_not_there_is_an_error_before_anything_is_fetched(monkeypatch, tmp_path):
+    """REPLICATE_DATA_FROM naming no folder was once ignored silently (and the dataset downloaded)."""
+    from replicate.core import paths
+
+    monkeypatch.setenv("REPLICATE_DATA_FROM", str(tmp_path / "typo"))
+    with pytest.raises(ReplicateError, match=r"REPLICATE_DATA_FROM=.*typo is not a folder"):
+        paths.local_data_source()
+    monkeypatch.setenv("REPLICATE_DATA_FROM", "none")
+    assert paths.local_data_source() is None

@@ -99,3 +99,17 @@ def test_relative_locations_from_the_environment_are_made_absolute(monkeypatch, 
     child = subprocess.run([sys.executable, "-c", "from replicate.core import paths; print(paths.cache_dir())"],
                            cwd=elsewhere, env=os.environ.copy(), capture_output=True, text=True, check=True)
     assert child.stdout.strip() == str(tmp_path / "build" / "x" / "cache")
+
+
+def test_listing_and_naming_figures_load_no_heavy_floor():
+    """`figures --list` and an unknown figure name answer before torch, pandas or papermill are imported."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from replicate.cli.main import main; main(['figures', '--list']); "
+            "assert main(['figures', 'nosuch/fig']) == 2; "
+            "heavy = [m for m in ('torch', 'pandas', 'papermill', 'matplotlib') if m in sys.modules]; "
+            "assert not heavy, heavy")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "li2020/fig2" in out.stdout and "unknown figure 'nosuch/fig'" in out.stderr

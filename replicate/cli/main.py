@@ -9,7 +9,7 @@ from replicate.core.errors import ReplicateError
 
 
 def _figures(args) -> int:
-    from replicate.cli import runner, slots
+    from replicate.cli import notebooks, slots
 
     slots.check_plan_arguments(args)
     if args.plan:
@@ -17,9 +17,12 @@ def _figures(args) -> int:
             raise ReplicateError("--plan takes no figures, --set, --check or --list: it plans from the ledger")
         return slots.plan_command(args)
     if args.list:
-        for nb in runner.discover():
+        for nb in notebooks.discover():
             print(f"{nb.key:28s} notebooks/{nb.path.name:34s} {nb.title}")
         return 0
+    notebooks.resolve(args.names)  # an unknown figure is one line before the heavy imports
+    from replicate.cli import runner
+
     overrides = {}
     for item in args.set:
         name, sep, value = item.partition("=")

@@ -25,7 +25,7 @@ def pin_environment() -> None:
     """Make relative location variables absolute in this process's environment, so the processes it
     starts (papermill kernels run in notebooks/, worker processes anywhere) mean the same folders."""
     for name in LOCATIONS:
-        if os.environ.get(name) and os.environ[name] != "off":  # REPLICATE_LEDGER=off is a switch, not a folder
+        if os.environ.get(name) and os.environ[name] not in ("off", "none"):  # switches, not folders
             os.environ[name] = str(Path(os.environ[name]).resolve())
 
 
@@ -35,10 +35,16 @@ def data_dir() -> Path:
 
 
 def local_data_source() -> Path | None:
-    """Directory to stage datasets from instead of downloading (`REPLICATE_DATA_FROM`;
-    default `../shared/data` beside the checkout when it exists)."""
+    """Directory to stage datasets from instead of downloading (`REPLICATE_DATA_FROM`, which must be a folder;
+    `none`: no local copy; default `../shared/data` beside the checkout when it exists)."""
+    if os.environ.get("REPLICATE_DATA_FROM") == "none":  # no local copy: download
+        return None
     if os.environ.get("REPLICATE_DATA_FROM"):
-        return _env("REPLICATE_DATA_FROM", REPO)
+        folder = _env("REPLICATE_DATA_FROM", REPO)
+        if not folder.is_dir():  # said before anything is fetched, not silently replaced by a download
+            raise ReplicateError(f"REPLICATE_DATA_FROM={os.environ['REPLICATE_DATA_FROM']} is not a folder: point it "
+                                 "at the folder holding the dataset files, or unset it to download")
+        return folder
     shared = REPO.parent / "shared" / "data"
     return shared if shared.is_dir() else None
 

@@ -145,7 +145,9 @@ def _read(file: Path) -> dict[str, bytes]:
     except FileNotFoundError:
         raise ReplicateError(f"no such archive: {file}") from None
     except (tarfile.TarError, EOFError, lzma.LZMAError, zlib.error, OSError) as exc:
-        raise ReplicateError(f"{file} is not a complete cache archive ({exc}); nothing imported") from None
+        why = str(exc).splitlines()[0].rstrip(":") or type(exc).__name__  # tarfile lists every method it tried
+        raise ReplicateError(f"{file} is not a complete cache archive ({why}: not a tar.xz that `cache export` "
+                             "wrote, or cut short); nothing imported") from None
     return members
 
 

@@ -127,3 +127,34 @@ def test_the_bench_batched_workloads_run_on_the_device(monkeypatch):
     monkeypatch.setattr(bench_batched, "WORKLOADS", small)
     rows = bench_batched.run(repeats=1, device=DEVICE, sizes=(1, 4))
     assert len(rows) == len(small) and all(row["R=1"] > 0 and row["R=4"] > 0 for row in rows)
+
+
+@pytest.mark.parametrize("algorithm", ["fedavg-scheme1", "stem"])
+def test_the_local_steps_never_wait_for_the_device(algorithm, monkeypatch):
+    """Issue #38: no device-to-host read inside a round's local steps (the step counts are read once, before
+    them). The CNN with dropout, through ``train_clients``, with CUDA's sync debug mode counting every wait;
+    on the CPU (REPLICATE_TEST_DEVICE=cpu) the mode does nothing and the count is 0."""
+    import warnings
+
+    from replicate.fl import engine
+
+    problem = MODELS["cnn"]()
+    algo, work = ALGORITHMS[algorithm]
+    waits, real_step = [], engine._step
+
+    def counted_step(*args, **kwargs):  # only the local steps are watched, not the round's set-up
+        if DEVICE.startswith("cuda"):
+            torch.cuda.set_sync_debug_mode("warn")
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                out = real_step(*args, **kwargs)
+            waits.extend(w for w in caught if "synchroniz" in str(w.message).lower())
+            return out
+        finally:
+            if DEVICE.startswith("cuda"):
+                torch.cuda.set_sync_debug_mode("default")
+
+    monkeypatch.setattr(engine, "_step", counted_step)
+    run(problem, algo, work, LRSchedule("constant", 0.05), rounds=2, seed=0, eval_every=None)
+    assert waits == [], [str(w.message) for w in waits[:3]]

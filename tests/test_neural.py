@@ -244,3 +244,31 @@ def test_accuracy_leaves_out_uncounted_targets_and_pools_positions():
         torch.zeros(3, SEQ - 4, dtype=torch.int64), VOCAB).float()], 1)[:x.shape[0]]
     metrics = problem.evaluate(problem.init(0))
     assert metrics["train_acc"] == metrics["test_acc"] == pytest.approx(2 / 3)
+
+
+def test_per_layer_gradients_are_bitwise_the_gradients_of_the_flat_row():
+    """Model.loss_and_grad differentiates each layer's own tensor (issue #38: no zero-filled full-width gradient
+    per layer); it must give bit for bit what differentiating the flat row's slices gives."""
+    from torch.func import grad_and_value, vmap
+
+    from replicate.fl import models
+
+    nets = [models.CNN((1, 28, 28), 10, **models._CNN_PRESETS["lenet"]),
+            models.ConvDropout((1, 28, 28), 62, channels=(4, 8), hidden=16)]
+    for net in nets:
+        g = torch.Generator().manual_seed(0)
+        k, b = 4, 6
+        flat = net.init(g).unsqueeze(0) + 0.01 * torch.randn(k, net.num_params, generator=g)
+        x, y = net.prepare(torch.randn(k * b, *net.in_shape, generator=g),
+                           torch.randint(0, net.num_classes, (k * b,), generator=g), net.num_classes)
+        x, y = x.view(k, b, *x.shape[1:]), y.view(k, b, *y.shape[1:])
+        noise = torch.rand(k, b, *net.dropout_shape, generator=g) if net.dropout else None
+        mask = (torch.rand(k, b, generator=g) > 0.3).to(flat.dtype)
+
+        def one(w, xb, yb, mb, nb):
+            return (net.per_sample_loss(w, xb, yb, nb) * mb).sum() / mb.sum()
+
+        want_grads, want_losses = vmap(grad_and_value(one), in_dims=(0, 0, 0, 0, 0 if noise is not None else None))(
+            flat, x, y, mask, noise)
+        losses, grads = net.loss_and_grad(flat, x, y, mask, noise)
+        assert torch.equal(losses, want_losses) and torch.equal(grads, want_grads)

@@ -125,15 +125,16 @@ def train_clients(problem, algorithm, state, ctx: RoundContext, clients, batches
         rows = torch.arange(m, device=clients.device) if group is None else group
         sub = state if group is None else _select(state, group)
         sub_ctx = ctx if group is None else ctx.rows(group)
-        for s in range(int(sub_ctx.steps.max())):
+        steps = sub_ctx.steps.cpu()  # read once a round: no device-to-host wait inside the local steps
+        for s in range(int(steps.max())):
             batch = None if batches is None else batches.step(s)
             step_noise = None if batch is None or noise is None else noise(s, batch)
-            live = sub_ctx.steps > s
+            live = steps > s
             if bool(live.all()):
                 sub = _step(problem, algorithm, sub, replace(sub_ctx, step=s), clients, batch, step_noise, objective,
                             rows)
                 continue
-            local = live.nonzero().squeeze(1)  # rows of ``sub`` still working
+            local = live.nonzero().squeeze(1).to(clients.device)  # rows of ``sub`` still working
             moved = _step(problem, algorithm, _select(sub, local), replace(sub_ctx.rows(local), step=s), clients,
                           batch, step_noise, objective, rows.index_select(0, local))
             sub = {k: v.index_copy(0, local, moved[k]) for k, v in sub.items()}

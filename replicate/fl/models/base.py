@@ -98,16 +98,23 @@ class Model:
         ``mask`` (K, b) marks real samples when clients have fewer than b samples;
         ``noise`` (K, b, *dropout_shape) drives dropout.
         """
-        def one(w, xb, yb, mb, nb):
-            losses = self.per_sample_loss(w, xb, yb, nb)
+        shapes = list(self.shapes.values())
+
+        def one(parts, xb, yb, mb, nb):
+            params = {name: part.reshape(shape) for name, part, shape in zip(self.shapes, parts, shapes)}
+            losses = self.loss(self.forward(params, xb, nb), yb)
             return (losses * mb).sum() / mb.sum()
 
         m = torch.ones(y.shape[:2], dtype=flat.dtype, device=flat.device) if mask is None else mask.to(flat.dtype)
+        # The gradient of each layer's own tensor, joined once: differentiating slices of the flat row would
+        # build a zero-filled full-width gradient per layer and add them up (the same numbers, many more ops
+        # and bytes: issue #38)
+        parts = torch.split(flat, [math.prod(shape) for shape in shapes], dim=-1)
         if noise is None:
-            grads, losses = vmap(grad_and_value(lambda w, xb, yb, mb: one(w, xb, yb, mb, None)))(flat, x, y, m)
+            grads, losses = vmap(grad_and_value(lambda w, xb, yb, mb: one(w, xb, yb, mb, None)))(parts, x, y, m)
         else:
-            grads, losses = vmap(grad_and_value(one))(flat, x, y, m, noise)
-        return losses, grads
+            grads, losses = vmap(grad_and_value(one))(parts, x, y, m, noise)
+        return losses, torch.cat(grads, dim=-1)
 
     def prepare(self, x: torch.Tensor, y: torch.Tensor, num_classes: int):
         """Training arrays as ``grad`` consumes them (hook for precomputed layouts)."""

@@ -524,3 +524,11 @@ def test_a_spent_budget_first_asks_runs_in_flight_to_save_then_interrupts():
             time.sleep(10)
     assert len(asked) == 1 and 0.25 < asked[0] - start < 1.0
     assert 1.2 < time.monotonic() - start < 5 and budget.fired
+
+
+def test_a_cut_json_list_in_set_is_one_line_that_shows_the_right_form(capsys):
+    from replicate.cli.main import main
+
+    assert main(["figures", "li2020/fig2", "--set", "local_steps=[1,5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a whole JSON list" in err[0] and "--set 'local_steps=[1, 5]'" in err[0]

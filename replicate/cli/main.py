@@ -28,7 +28,7 @@ def _figures(args) -> int:
         name, sep, value = item.partition("=")
         if not sep:
             raise ReplicateError(f"--set expects NAME=VALUE, got {item!r}")
-        overrides[name] = runner.parse_value(value)
+        overrides[name] = runner.parse_value(value, name)
     _executor_settings(args)
     if args.time_budget is not None:
         from replicate.cli import budget

@@ -45,11 +45,15 @@ def recorded_runs(nb: FigureNotebook) -> set[str] | None:
     return runs
 
 
-def parse_value(text: str):
-    """A --set value: JSON when it parses (numbers, null, lists), else the plain string."""
+def parse_value(text: str, name: str = "NAME"):
+    """A --set value: JSON when it parses (numbers, null, lists), else the plain string; a value that opens
+    a list or an object must be whole JSON (one line saying so, not a type error about text later)."""
     try:
         return json.loads(text)
-    except json.JSONDecodeError:
+    except json.JSONDecodeError as exc:
+        if text.lstrip().startswith(("[", "{")):
+            raise ReplicateError(f"--set {name}={text}: not a whole JSON list ({exc.msg} at character {exc.pos}); "
+                                 f"write it as --set '{name}=[1, 5]'") from None
         return text
 
 

@@ -60,7 +60,8 @@ def test_halving_on_a_live_grid_makes_the_grids_choice_at_a_third_of_the_rounds(
     assert halved.chosen == full.chosen
     spent, whole = halved.rounds
     assert whole == 9 * 54 and whole / spent >= 3, halved.rounds
-    assert halved.scored_at[("g", halved.chosen["g"])] == 54 and min(halved.scored_at.values()) == 6
+    rounds = {candidate: r for _, candidate, r in halved.scored_at}
+    assert rounds[halved.chosen["g"]] == 54 and min(rounds.values()) == 6 and len(rounds) == 9
     pd.testing.assert_frame_equal(halved.runs[1][2], full.runs[1][2], check_exact=True)  # the same final runs
 
 

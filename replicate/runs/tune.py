@@ -38,8 +38,8 @@ class Tuned:
     scores: list[tuple[Hashable, Any, float]]  # (group, candidate, mean score over the tuning seeds)
     chosen: dict[Hashable, Any]  # group → candidate
     runs: list[tuple[Hashable, int, pd.DataFrame]]  # (group, seed, history) of the chosen candidate, every seed
-    # (group, candidate) → the rounds its score is of (halving: an eliminated candidate's last rung)
-    scored_at: dict[tuple[Hashable, Any], int] = field(default_factory=dict)
+    # (group, candidate, the rounds its score is of: with halving, an eliminated candidate's last rung)
+    scored_at: list[tuple[Hashable, Any, int]] = field(default_factory=list)
     rounds: tuple[int, int] = (0, 0)  # round-evaluations the tuning computed, and what the full grid would
 
 
@@ -115,7 +115,8 @@ def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, 
         rungs = halving.rungs(config.rounds, config.eval_every)
         return config.replace(rounds=rungs[min(level, len(rungs) - 1)]) if level < len(rungs) - 1 else config
 
-    scores, chosen, scored_at, computed = [], {}, {}, []
+    scores, chosen, computed = [], {}, []
+    rounds_of = {}  # (group, index of the candidate) → the rounds of its last score
     alive = {g: list(cands) for g, cands in groups.items()} if tuning else {}
     for level in range(halving.levels):
         configs = [at(g, c, s, level) for g, cands in alive.items() for c in cands for s in tuning]
@@ -126,7 +127,8 @@ def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, 
             for candidate in candidates:
                 value = float(np.mean([score(history(at(group, candidate, s, level))) for s in tuning]))
                 scored.append((value, candidate))
-                scored_at[(group, candidate)] = getattr(at(group, candidate, tuning[0], level), "rounds", None)
+                rounds_of[(group, groups[group].index(candidate))] = getattr(at(group, candidate, tuning[0], level),
+                                                                             "rounds", None)
                 if level == halving.levels - 1 or len(candidates) == 1:
                     scores.append((group, candidate, value))
             last = level == halving.levels - 1 or len(candidates) == 1
@@ -141,6 +143,7 @@ def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, 
     grid = sum(getattr(config_of(g, c, s), "rounds", 0) for g, cands in groups.items() for c in cands for s in tuning)
     finals = [(g, s, config_of(g, chosen[g], s)) for g in groups for s in seeds]
     compute([c for *_, c in finals])
+    scored_at = [(g, groups[g][i], r) for (g, i), r in rounds_of.items()]
     return Tuned(scores, chosen, [(g, s, history(c)) for g, s, c in finals], scored_at,
                  (sum(getattr(c, "rounds", 0) for c in computed), grid))
 

@@ -48,7 +48,7 @@ from replicate.core.errors import ReplicateError
 from replicate.data.shards import HETEROGENEITY, WORKERS, cifar10_stem_name
 from replicate.experiments import knobs
 from replicate.experiments.khanduri2021.common import (LABELS, StemRuns, chosen_text, edge_note, first_momentum_weight,
-                                                       legend_label, seeds_text, tune_and_run)
+                                                       held_out, legend_label, seeds_text, tune_and_run)
 from replicate.runs.measures import final
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check, quoting
@@ -219,7 +219,7 @@ def finals(data: pd.DataFrame, tail: float = 0.1) -> pd.DataFrame:
 
 @quoting(SOURCES)
 def cifar_claims(data: pd.DataFrame, config: Fig2Config) -> list:
-    table = finals(data, config.tail)
+    table, seeds = held_out(finals(data, config.tail), config)
     own = table[table.figure == config.FIGURE]
     loss = own.pivot(index="seed", columns="algorithm", values="final_train_loss")
     acc = own.pivot(index="seed", columns="algorithm", values="final_test_acc")
@@ -233,12 +233,12 @@ def cifar_claims(data: pd.DataFrame, config: Fig2Config) -> list:
               f"(every seed)", bool((lead >= config.loss_margin).all()),
               ", ".join(f"{a} {seeds_text(loss[a], '.3f', 'diverged')}" for a in loss.columns)
               + f"; STEM's lead {seeds_text(lead, '.1%', 'none (STEM diverged)')}" + edge,
-              margin=f"≥ {config.loss_margin:.0%} below the better of the two, every seed; {tail}"),
+              margin=f"≥ {config.loss_margin:.0%} below the better of the two, every seed; {tail}{seeds}"),
         check(f"{config.FIGURE} ({config.setting()}): STEM ends with a higher test accuracy than FedAvg and SCAFFOLD "
               f"(every seed)", bool((gain >= config.acc_margin).all()),
               ", ".join(f"{a} {seeds_text(acc[a], '.1%')}" for a in acc.columns)
               + f"; STEM's lead {seeds_text(gain * 100, '+.1f')} points" + edge,
-              margin=f"≥ {config.acc_margin * 100:g} points above the better of the two, every seed; {tail}"),
+              margin=f"≥ {config.acc_margin * 100:g} points above the better of the two, every seed; {tail}{seeds}"),
     ]
     if isinstance(config, Fig3Config) and config.compare_fig2 and (table.figure == "Figure 2").any():
         means = table.groupby(["figure", "algorithm"])[["final_train_loss", "final_test_acc"]].mean()
@@ -253,7 +253,7 @@ def cifar_claims(data: pd.DataFrame, config: Fig2Config) -> list:
             "Figures 2 and 3 end at similar performance (small b with many local updates vs large b with few)", ok,
             "Figure 2 vs Figure 3, seed means: " + "; ".join(parts),
             margin=f"per algorithm: |Δ test accuracy| ≤ {config.similar_acc * 100:g} points and training losses "
-                   f"within {config.similar_loss:.0%} of the smaller; {tail}"))
+                   f"within {config.similar_loss:.0%} of the smaller; {tail}{seeds}"))
     return claims
 
 

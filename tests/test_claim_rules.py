@@ -221,3 +221,28 @@ def test_every_li2020_claim_quotes_a_seed_sentence():
               for c in json.loads(p.read_text())["claims"]]
     assert claims and all(any(words in claim for words, _ in SOURCES) for claim in claims), claims
     assert all(source.startswith(("§", "App.", "Figure")) for _, source in SOURCES)
+
+
+def test_the_headline_moves_only_with_a_stated_reason():
+    """The newest entry of report/history.py ends at today's headline, recounted from the committed records:
+    a change of the count of replication claims must say why (issue #40)."""
+    import json
+
+    from replicate.core import paths
+    from replicate.report import history
+
+    claims = [c for p in sorted(paths.figures_dir().glob("*/*.claims.json"))
+              for c in json.loads(p.read_text())["claims"] if c.get("kind", "replication") == "replication"]
+    date, before, after, changes = history.HISTORY[0]
+    assert after == f"{sum(bool(c['passed']) for c in claims)} of {len(claims)}" and changes
+
+
+def test_the_identities_of_charles_table_2_and_the_measured_rho_figure_are_not_replications():
+    """Issue #40 item 1: runs on constructed instances agreeing with the formula they equal by construction."""
+    import json
+
+    from replicate.core import paths
+
+    for name in ("table1_2", "fig_measured"):
+        record = json.loads((paths.figures_dir() / "charles2021" / f"{name}.claims.json").read_text())
+        assert all(c["kind"] == "consistency" and c["basis"] in ("identity", "closed-form") for c in record["claims"])

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from replicate.core import paths
 from replicate.core.fileio import atomic_write_text
-from replicate.report import coverage, reduced
+from replicate.report import coverage, history, reduced
 from replicate.report.claims import BASES, KIND_RULE
 
 PAPER_TITLES = {
@@ -188,7 +188,7 @@ def render(root: Path | None = None) -> str:
              "**The rule for the kind of a claim.** " + KIND_RULE + " The bases:", ""]
     lines += [f"- *{name}*: {meaning}." for name, meaning in BASES.items()]
     lines += ["",
-             f"**{_counts(all_claims)}** across {len(records)} figures.", ""]
+             f"**{_counts(all_claims)}** across {len(records)} figures.", ""] + history.lines()
     stale = [(key, why) for key, why in coverage.STALE.items() if (root / f"{key}.claims.json").is_file()]
     if stale:
         lines += ["Stale figures (their claims or labels changed after they were published; they are counted as "

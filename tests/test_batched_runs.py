@@ -196,3 +196,26 @@ def test_a_batched_sweep_caches_each_run_as_computed_alone(tmp_path, monkeypatch
     with threads(1):
         for config, history in zip(configs[:5], batched_runs):
             pd.testing.assert_frame_equal(history, cache.run(config, progress=False), check_exact=True)
+
+
+def test_wide_logistic_runs_batch_bitwise_whatever_their_rows_alignment():
+    """60 features (a product past ATen's small-matrix path, into the BLAS), 5 clients a run: in the stack every
+    other run starts off a 16-byte boundary, where MKL on an AVX2 CPU rounds the logits product otherwise
+    (docs/engine.md (4)); each run still computes bitwise what it computes alone. On a CPU, runs whose step is
+    not the fused plain SGD (SCAFFOLD here) are not batched by default: their generic GEMM has no such care."""
+
+    from replicate.core.threads import threads
+    from replicate.fl.algorithms import Scaffold
+    from replicate.runs import batched, cache
+    from replicate.runs.config import RunConfig
+
+    base = RunConfig(dataset="synthetic(1,1)", num_clients=30, rounds=4, local_steps=5, batch_size=10,
+                     algorithm=FedAvg("scheme1", 5))
+    configs = [base.replace(seed=s, client_lr=lr) for s in (0, 1) for lr in (0.05, 0.1)]
+    with threads(1):
+        together = batched.compute([(c, None, None) for c in configs], "cpu")
+        for config, (text, meta) in zip(configs, together):
+            assert cache.compute(config)[1] == text and meta["batch"] == 4
+    assert batched.default_runs(base) == batched.MAX_RUNS
+    assert batched.default_runs(base.replace(algorithm=Scaffold(5))) == 1
+    assert batched.default_runs(base.replace(model="mlp")) == 1

@@ -10,9 +10,9 @@ its own cache entry, which the driver stores as ``cache.run`` would: figures can
 from one computed alone (its numbers agree to float rounding: tests/test_batched_runs.py).
 
 When it batches (``REPLICATE_BATCH_RUNS`` / ``--batch-runs R`` say how many runs at most; unset:
-``default_runs``): on a CPU, by default only runs of models whose batched rows compute bitwise what
-each run computes alone in a worker (one thread) — the logistic model (``Model.batch_exact``: its fused
-solver keeps each run's own arithmetic, ``fl/models/fused_runs.py``) — so the committed figures are the
+``default_runs``): on a CPU, by default only runs whose batched rows compute bitwise what each run
+computes alone in a worker (one thread) — plain-SGD runs of the logistic model (``Model.batch_exact``: its
+fused solver keeps each run's own arithmetic, ``fl/models/fused_runs.py``) — so the committed figures are the
 same numbers either way (tests/test_batched_runs.py checks bitwise; Li et al. Figure 4 recomputed in
 batches matched its committed CSV exactly). Neural models' kernels of another batch shape round
 differently (agreement to 1e-5 in float32), and their runs train one by one on a CPU (also faster
@@ -86,10 +86,14 @@ def rate_order(config: RunConfig) -> tuple:
 
 def default_runs(config: RunConfig) -> int:
     """How many runs like ``config`` batch when nobody said: ``MAX_RUNS`` where a batch computes bitwise
-    what its runs compute alone (``Model.batch_exact``) or on CUDA, else 1 (one by one)."""
+    what its runs compute alone or on CUDA, else 1 (one by one). Bitwise on a CPU: the logistic model's
+    fused solver (``Model.batch_exact``), i.e. plain-SGD algorithms only. The generic step of the others
+    (SCAFFOLD, STEM, server momentum, FedAdam) forms one GEMM over the stack, and a BLAS may round a run's
+    rows otherwise where they start off its alignment (MKL on an AVX2 CPU: fl/models/fused_runs.py)."""
     if engine.default_device().type == "cuda":
         return MAX_RUNS
-    return MAX_RUNS if getattr(models.MODELS.get(config.model), "batch_exact", False) else 1
+    exact = getattr(models.MODELS.get(config.model), "batch_exact", False)
+    return MAX_RUNS if exact and config.algorithm.plain_sgd is not None else 1
 
 
 def compute(jobs: list, device: str | None = None, *, progress: bool = False) -> list[tuple[str, dict]]:

@@ -54,7 +54,11 @@ class Step:
 
     def __call__(self, w, x, onehot, mask, row_norms, *, clip_norm, rows=None) -> None:
         lr, decay, pull, masked, run_of, counts = self._select(rows)
-        g = gradient_weights(w, x, onehot, mask, masked)
+        spans = _spans(counts)
+        cpu = w.device.type == "cpu"
+        logits = torch.cat([torch.bmm(_own(w[lo:hi]), _own(x[lo:hi]).transpose(1, 2)) for lo, hi in spans]) \
+            if cpu else None  # each run's GEMM on its own block, as alone (_own); on CUDA one GEMM
+        g = gradient_weights(w, x, onehot, mask, masked, logits=logits)
         clipped = [False] * len(counts)
         if clip_norm is not None:
             hits = torch.zeros(len(counts), device=w.device).index_add_(0, run_of, may_clip(g, row_norms, clip_norm).float())
@@ -64,14 +68,52 @@ class Step:
             hi = lo + size
             ws, gs, xs = w[lo:hi], g[lo:hi], x[lo:hi]
             if kind == "explicit":
-                explicit_(ws, gs, xs, lr[lo:hi], decay[lo:hi], clip_norm)
+                update = lambda w_, g_, x_, a, b: explicit_(w_, g_, x_, lr[a:b], decay[a:b], clip_norm)
             elif kind == "multiply":
-                ws.mul_(decay[lo:hi]).baddbmm_(gs.mul_(lr[lo:hi]), xs, alpha=-1.0)
+                ws.mul_(decay[lo:hi])
+                update = lambda w_, g_, x_, a, b: w_.baddbmm_(g_, x_, alpha=-1.0)
             else:  # the decay as beta, a float shared by the slice's runs
-                ws.baddbmm_(gs.mul_(lr[lo:hi]), xs, beta=kind, alpha=-1.0)
+                update = lambda w_, g_, x_, a, b, beta=kind: w_.baddbmm_(g_, x_, beta=beta, alpha=-1.0)
+            if kind != "explicit":
+                gs.mul_(lr[lo:hi])
+            if not cpu:  # CUDA: the slice's one GEMM
+                update(ws, gs, xs, lo, hi)
+            for a, b in [span for span in spans if lo <= span[0] < hi] if cpu else []:
+                _in_own_block(update, w[a:b], g[a:b], x[a:b], a, b)
             lo = hi
         if pull is not None:
             w.add_(pull)
+
+
+ALIGN = 64  # bytes: where the CPU allocator starts every tensor (c10's gAlignment, enough for AVX-512)
+
+
+def _own(t: torch.Tensor) -> torch.Tensor:
+    """A run's contiguous block ``t`` of a stacked tensor at the address alignment it has as a tensor of its
+    own, as its run alone holds it: ``t`` itself when it starts on an ``ALIGN`` boundary, else a copy.
+
+    Why: a BLAS may pick its kernel by the operands' addresses (MKL's sgemm on an AVX2 CPU rounds a
+    transposed-B product ``bmm(w, xᵀ)`` differently when ``w`` is not 16-byte aligned), and in a stack a run
+    whose rows follow another run's starts wherever those rows end (``lo × C(d+1) × 4`` bytes in)."""
+    return t if t.data_ptr() % ALIGN == 0 else t.clone()
+
+
+def _in_own_block(update, w, g, x, a, b) -> None:
+    """``update(w, g, x, a, b)`` in place on a run's rows ``w``, every operand placed as alone (``_own``)."""
+    w_own = _own(w)
+    update(w_own, _own(g), _own(x), a, b)
+    if w_own is not w:
+        w.copy_(w_own)
+
+
+def _spans(counts: list[int]) -> list[tuple[int, int]]:
+    """(lo, hi) rows of each run that still has rows, in row order."""
+    out, lo = [], 0
+    for count in counts:
+        if count:
+            out.append((lo, lo + count))
+        lo += count
+    return out
 
 
 def _slices(counts: list[int], clipped: list[bool], beta: list) -> list[tuple]:

@@ -39,13 +39,15 @@ def sgd_step(w, x, onehot, mask, row_norms, *, lr, decay, pull, clip_norm, rows=
         w.add_(pull)
 
 
-def gradient_weights(w, x, onehot, mask, masked=None) -> torch.Tensor:
+def gradient_weights(w, x, onehot, mask, masked=None, logits=None) -> torch.Tensor:
     """dCE/dlogits of every sample, weighted for a mean over each row's real samples: (K, C, b).
 
     A row without a mask divides by the width b; a masked row multiplies by m/Σm. ``masked`` (K,)
     marks, in a batch of runs, the rows whose run alone had a mask: the others multiply by m (exact)
-    and divide by Σm, which is their width, so each row rounds as it does alone."""
-    g = torch.bmm(w, x.transpose(1, 2)).softmax(dim=1).sub_(onehot.transpose(1, 2))
+    and divide by Σm, which is their width, so each row rounds as it does alone. ``logits``: ``w xᵀ`` (K, C, b)
+    already formed (a batch of runs forms each run's on its own block: ``fused_runs._own``)."""
+    logits = torch.bmm(w, x.transpose(1, 2)) if logits is None else logits
+    g = logits.softmax(dim=1).sub_(onehot.transpose(1, 2))
     if mask is None:
         return g.div_(x.shape[1])
     m = mask.to(g.dtype)

@@ -292,3 +292,26 @@ def _alive(pid: int) -> bool:
         return False
     stat = Path(f"/proc/{pid}/stat")
     return not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has exited
+
+
+def test_an_address_that_answers_but_is_not_ray_is_one_line_within_the_probe(monkeypatch):
+    """Issue #37 item 2: a listening web server at RAY_ADDRESS made `ray.init` retry for over 6 minutes, 26
+    warnings on the terminal; the first connection is now a bounded probe in a process of its own."""
+    import http.server
+    import threading
+    import time
+
+    pytest.importorskip("ray", reason="Ray is not installed (pip install -r requirements-ray.txt)")
+    from replicate.runs import ray_executor
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setattr(ray_executor, "PROBE_S", 10)
+    start = time.monotonic()
+    try:
+        with pytest.raises(ReplicateError) as caught:
+            ray_executor.connect(f"127.0.0.1:{server.server_port}")
+    finally:
+        server.shutdown()
+    assert time.monotonic() - start < 30 and len(str(caught.value).splitlines()) == 1
+    assert f"127.0.0.1:{server.server_port}" in str(caught.value)

@@ -19,6 +19,8 @@ from __future__ import annotations
 import logging
 import platform
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -54,6 +56,27 @@ def _reachable(address: str) -> None:
     except OSError as exc:
         raise ReplicateError(f"no Ray cluster at {address}: {exc.strerror or exc} (start one with `ray start --head`, "
                              "or give its head node's address with --ray-address / RAY_ADDRESS)") from None
+    _probe(address)
+
+
+PROBE_S = 30  # seconds a cluster has to answer a first connection (Ray itself retries for minutes)
+
+
+def _probe(address: str) -> None:
+    """Join the cluster once in a separate process, bounded by ``PROBE_S`` and with Ray's own log lines kept
+    there: something that listens at ``address`` but is not Ray (a web server, a stale port) would make
+    ``ray.init`` here retry for minutes, printing a warning at every try."""
+    code = ("import logging, ray; ray.init(address=%r, logging_level=logging.ERROR, log_to_driver=False); "
+            "ray.shutdown()" % address)
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=PROBE_S)
+    except subprocess.TimeoutExpired:
+        raise ReplicateError(f"no Ray cluster answered at {address} within {PROBE_S} s (something listens there, "
+                             "but not a Ray head node?); check the address (`ray status` on the head node shows "
+                             "it)") from None
+    if out.returncode:
+        last = [line for line in out.stderr.strip().splitlines() if line.strip()][-1:] or ["no message"]
+        raise ReplicateError(f"cannot use the Ray cluster at {address}: {' '.join(last[0].split())}")
 
 
 def connect(address: str | None) -> None:

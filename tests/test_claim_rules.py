@@ -17,7 +17,10 @@ from replicate.report.claims import (BASES, REDUCED_LABEL, bound_claim, check, c
 
 def test_the_kind_of_a_claim_follows_from_its_basis():
     assert kind_for("measured") == "replication"
-    assert {kind_for(b) for b in BASES if b != "measured"} == {"consistency"}
+    assert {kind_for(b) for b in BASES if b not in ("measured", "external", "partial-data")} == {"consistency"}
+    assert kind_for("external") == kind_for("partial-data") == "context"  # shown beside a figure, never counted
+    context = check("a", False, "1", basis="external")
+    assert context.kind == "context" and context.verdict("paper") == "differs (not counted)"
     assert check("a", True, "1").kind == "replication"
     assert check("a", True, "1", basis="fitted").kind == "consistency"
     assert consistency("a", True, "1").basis == "closed-form"

@@ -27,7 +27,7 @@ PAPERS = ("li2020", "fedprox2020", "charles2021", "khanduri2021", "notes")
 PROFILES = ("smoke", "paper")
 
 
-KINDS = ("replication", "consistency")
+KINDS = ("replication", "consistency", "context")
 SMOKE_VERDICT = "smoke scale: not a replication verdict"
 # What a claim's verdict rests on. Only a measurement can make a replication claim (see KIND_RULE).
 BASES = {
@@ -38,12 +38,19 @@ BASES = {
     "identity": "an identity of our implementation (two forms of one algorithm agree to rounding)",
     "fitted": "inputs chosen to fit the very numbers compared (e.g. a generator seed picked as the best fit)",
     "vacuous": "a bound whose slack on our data is so large (≥ 1e3 at every point) that only a bug could break it",
+    "external": "a number or statement from outside the five documents (the final FedProx paper, the authors' "
+                "README): shown beside the figure, never counted",
+    "partial-data": "the paper's number for data we hold only in part or in another version (a partial local copy): "
+                    "it cannot match, so it is shown, never counted (the item is data-limited)",
 }
+CONTEXT_BASES = ("external", "partial-data")  # the bases of claims shown beside a figure and never counted
 KIND_RULE = ("A claim is a replication claim exactly when its verdict rests on a measurement: our numbers from "
              "running an algorithm or building a dataset, compared with what the paper states, with inputs not "
              "fitted to the compared numbers and a margin the measurement can miss. Every other claim (a property "
              "of a closed-form or reconstructed formula, an identity of our implementation, a comparison with "
              "numbers our inputs were fitted to, a bound with slack ≥ 1e3 everywhere) is a consistency check. "
+             "A comparison whose source lies outside the five documents, or with data we hold only in part, is "
+             "context: shown beside its figure, counted nowhere. "
              "Each claim records this basis: claim construction refuses a kind that contradicts it, and a test applies "
              "the rule to every committed claim that records one.")
 VACUOUS_SLACK = 1e3  # a bound this many times above the measured value everywhere cannot fail short of a bug
@@ -57,7 +64,7 @@ def kind_for(basis: str) -> str:
     """The kind a claim of this basis must have (``KIND_RULE``)."""
     if basis not in BASES:
         raise ReplicateError(f"claim basis must be one of {tuple(BASES)}, got {basis!r}")
-    return "replication" if basis == "measured" else "consistency"
+    return "replication" if basis == "measured" else "context" if basis in CONTEXT_BASES else "consistency"
 
 
 @dataclass(frozen=True)
@@ -89,6 +96,8 @@ class Claim:
             return f"{SMOKE_VERDICT} ({'would pass' if self.passed else 'would fail'})"
         if self.kind == "consistency":
             return "holds" if self.passed else "VIOLATED"
+        if self.kind == "context":
+            return "agrees (not counted)" if self.passed else "differs (not counted)"
         return "PASS" if self.passed else "FAIL"
 
 
@@ -218,7 +227,9 @@ def publish(fig, data: pd.DataFrame, claims: list[Claim], *, paper: str, figure:
     scale_text = f"{scale} scale" + (f": {', '.join(f'{k} = {v}' for k, v in changed.items())}" if changed else "")
     title = (f"{paper}/{figure} [{profile} profile, {scale_text}]: {sum(c.passed for c in counted)} of {len(counted)} "
              f"replication claims {'would ' if profile == 'smoke' else ''}hold; "
-             f"{len(claims) - len(counted)} consistency check(s)")
+             f"{sum(c.kind == 'consistency' for c in claims)} consistency check(s)"
+             + (f"; {sum(c.kind == 'context' for c in claims)} shown, not counted" if any(c.kind == "context"
+                                                                                        for c in claims) else ""))
     if profile == "smoke":
         title += f" — {SMOKE_VERDICT}"
     return ClaimsTable(title, frame)

@@ -6,6 +6,15 @@ item by item. Newest first; REPLICATION.md renders them under its headline.
 from __future__ import annotations
 
 HISTORY: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
+    ("2026-11-27", "41 of 74", "41 of 68", (
+        "FedProx Table 1: the final README's Shakespeare and Sent140 rows and the final paper's Synthetic row quote "
+        "sources outside the five documents (one claim per statement of the draft), and its EMNIST and Sent140 draft "
+        "rows compare with data held here only in part (a partial LEAF FEMNIST copy, LEAF's Sent140 test split): "
+        "shown beside the table, not counted (a new kind, context; −5 counted, all five failing; issue #40 items 2 "
+        "and 6)",
+        "Charles & Konečný Table 3's FEMNIST row, against the partial LEAF copy for TFF's EMNIST-62: likewise "
+        "(−1 counted, failing)",
+    )),
     ("2026-11-27", "49 of 82", "41 of 74", (
         "Charles & Konečný Table 2: its four rate claims (LocalUpdate at ρ(κ) on the tight instance, no momentum / "
         "Nesterov / heavy-ball, and the momentum order) compare runs on constructed quadratics with the formula they "

@@ -66,6 +66,9 @@ def _counts(claims: list[dict]) -> str:
     text = f"{sum(c['passed'] for c in replication)} of {len(replication)} replication claims hold"
     if consistency:
         text += f"; {sum(c['passed'] for c in consistency)} of {len(consistency)} consistency checks hold"
+    context = [c for c in claims if c.get("kind") == "context"]
+    if context:
+        text += f"; {len(context)} shown, not counted"
     return text
 
 
@@ -207,7 +210,9 @@ def render(root: Path | None = None) -> str:
             continue
         lines += [f"## {PAPER_TITLES[paper]}", "", _counts([c for r in mine for c in r["claims"]]) + ". "
                   + _time_summary(mine), ""]
-        for kind, heading in (("replication", "Replication claims"), ("consistency", "Consistency checks")):
+        for kind, heading in (("replication", "Replication claims"), ("consistency", "Consistency checks"),
+                              ("context", "Shown beside, not counted (a source outside the five documents, or "
+                                          "data we hold only in part)")):
             rows = [(r, c) for r in mine for c in r["claims"] if c.get("kind", "replication") == kind]
             if not rows:
                 continue

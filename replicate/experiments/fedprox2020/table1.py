@@ -160,6 +160,7 @@ def table1_claims(data: pd.DataFrame, config: Table1Config) -> list:
                 margin=f"devices exact, samples and mean within {config.samples_tolerance:.0%}, stdev within "
                        f"{config.std_tolerance:.0%}" + (" (seed fitted to these numbers: not counted)"
                                                          if key in FITTED else ""),
-                source="§5.1, Table 1: \"Statistics of real federated datasets\"" if key != "synthetic"
-                else "final paper Table 1, Synthetic row (recalled; not in the seed texts)"))
+                source="final paper Table 1, Synthetic row (recalled; not in the seed texts)" if key == "synthetic"
+                else "the authors' final README (outside the five documents)" if column == "final"
+                else "§5.1, Table 1: \"Statistics of real federated datasets\""))
     return claims

@@ -17,6 +17,7 @@ run-seconds over the concurrency measured in slots (``wall_s`` of the ledger's p
 """
 from __future__ import annotations
 
+import functools
 import json
 import statistics
 from dataclasses import dataclass, field
@@ -92,8 +93,17 @@ def _figure(key: str) -> work.Figure:
 
 
 def _epoch_steps() -> dict[str, float]:
-    rows = json.loads((paths.figures_dir() / work.FILE).read_text())["rows"]
-    return {name: steps for row in rows for name, steps in row["epoch_steps"].items()}
+    return {name: steps for row in _work_rows() for name, steps in row["epoch_steps"].items()}
+
+
+def _work_rows() -> list[dict]:
+    """The committed gpu_work.json's rows (``experiments.work``), read once per file."""
+    return _read_rows(paths.figures_dir() / work.FILE)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_rows(path) -> list[dict]:
+    return json.loads(path.read_text())["rows"]
 
 
 def steps(config, epochs: dict[str, float]) -> float:
@@ -127,10 +137,11 @@ def progress(unit: Unit, runs: dict[str, dict], device: str = "cuda", epochs: di
     rate = _seconds_per_step(on_device, epochs)
     spent = sum(on_device[k]["elapsed_s"] for k in keys if k in on_device)
     left = [c for k, c in keys.items() if k not in on_device] + [c for c in final if c not in done_final]
-    cost = {cache.key(c, device=device): steps(c, epochs) * rate.get((c.model, c.dataset), _modelled(c)) for c in left}
+    cost = {cache.key(c, device=device): steps(c, epochs) * (rate[(c.model, c.dataset)] if (c.model, c.dataset) in rate
+                                                              else _modelled(c)) for c in left}
     measured = all((c.model, c.dataset) in rate for c in left)
-    return Progress(unit, (len(keys) - len([k for k in keys if k not in on_device]), len(keys)),
-                    (len(done_final), len(final)), spent, cost, measured)
+    return Progress(unit, (sum(k in on_device for k in keys), len(keys)), (len(done_final), len(final)), spent, cost,
+                    measured)
 
 
 def left_s(rows: list[Progress]) -> float:
@@ -158,14 +169,13 @@ def _modelled(config) -> float:
     per gradient (STEM takes two a step)."""
     per_gradient = REFERENCE_S.get(config.model)
     if per_gradient is None:
-        rows = json.loads((paths.figures_dir() / work.FILE).read_text())["rows"]
         name = f"{config.model} ({config.dataset})"
-        ops = next(row["ops_per_step"][name] for row in rows if name in row["ops_per_step"])
+        ops = next(row["ops_per_step"][name] for row in _work_rows() if name in row["ops_per_step"])
         per_gradient = ops * OP_SECONDS + (NOISE_S if config.model == "conv_dropout" else 0.0)
     return per_gradient * (2 if config.algorithm_name == "stem" else 1)
 
 
-def concurrency(pieces: list[dict] | None = None, runs: dict[str, dict] | None = None) -> float:
+def concurrency(pieces: list[dict] | None = None) -> float:
     """Run-seconds per slot second, measured over the ledger's pieces that record their slot's ``wall_s``
     (runs of a batch share its time, and worker processes run side by side); 1 when none does."""
     pieces = ledger.index() if pieces is None else pieces

@@ -27,6 +27,7 @@ from replicate.core import paths
 from replicate.core.errors import ReplicateError
 from replicate.fl import engine
 from replicate.core.fileio import atomic_write_text
+from replicate.runs import checkpoints
 from replicate.runs.config import RunConfig, build
 
 VERSION = 4  # 4: the key holds the full config (the algorithm's own settings), the device type and the extra metrics
@@ -353,8 +354,6 @@ def compute(config: RunConfig, *, stop_loss: float | None = None, extra_metrics=
     and save to, ``runs.checkpoints``): its history, that history as the cache's CSV text (when
     ``serialize``) and its sidecar's fields. A worker anywhere (a process of this machine, a Ray node
     without this checkout) calls it and hands the text and fields back; ``store`` writes them."""
-    from replicate.runs.checkpoints import FileCheckpoints
-
     device = torch.device(device) if device is not None else engine.default_device()
     start = time.perf_counter()
     problem, algorithm, work, schedule, objective = build(config, device=device, problem=problem)
@@ -362,7 +361,7 @@ def compute(config: RunConfig, *, stop_loss: float | None = None, extra_metrics=
                          seed=config.seed, eval_every=config.eval_every, progress=progress,
                          execution=config.execution, extra_metrics=extra_metrics,
                          stop=None if stop_loss is None else (lambda row: row["train_loss"] <= stop_loss),
-                         checkpoints=FileCheckpoints([checkpoint]) if checkpoint else None,
+                         checkpoints=checkpoints.FileCheckpoints([checkpoint]) if checkpoint else None,
                          desc=f"{config.dataset} {config.algorithm_name} E={work.amount} K={config.clients_per_round}")
     elapsed = time.perf_counter() - start
     return (history, *entry_of(config, stop_loss, extra_metrics, history, elapsed, problem.device, serialize))
@@ -407,4 +406,4 @@ def store(config: RunConfig, stop_loss: float | None, extra_metrics, text: str, 
                              f"cache version {meta['version']}): not stored")
     atomic_write_text(_with(entry, ".json"), json.dumps(meta, indent=1))
     atomic_write_text(_with(entry, ".csv"), text)
-    (paths.cache_dir() / "checkpoints" / f"{entry.name}.pt").unlink(missing_ok=True)  # stored: not needed
+    checkpoints.clear(entry.name)  # stored: its checkpoint is not needed

@@ -125,7 +125,8 @@ def add(file: Path, note: str = "", folder: Path | None = None, wall_s: float | 
         known[entry.name] = data[".csv"]
     written, pieces = [], index(folder)
     for device, items in sorted(new.items()):
-        digest = hashlib.sha256("".join(sorted(e.name + archive._sha256(d[".csv"]) for e, d in items)).encode())
+        digest = hashlib.sha256("".join(sorted(e.name + hashlib.sha256(d[".csv"]).hexdigest()
+                                               for e, d in items)).encode())
         relative = Path(device) / f"{time.strftime('%Y-%m-%d', time.gmtime())}-{digest.hexdigest()[:12]}.tar.xz"
         archive.write(folder / relative, sorted(items, key=lambda item: item[0].name))
         machines = sorted({json.loads(d[".json"]).get("machine") or machine or "not recorded" for _, d in items})

@@ -121,7 +121,7 @@ def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, 
     for level in range(halving.levels):
         configs = [at(g, c, s, level) for g, cands in alive.items() for c in cands for s in tuning]
         compute(configs)
-        computed += [c for c in configs if all(c is not d and c != d for d in computed)]
+        computed += [c for c in configs if c not in computed]  # each run's rounds counted once
         for group, candidates in alive.items():
             scored = []
             for candidate in candidates:

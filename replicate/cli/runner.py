@@ -204,14 +204,14 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
     os.environ[checkpoints.STOP_VARIABLE] = str(stop)
     budget = Budget(time_budget, on_deadline=lambda: checkpoints.request_stop(stop)) if time_budget else None
     try:
-        return _run_all(notebooks, profile, overrides, out_dir, executed_dir, committed, target, reduced, budget,
+        return _run_all(notebooks, profile, overrides, executed_dir, committed, target, reduced, budget,
                         log_output)
     finally:
         os.environ.pop(checkpoints.STOP_VARIABLE, None)
         stop.unlink(missing_ok=True)
 
 
-def _run_all(notebooks, profile, overrides, out_dir, executed_dir, committed, target, reduced, budget,
+def _run_all(notebooks, profile, overrides, executed_dir, committed, target, reduced, budget,
              log_output) -> int:
     import papermill
 

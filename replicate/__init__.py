@@ -6,3 +6,7 @@ and ``report`` read results. Importing the package loads no data and no torchvis
 """
 
 __version__ = "0.1.0"
+
+from replicate.core.errors import report_in_notebooks
+
+report_in_notebooks()  # a ReplicateError in a notebook cell reads as one line

@@ -365,6 +365,34 @@ def test_no_override_writes_into_the_committed_figures(project, monkeypatch, cap
                 out_dir=project / "figures")
 
 
+def test_a_damaged_data_cache_met_in_a_notebook_is_said_on_the_terminal(project, monkeypatch, capsys):
+    """Issue #37 item 4: a corrupt derived data cache is rebuilt with a warning the kernel prints into its
+    notebook; the terminal of the batch hears of it too, in one line naming the file."""
+    monkeypatch.setenv("REPLICATE_DATA", str(project / "data"))
+    damage = ("import numpy as np\nfrom replicate.data import cache\nf = cache.path('toy', 'k')\n"
+              "cache.save(f, {'a': np.arange(3)})\nf.write_bytes(f.read_bytes()[:40])\nassert cache.load(f) is None\n")
+    _notebook(project / "notebooks", "notes_figA", damage + GOOD)
+    assert runner.run(["notes/figA"], "smoke", {"out_dir": str(project / "out")}) == 0
+    line, = [line for line in capsys.readouterr().err.splitlines() if "corrupt cache" in line]
+    assert line.startswith("warning: ") and "toy-k.npz" in line and "rebuilding it" in line
+
+
+def test_a_refusal_in_a_notebook_cell_is_its_one_line(tmp_path):
+    """A ``ReplicateError`` raised in a kernel that imported the package is reported as its message alone,
+    so papermill (which copies the kernel's report into its own error) and JupyterLab show one line, not the
+    30-line traceback through the library a refused ``out_dir`` gave (issue #37 item 3)."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    _notebook(tmp_path, "refused", "import replicate\nfrom replicate.core.errors import ReplicateError\n"
+                                   "def config():\n    raise ReplicateError('out_dir x is refused: do y')\nconfig()")
+    with pytest.raises(PapermillExecutionError) as raised:
+        papermill.execute_notebook(str(tmp_path / "refused.ipynb"), str(tmp_path / "out.ipynb"),
+                                   kernel_name="python3", progress_bar=False)
+    assert raised.value.ename == "ReplicateError"
+    assert raised.value.traceback == ["ReplicateError: out_dir x is refused: do y"]
+
+
 def test_reduced_scale_commands_still_write_figures_cpu_scale(project, monkeypatch):
     """reduced.REDUCED's commands (--profile paper ... --set out_dir=figures/cpu_scale) keep working."""
     from replicate.report import reduced

@@ -29,6 +29,7 @@ from replicate.report.claims import PROFILES, committed_figures_refused
 from replicate.core.fileio import atomic_file, atomic_write_text, check_writable
 from replicate.core.errors import ReplicateError
 from replicate.experiments import catalog, knobs
+from replicate.data import cache as data_cache
 from replicate.runs import cache, checkpoints
 from replicate.cli.notebooks import FigureNotebook, discover, resolve  # noqa: F401  (runner.resolve, ...)
 
@@ -256,6 +257,8 @@ def _run_all(notebooks, profile, overrides, executed_dir, committed, target, red
                 for name in cache.damaged_since(started):  # the kernel's warning reached its notebook, not here
                     tqdm.write(f"warning: cached run {name} was damaged: moved to {paths.cache_dir() / 'damaged'} "
                                "and recomputed, not used", file=sys.stderr)
+                for line in data_cache.damaged_since(started):
+                    tqdm.write(f"warning: {line}", file=sys.stderr)
             elapsed = time.perf_counter() - start
             claims_file = staging / nb.paper / f"{nb.figure}.claims.json"
             if not claims_file.exists():

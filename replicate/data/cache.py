@@ -41,10 +41,29 @@ def load(file: Path, fields: tuple[str, ...] | None = None) -> dict[str, np.ndar
     try:
         return _read(file, fields)
     except _DAMAGE as exc:
-        warnings.warn(f"{file}: corrupt cache ({type(exc).__name__}: {exc}); rebuilding it",
-                      RuntimeWarning, stacklevel=2)
+        why = f"corrupt cache ({type(exc).__name__}: {exc}); rebuilding it"
+        warnings.warn(f"{file}: {why}", RuntimeWarning, stacklevel=2)
         file.unlink(missing_ok=True)
+        _note_damage(file, why)
         return None
+
+
+def _note_damage(file: Path, why: str) -> None:
+    """Leave a line in ``cache/damaged/`` for a caller whose output the user sees: the warning above reaches
+    a notebook kernel's stderr, not the terminal of ``python -m replicate figures`` (``damaged_since``)."""
+    try:
+        notes = file.parent / "damaged"
+        notes.mkdir(exist_ok=True)
+        (notes / f"{file.name}.txt").write_text(f"{file}: {why}\n")
+    except OSError:  # the warning has been given; a note that cannot be left is no reason to stop
+        pass
+
+
+def damaged_since(start: float) -> list[str]:
+    """What ``load`` found damaged (and rebuilds) since ``start`` (a ``time.time()``), one line each."""
+    notes = paths.data_dir() / "cache" / "damaged"
+    found = sorted(p for p in notes.glob("*.txt") if p.stat().st_mtime >= start) if notes.is_dir() else []
+    return [p.read_text().strip() for p in found]
 
 
 def save(file: Path, arrays: dict[str, np.ndarray]) -> None:

@@ -89,3 +89,24 @@ def test_a_worker_result_damaged_on_its_way_is_not_stored():
     with pytest.raises(Exception, match="came back damaged"):
         cache.store(QUAD, None, None, text[:-5], meta)
     assert not _entry().with_suffix(".csv").exists()
+
+
+def _read_only(tmp_path):
+    """A cache folder no run can be written into, for any user: its place is taken by a file (a read-only
+    mount cannot be made here, and root writes through permission bits)."""
+    (tmp_path / "ro").write_text("a file where the cache folder should be")
+    return tmp_path / "ro" / "cache"
+
+
+def test_a_cache_that_cannot_be_written_is_refused_before_any_compute(tmp_path, monkeypatch):
+    """Issue #37 item 4: a run computed only to fail storing it (rc 1, OSError) is refused first, in one line,
+    on both paths a run is computed by (one run read by a figure; a sweep's missing runs)."""
+    monkeypatch.setenv("REPLICATE_CACHE", str(_read_only(tmp_path)))
+    monkeypatch.setattr(engine, "run", lambda *a, **k: pytest.fail("a run was computed into an unwritable cache"))
+    with pytest.raises(cache.ReplicateError, match=r"cannot write into .*REPLICATE_CACHE") as raised:
+        cache.run(QUAD, progress=False)
+    assert len(str(raised.value).splitlines()) == 1
+    with pytest.raises(cache.ReplicateError, match="cannot write into"):
+        cache.plan([(QUAD, None, None)], None)
+    monkeypatch.setenv("REPLICATE_CACHE", str(tmp_path / "fine"))
+    assert cache.plan([(QUAD, None, None)], None) == [(QUAD, None, None)]  # a writable one plans as before

@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 from replicate.core import paths
 from replicate.core.errors import ReplicateError
 from replicate.fl import engine
-from replicate.core.fileio import atomic_write_text
+from replicate.core.fileio import atomic_write_text, check_writable
 from replicate.runs import checkpoints
 from replicate.runs.config import RunConfig, build
 
@@ -300,12 +300,32 @@ def damaged_since(start: float) -> list[str]:
     return sorted(p.stem for p in aside.glob("*.csv") if p.stat().st_mtime >= start) if aside.is_dir() else []
 
 
+def writable(folder: Path) -> None:
+    """Before a run computes: the cache ``folder`` it goes into can be written (created if needed), so a
+    read-only or misplaced ``REPLICATE_CACHE`` is one line before the compute, not an ``OSError`` after it."""
+    if folder in _WRITABLE:
+        return
+    try:
+        check_writable(folder)
+    except ReplicateError as exc:
+        raise ReplicateError(f"{exc}: runs could not be cached, so none is computed (REPLICATE_CACHE names the "
+                             f"run cache; point it at a folder you can write)") from None
+    _WRITABLE.add(folder)
+
+
+_WRITABLE: set[Path] = set()  # folders found writable by this process
+
+
 def plan(jobs, log: RunLog | None) -> list:
     """The jobs (``(config, target, extra_metrics)``, as ``pool.Job``) missing from the cache, announced
-    to ``log`` so that its runs done / total is right before the first of them starts."""
-    missing = [job for job in dict.fromkeys(jobs) if not present(_file(*job[:2], "", *job[2:]))]
+    to ``log`` so that its runs done / total is right before the first of them starts; the cache must be
+    writable when any is missing (``writable``)."""
+    entries = {job: _file(*job[:2], "", *job[2:]) for job in dict.fromkeys(jobs)}
+    missing = [job for job, entry in entries.items() if not present(entry)]
+    for folder in {entries[job].parent for job in missing}:  # runs/, to_target/
+        writable(folder)
     if log is not None:
-        log.planned([_file(*job[:2], "", *job[2:]).name for job in missing])
+        log.planned([entries[job].name for job in missing])
     return missing
 
 
@@ -336,6 +356,8 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
         raise ReplicateError(f"run {entry.name if entry else config.dataset} is not in the cache and runs are read "
                              "for CUDA (REPLICATE_DEVICE), but this machine has none: compute it on a CUDA machine "
                              "and `cache import` it, or unset REPLICATE_DEVICE to compute CPU runs here")
+    if use_cache:
+        writable(entry.parent)
     log.started(entry.name if entry else None)
     history, text, meta = compute(config, stop_loss=stop_loss, extra_metrics=extra_metrics, device=device,
                                   progress=progress, problem=problem, serialize=use_cache,

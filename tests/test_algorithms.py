@@ -4,6 +4,7 @@ sequential autograd oracle for every option, masking of finished clients, epoch 
 stragglers, and bad settings."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pandas as pd
@@ -15,7 +16,7 @@ from replicate.data.federated import FederatedDataset, Split
 from replicate.fl import batches as fl_batches
 from replicate.fl.algorithms import FedAdam, FedAvg, FedProx, LocalUpdate, LocalWork, RoundPlan, Scaffold
 from replicate.fl.algorithms import sampling
-from replicate.fl.algorithms.protocol import descend_
+from replicate.fl.algorithms.protocol import PlainSGD, descend_, fused_update
 from replicate.fl.engine import LocalObjective, run
 from replicate.fl.models import LogisticRegression
 from replicate.fl.oracle import SEQUENTIAL, run_sequential
@@ -382,6 +383,30 @@ def test_a_purely_functional_algorithm_moves_on_every_execution_path(execution, 
                              rounds=2, seed=3, trainer=SEQUENTIAL)
     torch.testing.assert_close(got, reference, rtol=RTOL64, atol=ATOL64)
     assert (reference - logistic64(small_clients=2).init(3)).abs().max() > 1e-3
+
+
+@dataclasses.dataclass(frozen=True)
+class HalfStepFedAvg(FedAvg):
+    """A user's FedAvg variant that overrides the client step alone (half the step), keeping ``plain_sgd``."""
+
+    def client_step(self, state, grad, ctx):
+        descend_(state["w"], grad(state["w"]), ctx.lr * 0.5)
+        return state
+
+
+def test_an_override_of_the_client_step_alone_is_honoured_where_a_fused_solver_exists():
+    """Issue #41 item 1: on a logistic problem the engine used to hand a plain-SGD algorithm's local solve to the
+    fused solver from ``plain_sgd`` alone, so a subclass overriding ``client_step`` silently trained plain SGD. The
+    fused path is now taken only when the step is the declaration's, so the override runs on every path (and the
+    update is stated once: FedAvg and FedProx step through their ``plain_sgd``)."""
+    problem, work = logistic64(small_clients=2), LocalWork(3, "steps", 8)
+    variant = HalfStepFedAvg("full", 5)
+    assert fused_update(variant) is None and fused_update(FedAvg("full", 5)) == PlainSGD()
+    assert fused_update(FedProx(0.5, 5)) == PlainSGD(prox_mu=0.5)
+    assert_engine_matches_oracle(problem, variant, work, executions=("stacked", "sequential"))
+    plain = final_params(problem, FedAvg("full", 5), work, rounds=2, fused=True)
+    half = final_params(problem, variant, work, rounds=2, fused=True)
+    assert (half - plain).abs().max() > 1e-3  # the half step, not the plain one
 
 
 @pytest.mark.parametrize("execution", ["stacked", "sequential", "oracle"])

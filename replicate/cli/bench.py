@@ -50,6 +50,7 @@ from replicate.fl import oracle
 from replicate.core.errors import ReplicateError
 from replicate.fl import models
 from replicate.fl.algorithms import FedAvg, FedProx, Stem
+from replicate.fl.algorithms.protocol import fused_update
 from replicate.fl.models import opcount
 from replicate.runs.config import RunConfig, build
 
@@ -251,13 +252,13 @@ def step_profile(config: RunConfig, steps: int = 40, device="cpu") -> dict:
     counts = work.steps(population.sizes[plan.clients], plan.work)
     batches = problem.draw_batches([(plan.clients, counts, rng.generator(0, "batches", 0))], work)[0]
 
-    if problem.fused_sgd is None or algorithm.plain_sgd is None:
+    if problem.fused_sgd is None or fused_update(algorithm) is None:
         raise ReplicateError(f"step_profile times a fused local solve: {config.model} with {config.algorithm_name} "
                              "has none")
 
     def solve():
         return problem.fused_sgd(flat, plan.clients, counts, torch.full((counts.numel(),), 0.1), batches, objective,
-                                 algorithm.plain_sgd)
+                                 fused_update(algorithm))
 
     solve()  # warm-up
     start = time.perf_counter()

@@ -25,7 +25,7 @@ import torch
 
 from replicate.core import rng
 from replicate.core.errors import ReplicateError
-from replicate.fl.algorithms.protocol import ClientState, RoundContext, RoundPlan
+from replicate.fl.algorithms.protocol import ClientState, RoundContext, RoundPlan, fused_update
 from replicate.fl.batches import Batches
 
 
@@ -53,7 +53,7 @@ class Round:
     noise: Callable | None  # noise(s, batch): step s's dropout noise for every row, or None
     sizes: list[int] = field(default_factory=list)  # rows per part
     masked: list[bool] = field(default_factory=list)  # per part: its own mini-batches had a mask
-    updates: list = field(default_factory=list)  # per part: its algorithm's ``plain_sgd`` (its own μ)
+    updates: list = field(default_factory=list)  # per part: its algorithm's ``fused_update`` (its own μ)
 
     @property
     def runs(self):
@@ -72,7 +72,7 @@ def merge(parts: list[Part], problem) -> Round:
     sizes = [p.clients.numel() for p in parts]
     masked = [p.batches is not None and p.batches.mask is not None for p in parts]
     noise = _noise(parts, problem, sizes)
-    updates = [p.run.algorithm.plain_sgd for p in parts]
+    updates = [fused_update(p.run.algorithm) for p in parts]
     if len(parts) == 1:
         p = parts[0]
         return Round(p.ctx, p.clients, p.batches, p.state, noise, sizes, masked, updates)

@@ -11,9 +11,9 @@ client with autograd; tests check the two agree for every algorithm.
 How a round's clients execute is a strategy, not a second implementation of the maths:
 ``stacked`` (all at once; ``torch.func.vmap`` or a model's own batched path for neural
 models) or ``sequential`` (one client after another through the same algorithm code, which
-is faster for large neural models on a CPU). A plain-SGD algorithm (``Algorithm.plain_sgd``)
-may hand the whole local solve to a model's fused solver (``fused=True``, the logistic
-regression's).
+is faster for large neural models on a CPU). A plain-SGD algorithm, whose client step is its
+``plain_sgd`` declaration's (``protocol.fused_update``), may hand the whole local solve to a model's
+fused solver (``fused=True``, the logistic regression's): the same declared update either way.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from replicate.core.threads import threads
 from replicate.core.errors import ReplicateError
 from replicate.fl import batching, sgd
 from replicate.fl.algorithms import protocol
-from replicate.fl.algorithms.protocol import Algorithm, LocalWork, RoundContext
+from replicate.fl.algorithms.protocol import Algorithm, LocalWork, RoundContext, fused_update
 from replicate.fl.problems import Problem
 from replicate.fl.resume import Checkpointed, Checkpoints, on_device
 from replicate.fl.schedules import LRSchedule
@@ -326,7 +326,7 @@ def _fill(run: _Run, r: int, eval_every: int) -> None:
 
 def _run(problem, specs, work, options, execution, trainer, extra_metrics, return_params, checkpoints):
     objective, eval_every = options.objective, options.eval_every
-    plain = specs[0].algorithm.plain_sgd  # one client half for all (run_batch checked)
+    plain = fused_update(specs[0].algorithm)  # one client half for all (run_batch checked)
     solver = problem.fused_sgd if options.fused and trainer.fuses and plain is not None else None
     population = problem.population()
     runs = [_Run(spec, problem, population, options.rounds) for spec in specs]

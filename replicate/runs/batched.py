@@ -37,7 +37,7 @@ import torch
 from replicate.core import paths
 from replicate.core.errors import ReplicateError
 from replicate.fl import engine, models
-from replicate.fl.algorithms.protocol import client_settings
+from replicate.fl.algorithms.protocol import client_settings, fused_update
 from replicate.runs import cache
 from replicate.runs.checkpoints import FileCheckpoints
 from replicate.fl.schedules import LRSchedule
@@ -93,7 +93,7 @@ def default_runs(config: RunConfig) -> int:
     if engine.default_device().type == "cuda":
         return MAX_RUNS
     exact = getattr(models.MODELS.get(config.model), "batch_exact", False)
-    return MAX_RUNS if exact and config.algorithm.plain_sgd is not None else 1
+    return MAX_RUNS if exact and fused_update(config.algorithm) is not None else 1
 
 
 def compute(jobs: list, device: str | None = None, *, progress: bool = False) -> list[tuple[str, dict]]:

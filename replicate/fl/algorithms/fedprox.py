@@ -28,15 +28,14 @@ from typing import ClassVar
 import torch
 
 from replicate.core.errors import ReplicateError
-from replicate.fl import sgd
 from replicate.fl.algorithms import sampling
-from replicate.fl.algorithms.protocol import LocalSGDClients, PlainSGD, Population, RoundPlan, descend_, server_move
+from replicate.fl.algorithms.protocol import LocalSGDClients, PlainSGD, Population, RoundPlan, server_move
 
 SAMPLING = ("uniform", "proportional")
 
 
 @dataclass(frozen=True)
-class FedProx(LocalSGDClients):  # the client step adds the proximal pull
+class FedProx(LocalSGDClients):  # its declared update (plain_sgd) adds the proximal pull
     # μ travels in the client state (a row each), so runs of other μ share a batch; only whether there is a
     # proximal term at all is the client step's (μ = 0 skips it, bit for bit FedAvg)
     client_fields: ClassVar[tuple[str, ...]] = ("proximal",)
@@ -85,14 +84,6 @@ class FedProx(LocalSGDClients):  # the client step adds the proximal pull
     def client_init(self, server_state, params, plan, ctx):
         state = super().client_init(server_state, params, plan, ctx)
         state["mu"] = params.new_full((plan.clients.numel(), 1), self.prox_mu)  # each row's μ
-        return state
-
-    def client_step(self, state, grad, ctx):
-        w = state["w"]
-        g = grad(w)
-        if self.proximal:
-            sgd.proximal_(g, w, ctx.params, state["mu"])  # the anchor w_t is the round's global model
-        descend_(w, g, ctx.lr)
         return state
 
     def server_step(self, server_state, params, message, plan: RoundPlan, ctx):

@@ -153,8 +153,31 @@ class PlainSGD:
     prox_mu: float = 0.0  # μ
 
     def coefficients(self, lr, weight_decay: float):
-        """(decay, pull) of the update for rates ``lr`` and weight decay λ."""
+        """(decay, pull) of the update for rates ``lr`` and weight decay λ (the fused solver's form)."""
         return sgd.coefficients(lr, weight_decay, self.prox_mu)
+
+    def step(self, state: dict, grad, ctx) -> dict:
+        """The same update as one generic local step on ``state["w"]`` (every other execution path): the
+        gradient, μ(w − w_t) added where μ > 0 (μ from the state's ``"mu"`` column when there is one: a row
+        per client, so that runs of other μ share a batch), then w ← w − η·g."""
+        w = state["w"]
+        g = grad(w)
+        if self.prox_mu > 0:
+            mu = state.get("mu")
+            sgd.proximal_(g, w, ctx.params, mu if mu is not None else w.new_full((w.shape[0], 1), self.prox_mu))
+        descend_(w, g, ctx.lr)
+        return state
+
+
+def fused_update(algorithm) -> PlainSGD | None:
+    """The ``PlainSGD`` a fused solver may run for ``algorithm``: its declaration, when its client step *is*
+    that declaration's step (``LocalSGDClients.client_step``); None otherwise, so that an algorithm whose
+    class writes a client step of its own is trained by that step on every problem, never by a fused
+    solve it might silently differ from (issue #41 item 1)."""
+    declared = getattr(algorithm, "plain_sgd", None)
+    if declared is None or type(algorithm).client_step is not LocalSGDClients.client_step:
+        return None
+    return declared
 
 
 def client_settings(algorithm) -> tuple:
@@ -173,8 +196,9 @@ def client_settings(algorithm) -> tuple:
 
 class LocalSGDClients:
     """The client half of every algorithm whose clients run plain SGD from the broadcast model and
-    upload their local model (FedAvg, FedProx with its proximal step, FedAdam): inherit it and
-    write the server half."""
+    upload their local model (FedAvg, FedProx with its proximal step, FedAdam): inherit it, declare the
+    update in ``plain_sgd`` and write the server half. The step is the declaration's (``PlainSGD.step``),
+    and a fused solver runs the same declaration (``fused_update``): one statement of the update."""
 
     @property
     def plain_sgd(self) -> PlainSGD:
@@ -184,8 +208,7 @@ class LocalSGDClients:
         return {"w": params.unsqueeze(0).repeat(plan.clients.numel(), 1)}
 
     def client_step(self, state, grad, ctx):
-        descend_(state["w"], grad(state["w"]), ctx.lr)
-        return state
+        return self.plain_sgd.step(state, grad, ctx)
 
     def client_message(self, state, params, plan, ctx):
         return {"w": state["w"]}

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -38,6 +39,19 @@ def isolated_build(tmp_path, monkeypatch):
     monkeypatch.setenv("REPLICATE_BUILD", str(tmp_path / "build"))
     monkeypatch.setenv("REPLICATE_LEDGER", str(tmp_path / "ledger"))  # the committed ledger only where a test says
     monkeypatch.setenv("REPLICATE_DEVICE", "cpu")
+
+
+# The build folder the suite was started with (`make test`: build/test, where the notebooks run), read before
+# ``isolated_build`` points each test at its own.
+SUITE_BUILD = os.environ.get("REPLICATE_BUILD")
+
+
+@pytest.fixture
+def notebooks_build(monkeypatch):
+    """For a test that computes what a notebook of the suite computes too (a smoke profile's runs): the suite's
+    own build folder where there is one, so the notebook reads those runs instead of computing them again."""
+    if SUITE_BUILD:
+        monkeypatch.setenv("REPLICATE_BUILD", SUITE_BUILD)
 
 
 def toy_dataset(num_clients=12, features=5, classes=3, seed=0, small_clients=0) -> FederatedDataset:

@@ -3,6 +3,7 @@ item from its run, data and replication claims, and figures below the paper's sc
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -87,6 +88,23 @@ def test_analytic_items_carry_no_replication_claims_and_statuses_are_defined():
         assert item.status(by_key) in coverage.STATUSES
         if item.run == "analytic":
             assert all(c.get("kind") == "consistency" for c in item.claims(by_key)), item.item
+
+
+def test_a_row_is_one_scale_and_a_claim_is_in_one_row():
+    """Issue #40 items 3 and 4: a row below the paper's scale holds no paper-scale record's claims (FedProx
+    Figures 2-4 and the stragglers were 'reduced scale' rows carrying 14 claims of paper-scale panels), and every
+    committed claim belongs to at most one row (Li Fig 1b failed through Figure 3's synthetic(1,1) claim)."""
+    by_key = {f"{r['paper']}/{r['figure']}": r for r in
+              (json.loads(p.read_text()) for p in paths.figures_dir().glob("*/*.claims.json"))}
+    for item in coverage.ITEMS:
+        scales = {by_key[key].get("scale") for key in item.figures if key in by_key}
+        assert scales <= ({"paper"} if item.run in ("paper", "analytic") else {"reduced", "modified"}), item.name
+    rows = {}
+    for item in coverage.ITEMS:
+        for claim in item.claims(by_key):  # the very claim of its record (two records may word one alike)
+            rows.setdefault(id(claim), (claim["claim"], []))[1].append(item.name)
+    assert [(claim, names) for claim, names in rows.values() if len(names) > 1] == []
+    assert len({(item.paper, item.name) for item in coverage.ITEMS}) == len(coverage.ITEMS)  # rows are told apart
 
 
 def test_report_defines_statuses_and_the_kind_rule(tmp_path):
@@ -249,3 +267,44 @@ def test_the_identities_of_charles_table_2_and_the_measured_rho_figure_are_not_r
     for name in ("table1_2", "fig_measured"):
         record = json.loads((paths.figures_dir() / "charles2021" / f"{name}.claims.json").read_text())
         assert all(c["kind"] == "consistency" and c["basis"] in ("identity", "closed-form") for c in record["claims"])
+
+
+def test_every_reduced_record_names_the_knobs_its_command_changes():
+    """Issue #40 item 9: a reduced-scale run names every knob it changes from the paper profile. A record that
+    names them names exactly its command's ``--set`` knobs (where and how it ran excepted); the report shows them
+    for every reduced run, read from the command for the records published before records named them."""
+    from replicate.report import reduced, replication
+
+    text = replication.render()
+    for item in reduced.REDUCED:
+        file = paths.figures_dir() / f"{item.key}.claims.json"
+        if not file.is_file():
+            continue
+        record = json.loads(file.read_text())
+        if "changed_knobs" in record:
+            assert set(record["changed_knobs"]) == set(item.knobs), item.key
+        section = text.split(f"### {item.what}")[1].split("\n### ")[0]
+        assert "Knobs changed from the paper profile: " in section and all(f"`{k}`" in section for k in item.knobs)
+    assert reduced.REDUCED[0].knobs == ("datasets", "rounds")  # out_dir says where, not what
+
+
+def test_coverage_prose_states_the_records_numbers():
+    """Issue #40 item 8: a row's prose said 'within 5 % / 8 %' where the record says 6 %, and a near-optimal
+    range '100-300' where it says [100, 200]; such numbers are now read from the records (``Item.facts``), and a
+    row whose record is absent shows '?' rather than a number typed by hand."""
+    by_key = {f"{r['paper']}/{r['figure']}": r for r in
+              (json.loads(p.read_text()) for p in paths.figures_dir().glob("*/*.claims.json"))}
+    rows = {(i.paper, i.item): i for i in coverage.ITEMS}
+    fig1a, eq8 = rows[("li2020", "Figure 1a")], rows[("notes", "Li et al. eq. (8) (§3.4)")]
+    results = " ".join(c["result"] for c in by_key["li2020/fig1a"]["claims"])
+    for item in (fig1a, eq8):
+        assert "?" not in item.text(by_key) and "{" not in item.text(by_key)
+    numbers = re.findall(r"\d+(?:\.\d+)?(?:%|×)", fig1a.text(by_key))
+    assert len(numbers) == 4 and all(n in results for n in numbers), numbers
+    optimal = " ".join(c["result"] for c in by_key["notes/optimal_e"]["claims"])
+    e_star = re.findall(r"E\* = (\d+) / (\d+) steps", eq8.text(by_key))[0]
+    assert all(f"E* = {e} steps" in optimal for e in e_star)
+    assert "5% / 8%" not in fig1a.text(by_key) and "100-300" not in eq8.text(by_key)
+    assert "?" in fig1a.text({})  # no record: no number
+    for item in coverage.ITEMS:  # every row with facts renders from today's records
+        assert "{" not in item.text(by_key) and "?" not in item.text(by_key) if item.facts else True

@@ -230,6 +230,16 @@ def test_optimal_e_claim_needs_an_interior_measured_optimum():
     assert "§6, Impact of E" in edge.source and "mnist balanced" in edge.source
 
 
+def test_optimal_e_makes_no_claim_where_the_paper_expects_no_trade_off():
+    """Issue #40 item 4: on mnist balanced Li et al. §6 says the trade-off 'does not appear', so E* has nothing
+    the paper states to match; the row's status no longer fails through it (E* stays in the figure and table)."""
+    config = optimal_e.OptimalEConfig()
+    both = pd.concat([_summary(300.0, 200.0, 600.0).assign(dataset="synthetic(0,0)"),
+                      _summary(1500.0, 600.0, 1500.0).assign(dataset="mnist balanced")])
+    claim, = optimal_e.optimal_e_claims(both, config)
+    assert claim.claim.startswith("synthetic(0,0)") and claim.passed
+
+
 def test_convex_bound_claims_with_huge_slack_are_not_counted(tiny_datasets):
     config = convex.ConvexConfig.for_profile("smoke", rounds=6, weight_decay=0.01, clients_per_round=3)
     data = convex.convex(config, progress=False)

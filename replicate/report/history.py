@@ -6,6 +6,18 @@ item by item. Newest first; REPLICATION.md renders them under its headline.
 from __future__ import annotations
 
 HISTORY: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
+    ("2026-11-27", "41 of 68", "43 of 70", (
+        "Li et al. Figures 1b and 3: §6 states the impact of K for synthetic(0,0), which Figure 1b shows, and then "
+        "for the other three sets, which Figure 3 adds; its three observations are now claimed once per statement, "
+        "each counted in its own row, so Figure 1b no longer fails through a synthetic(1,1) curve it does not show "
+        "(+3 counted, +3 holding; issue #40 item 4)",
+        "Li et al.'s eq. (8) against Figure 1a (the notes' row): no claim on mnist balanced, where §6 says the "
+        "trade-off does not appear and E* has nothing to match (−1 counted, failing; issue #40 item 4)",
+        "Li et al. Figure 2: 'the decayed rate converges to the optimum' held for any run ending below 1 % of the "
+        "initial gap, which every fixed-rate stall does too; restated so that a stall fails it (the distance to w* "
+        "still falls over the second half of the rounds), it fails: at E = 5 and 10 the authors' decay (a = 1e-6) "
+        "keeps η at 0.08 and the runs sit at their fixed point (−1 holding; issue #40 item 5)",
+    )),
     ("2026-11-27", "41 of 74", "41 of 68", (
         "FedProx Table 1: the final README's Shakespeare and Sent140 rows and the final paper's Synthetic row quote "
         "sources outside the five documents (one claim per statement of the draft), and its EMNIST and Sent140 draft "

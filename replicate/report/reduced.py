@@ -5,7 +5,11 @@ numbers show beyond its claims. REPLICATION.md shows them in their own section a
 """
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
+
+# --set names that say where or how a figure runs, not what it computes: never a changed knob of a record
+NOT_KNOBS = ("out_dir", "workers")
 
 
 @dataclass(frozen=True)
@@ -19,6 +23,13 @@ class Reduced:
     command: str  # how it was produced (never by a plain paper-profile run)
     note: str = ""  # what the numbers show beyond the claims (observations, not verdicts)
     stale: str = ""  # why the committed outputs predate today's claims, and the command that republishes them
+
+    @property
+    def knobs(self) -> tuple[str, ...]:
+        """The knobs its command changes from the paper profile (its ``--set`` names)."""
+        words = shlex.split(self.command)
+        names = (word.split("=", 1)[0] for flag, word in zip(words, words[1:]) if flag == "--set")
+        return tuple(name for name in names if name not in NOT_KNOBS)
 
 
 # STEM's CIFAR-10 Figures 2-4 at the scale this machine ran in one session with a GPU-less, shared 2-core CPU

@@ -151,9 +151,10 @@ def _coverage(records: list[dict], work: list[dict] | None = None, slots: dict |
     def row(item) -> str:
         claims = item.claims(by_key)
         links = ", ".join(f"[{k.split('/')[1]}](figures/{k}.png)" for k in item.figures if k in by_key)
-        mine = [r for r in work if (r["paper"], r["item"]) == (item.paper, item.item)]
-        detail = item.detail + (("; " if item.detail else "") + _work_of(mine) if mine else "")
-        return (f"| {item.paper} | {item.item} | {_cell(item.what)} | {item.status(by_key)} | {_cell(detail)} | "
+        # the GPU-scale work of an item is its row below the paper's scale (a row is one scale)
+        mine = [r for r in work if (r["paper"], r["item"]) == (item.paper, item.item) and item.run != "paper"]
+        detail = item.text(by_key) + (("; " if item.detail else "") + _work_of(mine) if mine else "")
+        return (f"| {item.paper} | {item.name} | {_cell(item.what)} | {item.status(by_key)} | {_cell(detail)} | "
                 f"{(_counts(claims) + ' — ' + links) if claims else '—'} |")
 
     ours = [item for item in coverage.ITEMS if item.item == "(ours)"]
@@ -245,13 +246,14 @@ def _reduced(root: Path) -> list[str]:
     if not present:
         return []
     lines = ["## Reduced-scale runs (labelled; not counted above)", "",
-             "Where the paper's scale does not fit this project's 2-core CPU (the one GPU lease, 15 minutes, went to "
-             "the CUDA tests and timings), the largest "
+             "Where the paper's scale does not fit this project's 2-core CPU (GPU time comes in short, rare slots: "
+             "the GPU-slots table above), the largest "
              "scale that does, with what is reduced. Their claims are shown for what they say at that scale "
              "and are not part of any count in this report.", ""]
     for item, record in present:
         lines += [f"### {item.what}", "", f"Scale: {item.scale}. [figure](figures/{item.key}.png); produced by "
-                  f"`{item.command}` ({_wall(record)}).", ""] + ([item.note, ""] if item.note else []) + (
+                  f"`{item.command}` ({_wall(record)}).", "", _knobs(item, record), ""] + (
+                  [item.note, ""] if item.note else []) + (
                   [f"**Stale:** {item.stale}", ""] if item.stale else []) + (
                   ["**Stale:** published before figures recorded their scale: its title lacks the CPU-scale label "
                    "and its claims record says only `profile: paper`; the command above republishes it.", ""]
@@ -264,6 +266,16 @@ def _reduced(root: Path) -> list[str]:
                          f"{_cell(c.get('margin', ''))} | {verdict} |")
         lines.append("")
     return lines
+
+
+def _knobs(item, record: dict) -> str:
+    """The knobs a reduced run changes, as its record names them (issue #40 item 9); a record published before
+    records named them is marked so, with the names its command sets."""
+    if "changed_knobs" in record:
+        return "Knobs changed from the paper profile: " + ", ".join(
+            f"`{name}` = {json.dumps(value)}" for name, value in record["changed_knobs"].items()) + "."
+    return ("Knobs changed from the paper profile: " + ", ".join(f"`{name}`" for name in item.knobs) + " (read from "
+            "its command: the record predates records that name their changed knobs; the command republishes it).")
 
 
 def _wall(r: dict) -> str:

@@ -22,6 +22,7 @@ of the selected devices are stragglers; each runs x epochs, x uniform on {1, …
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -60,7 +61,7 @@ class FedProx(LocalSGDClients):  # its declared update (plain_sgd) adds the prox
     def proximal(self) -> bool:
         return self.prox_mu > 0
 
-    @property
+    @functools.cached_property  # read every local step: made once per algorithm object
     def plain_sgd(self) -> PlainSGD:
         return PlainSGD(prox_mu=self.prox_mu)
 

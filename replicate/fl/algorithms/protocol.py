@@ -38,6 +38,7 @@ An algorithm whose client update is plain (proximal) SGD on the model says so th
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Protocol, runtime_checkable
 
@@ -200,7 +201,7 @@ class LocalSGDClients:
     update in ``plain_sgd`` and write the server half. The step is the declaration's (``PlainSGD.step``),
     and a fused solver runs the same declaration (``fused_update``): one statement of the update."""
 
-    @property
+    @functools.cached_property  # read every local step: made once per algorithm object
     def plain_sgd(self) -> PlainSGD:
         return PlainSGD()
 

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 
 .PHONY: setup figures smoke check test guard bench report clean clean-cache
 
-# The cheapest paper figures, regenerated from an empty run cache by `make test` (≈ 1.5 min on 2 cores):
+# The cheapest paper figures, regenerated from an empty run cache by `make test` (≈ 5 min on 2 cores):
 # FedAvg on Li et al.'s quadratic and LocalUpdate on Charles & Konečný's, through the engine.
 GUARD_FIGURES ?= li2020/fig2 charles2021/fig_measured
 

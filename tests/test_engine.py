@@ -6,7 +6,7 @@ import torch
 
 from replicate.core import rng
 from replicate.fl.algorithms import FedAvg, LocalWork, PlainSGD, Population
-from replicate.fl.algorithms.protocol import descend_
+from replicate.fl.algorithms.protocol import fused_update
 from replicate.data.quadratic import li2020_counterexample, li2020_matrices
 from replicate.fl.batches import draw_batch_positions
 from replicate.fl.engine import LocalObjective, run
@@ -28,19 +28,15 @@ def population(p: torch.Tensor) -> Population:
 
 @dataclass(frozen=True)
 class ProxFedAvg(FedAvg):
-    """A FedAvg scheme's plan with FedProx's proximal local step (μ moved from the old
-    ``ClientUpdate`` into the algorithms, and only FedProx/LocalUpdate have one)."""
+    """A FedAvg scheme's plan with FedProx's proximal local step, declared (``plain_sgd``) and so taken by
+    the generic step and the fused solver alike (μ moved from the old ``ClientUpdate`` into the algorithms,
+    and only FedProx/LocalUpdate have one)."""
 
     prox_mu: float = 0.0
 
     @property
     def plain_sgd(self) -> PlainSGD:
         return PlainSGD(prox_mu=self.prox_mu)
-
-    def client_step(self, state, grad, ctx):
-        g = grad(state["w"]).add_(state["w"] - ctx.params, alpha=self.prox_mu)
-        descend_(state["w"], g, ctx.lr)
-        return state
 
 
 def fedavg(scheme, clients_per_round=10, prox_mu=0.0):
@@ -116,7 +112,7 @@ def test_fused_linear_solver_equals_the_generic_step(scheme, clip_norm):
             (fedavg(scheme, 6), LocalWork(9, "steps", 8), LocalObjective(1e-2, clip_norm)),
             (fedavg(scheme, 6, prox_mu=0.5), LocalWork(5, "steps", 8), LocalObjective(0.0, clip_norm)),
             (fedavg(scheme, 6), LocalWork(3, "steps", None), LocalObjective(1e-3, clip_norm))):
-        assert algorithm.plain_sgd is not None  # fused=True takes LogisticRegression.sgd
+        assert fused_update(Recording(algorithm)) is not None  # fused=True takes LogisticRegression.sgd
         fused, generic = Recording(algorithm), Recording(algorithm)
         kwargs = dict(objective=objective, rounds=1, seed=4, return_params=True)
         _, w_fused = run(problem, fused, work, LRSchedule("constant", 0.7), fused=True, **kwargs)

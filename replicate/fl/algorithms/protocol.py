@@ -176,9 +176,8 @@ def fused_update(algorithm) -> PlainSGD | None:
     class writes a client step of its own is trained by that step on every problem, never by a fused
     solve it might silently differ from (issue #41 item 1)."""
     declared = getattr(algorithm, "plain_sgd", None)
-    if declared is None or type(algorithm).client_step is not LocalSGDClients.client_step:
-        return None
-    return declared
+    step = getattr(getattr(algorithm, "client_step", None), "__func__", None)  # a wrapper's is its inner's
+    return declared if declared is not None and step is LocalSGDClients.client_step else None
 
 
 def client_settings(algorithm) -> tuple:

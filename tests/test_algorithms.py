@@ -16,6 +16,7 @@ from replicate.data.federated import FederatedDataset, Split
 from replicate.fl import batches as fl_batches
 from replicate.fl.algorithms import FedAdam, FedAvg, FedProx, LocalUpdate, LocalWork, RoundPlan, Scaffold
 from replicate.fl.algorithms import sampling
+from replicate.fl.algorithms import ALGORITHMS, example, protocol
 from replicate.fl.algorithms.protocol import PlainSGD, descend_, fused_update
 from replicate.fl.engine import LocalObjective, run
 from replicate.fl.models import LogisticRegression
@@ -383,6 +384,30 @@ def test_a_purely_functional_algorithm_moves_on_every_execution_path(execution, 
                              rounds=2, seed=3, trainer=SEQUENTIAL)
     torch.testing.assert_close(got, reference, rtol=RTOL64, atol=ATOL64)
     assert (reference - logistic64(small_clients=2).init(3)).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("name", list(ALGORITHMS))
+def test_every_registered_algorithm_matches_the_oracle(name):
+    """Issue #41 item 3: the registry is the test table; each algorithm's registered example (the settings that
+    exercise its options) trains as the oracle does on both execution paths, fused solver included where taken."""
+    assert_engine_matches_oracle(logistic64(small_clients=2), example(name), LocalWork(3, "steps", 8), rounds=2,
+                                 executions=("stacked", "sequential"))
+
+
+def test_an_algorithm_registers_where_it_is_defined(monkeypatch):
+    """``register`` is the only table: a class registered outside the package is known by its name (and is then
+    in every test that iterates the registry); a second class under a taken name is refused."""
+    monkeypatch.setattr(protocol, "ALGORITHMS", dict(protocol.ALGORITHMS))
+    monkeypatch.setattr(protocol, "EXAMPLES", dict(protocol.EXAMPLES))
+
+    @protocol.register("half_step_fedavg", example=dict(clients_per_round=3))
+    @dataclasses.dataclass(frozen=True)
+    class Mine(FedAvg):
+        pass
+
+    assert protocol.ALGORITHMS["half_step_fedavg"] is Mine and protocol.example("half_step_fedavg") == Mine("scheme1", 3)
+    with pytest.raises(ValueError, match="two algorithms registered as 'fedavg'"):
+        protocol.register("fedavg", example={})(Mine)
 
 
 @dataclasses.dataclass(frozen=True)

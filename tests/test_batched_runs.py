@@ -16,7 +16,8 @@ import torch
 
 from replicate.core.errors import ReplicateError
 from replicate.core.threads import threads
-from replicate.fl.algorithms import FedAdam, FedAvg, FedProx, LocalUpdate, LocalWork, Scaffold, Stem
+from replicate.fl.algorithms import FedAdam, FedAvg, FedProx, LocalUpdate, LocalWork, Scaffold, Stem, example
+from replicate.fl.algorithms import ALGORITHMS as REGISTERED
 from replicate.fl.engine import LocalObjective, RunSpec, run, run_batch
 from replicate.fl.models import LogisticRegression
 from replicate.fl.oracle import SEQUENTIAL
@@ -70,6 +71,9 @@ CASES = {
     "cnn-fedprox": (lambda: SampleProblem(image_dataset(), cnn()), [FedProx(0.1, 3), FedProx(0.5, 4)],
                     LocalWork(2, "epochs", 4)),  # the generic step with a μ per row
 }
+# and every registered algorithm without a case above, three runs of its registered example (new ones unedited)
+CASES |= {f"{name}-example": (logistic64, [example(name)] * 3, LocalWork(3, "steps", 8))
+          for name, cls in REGISTERED.items() if cls not in {type(a) for _, runs, _ in CASES.values() for a in runs}}
 SCHEDULES = [LRSchedule("constant", 0.1), LRSchedule("inverse", 0.2, 1.0), LRSchedule("constant", 0.05)]
 
 

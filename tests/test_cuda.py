@@ -23,7 +23,8 @@ import pandas as pd
 import pytest
 import torch
 
-from replicate.fl.algorithms import FedAdam, FedAvg, FedProx, LocalUpdate, LocalWork, Scaffold, Stem
+from replicate.fl.algorithms import FedAdam, FedAvg, FedProx, LocalUpdate, LocalWork, Scaffold, Stem, example
+from replicate.fl.algorithms import ALGORITHMS as REGISTERED
 from replicate.fl.engine import LocalObjective, RunSpec, run, run_batch
 from replicate.fl.models import LogisticRegression
 from replicate.fl.oracle import SEQUENTIAL
@@ -62,6 +63,8 @@ ALGORITHMS = {
                      LocalWork(3, "steps", 8)),
     "fedadam": (FedAdam(4), LocalWork(2, "steps", 8)),
 }
+ALGORITHMS |= {f"{name}-example": (example(name), LocalWork(3, "steps", 8)) for name, cls in REGISTERED.items()
+               if cls not in {type(a) for a, _ in ALGORITHMS.values()}}  # a new registered algorithm, unedited
 CASES = [(m, a) for m in MODELS for a in ALGORITHMS if m == "logistic" or a in ("fedavg-scheme1", "fedprox-stragglers",
                                                                                    "stem")]
 OPTIONS = dict(objective=LocalObjective(weight_decay=1e-3, clip_norm=5.0), rounds=3, return_params=True)

@@ -96,6 +96,9 @@ ALGORITHMS = {
     "fedadam_sampled": (FedAdam(3), LocalWork(2, "steps", 4)),
     "fedadam_full": (FedAdam(None), LocalWork(1, "epochs", 8)),
 }
+# and every registered algorithm without a case above, as its registered example (a new one is covered unedited)
+ALGORITHMS |= {f"{name}_example": (algorithms.example(name), LocalWork(2, "steps", 4))
+               for name, cls in algorithms.ALGORITHMS.items() if cls not in {type(a) for a, _ in ALGORITHMS.values()}}
 
 
 def train(model: str, algorithm: str, **options):
@@ -119,6 +122,15 @@ CASES = [(model, algorithm, execution) for model in PROBLEMS for algorithm in AL
 
 def test_every_registered_algorithm_is_checked():
     assert {type(algo) for algo, _ in ALGORITHMS.values()} == set(algorithms.ALGORITHMS.values())
+    import importlib
+    import pkgutil
+
+    # the registry holds every module's algorithm: a module of the package defining one forgot no `register`
+    helpers = {"protocol", "sampling"}
+    for module in pkgutil.iter_modules(algorithms.__path__):
+        if module.name not in helpers:
+            defined = vars(importlib.import_module(f"{algorithms.__name__}.{module.name}")).values()
+            assert any(cls in defined for cls in algorithms.ALGORITHMS.values()), f"{module.name} registers none"
 
 
 @pytest.mark.parametrize("model, algorithm, execution", CASES)

@@ -21,7 +21,7 @@ import torch
 
 from replicate.core.errors import ReplicateError
 from replicate.fl.algorithms import sampling
-from replicate.fl.algorithms.protocol import LocalSGDClients, Population, RoundPlan
+from replicate.fl.algorithms.protocol import LocalSGDClients, Population, RoundPlan, register
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,7 @@ class AdamState:
     v: torch.Tensor  # second moment, (P,)
 
 
+@register("fedadam", example=dict(clients_per_round=4, beta1=0.5))
 @dataclass(frozen=True)
 class FedAdam(LocalSGDClients):  # clients: plain SGD from x_t, message the local model
     client_fields: ClassVar[tuple[str, ...]] = ()  # server-side settings only: runs batch across them

@@ -30,11 +30,13 @@ import torch
 
 from replicate.core.errors import ReplicateError
 from replicate.fl.algorithms import sampling
-from replicate.fl.algorithms.protocol import LocalSGDClients, Population, RoundPlan, server_move
+from replicate.fl.algorithms.protocol import LocalSGDClients, Population, RoundPlan, server_move, register
 
 SCHEMES = ("full", "scheme1", "scheme2", "original", "transformed2", "weighted")
 
 
+@register("fedavg", example=dict(scheme="weighted", clients_per_round=4, server_lr=0.5,
+                                 straggler_fraction=0.5))
 @dataclass(frozen=True)
 class FedAvg(LocalSGDClients):  # clients: E steps of w ← w − η∇F_k(w; ξ) from w_t, message w
     client_fields: ClassVar[tuple[str, ...]] = ()  # plan and server settings only: runs batch across them (fl/batching)

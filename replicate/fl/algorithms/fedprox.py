@@ -30,11 +30,12 @@ import torch
 
 from replicate.core.errors import ReplicateError
 from replicate.fl.algorithms import sampling
-from replicate.fl.algorithms.protocol import LocalSGDClients, PlainSGD, Population, RoundPlan, server_move
+from replicate.fl.algorithms.protocol import LocalSGDClients, PlainSGD, Population, RoundPlan, server_move, register
 
 SAMPLING = ("uniform", "proportional")
 
 
+@register("fedprox", example=dict(prox_mu=0.1, clients_per_round=4, straggler_fraction=0.5))
 @dataclass(frozen=True)
 class FedProx(LocalSGDClients):  # its declared update (plain_sgd) adds the proximal pull
     # μ travels in the client state (a row each), so runs of other μ share a batch; only whether there is a

@@ -28,9 +28,11 @@ import torch
 from replicate.core import rng
 from replicate.core.errors import ReplicateError
 from replicate.fl import sgd
-from replicate.fl.algorithms.protocol import Population, RoundPlan, descend_
+from replicate.fl.algorithms.protocol import Population, RoundPlan, descend_, register
 
 
+@register("local_update", example=dict(server_lr=0.5, momentum=0.9, nesterov=True, clients_per_round=4,
+                                       alpha=0.1))
 @dataclass(frozen=True)
 class LocalUpdate:
     # read by the client step: runs batch only with equal a and with α > 0 or not; α itself travels in the

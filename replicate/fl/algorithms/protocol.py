@@ -144,6 +144,30 @@ class RoundContext:
                        params=params.index_select(0, index.to(params.device)) if params.dim() == 2 else params)
 
 
+# Every algorithm by the name a RunConfig gives it, and the settings of one instance of each that exercise its
+# options: filled by ``register`` where each algorithm is defined.
+ALGORITHMS: dict[str, type] = {}
+EXAMPLES: dict[str, dict] = {}
+
+
+def register(name: str, example: dict):
+    """Class decorator: ``name`` is the algorithm's name in a ``RunConfig``, ``example`` the keyword settings of
+    one instance that exercises its options. The tests that cover each algorithm (engine against the oracle,
+    batched against alone, device placement, CUDA) iterate ``ALGORITHMS`` and train ``example(name)`` where
+    they have no case of their own, so an algorithm registered here is covered without editing them."""
+    def add(cls):
+        if ALGORITHMS.setdefault(name, cls) is not cls:
+            raise ValueError(f"two algorithms registered as {name!r}: {ALGORITHMS[name].__name__}, {cls.__name__}")
+        EXAMPLES[name] = dict(example)
+        return cls
+    return add
+
+
+def example(name: str):
+    """The registered example of the algorithm ``name`` (``register``)."""
+    return ALGORITHMS[name](**EXAMPLES[name])
+
+
 @dataclass(frozen=True)
 class PlainSGD:
     """Declares a client update to be w ← w − η(∇f(w) + μ(w − w_t)) from w = w_t, message w, so a

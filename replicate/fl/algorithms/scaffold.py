@@ -31,7 +31,7 @@ import torch
 
 from replicate.core.errors import ReplicateError
 from replicate.fl.algorithms import sampling
-from replicate.fl.algorithms.protocol import Population, RoundPlan, descend_
+from replicate.fl.algorithms.protocol import Population, RoundPlan, descend_, register
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,7 @@ class ScaffoldState:
     client_controls: torch.Tensor  # c_i for every client, (N, P)
 
 
+@register("scaffold", example=dict(clients_per_round=4, option="I"))
 @dataclass(frozen=True)
 class Scaffold:
     client_fields: ClassVar[tuple[str, ...]] = ("option",)  # decides the client state's entries: runs batch only with one option

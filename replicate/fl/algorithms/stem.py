@@ -33,7 +33,7 @@ from typing import ClassVar
 import torch
 
 from replicate.core.errors import ReplicateError
-from replicate.fl.algorithms.protocol import Population, RoundPlan, descend_
+from replicate.fl.algorithms.protocol import Population, RoundPlan, descend_, register
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,7 @@ class StemState:
     last_iterates: torch.Tensor  # each worker's last pre-averaging iterate x_t^(k), (N, P)
 
 
+@register("stem", example=dict(momentum_c=2.0))
 @dataclass(frozen=True)
 class Stem:
     client_fields: ClassVar[tuple[str, ...]] = ()  # c travels in the client state (a row each): runs batch across it

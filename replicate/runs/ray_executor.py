@@ -59,7 +59,9 @@ def _reachable(address: str) -> None:
     _probe(address)
 
 
-PROBE_S = 30  # seconds a cluster has to answer a first connection (Ray itself retries for minutes)
+# seconds a cluster has to answer a first connection (Ray itself retries for minutes): the probe process imports
+# Ray and joins, 10-30 s on a busy 2-core machine (a live local cluster once took over 30 s under CI load)
+PROBE_S = 90
 
 
 def _probe(address: str) -> None:

@@ -15,7 +15,8 @@ def test_available_names():
                                 "mnist_fedprox", "femnist", "emnist_star", "femnist_fedprox", "shakespeare",
                                 "sent140", "sent140_leaf", "mnist_stem", "mnist_stem_high", "mnist_stem_moderate",
                                 "cifar10_stem_high", "cifar10_stem_moderate", "cifar10_jpg_stem_high",
-                                "cifar10_jpg_stem_moderate", "shakespeare_tff", "emnist_tff"]
+                                "cifar10_jpg_stem_moderate", "shakespeare_tff", "emnist_tff", "emnist_draft_tff",
+                                "emnist_star_tff", "femnist_fedprox_tff"]
 
 def test_load_synthetic_equals_direct_call():
     a = data.load("synthetic", alpha=1, beta=1, num_clients=5, seed=2)

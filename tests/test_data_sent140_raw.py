@@ -60,6 +60,15 @@ def test_sent140_leaf_samples_filters_splits_and_encodes_with_glove(tmp_path, mo
     assert ds.meta["vocab_size"] == 6 and "GloVe" in ds.meta["embedding"]
     first = ds.train.x[0].tolist()
     assert first[:2] == [0, 1] and first[-1] == 5  # "the cat", then padding = len(vocabulary)
+    # the LSTM's frozen table is GloVe's rows and a zero row for unknown words and padding (LEAF's get_embs)
+    assert ds.meta["vectors"].shape == (6, 3) and not ds.meta["vectors"][5].any()
+    from replicate.fl import models
+    from replicate.fl.models.lstm import CharLSTM
+
+    model = CharLSTM(6, embed=3, hidden=4, head=(2,), num_classes=2, frozen_embedding=True, vectors=ds.meta["vectors"])
+    assert np.array_equal(model.table("cpu").numpy(), ds.meta["vectors"])
+    with pytest.raises(ReplicateError, match="the model needs"):
+        models.for_dataset("sent_lstm", ds)  # 3-d vectors for the authors' 300-d embedding: refused, not padded
     tweets = sent140.sent140_leaf(fraction=1.0, min_samples=30, folder=str(folder), vocabulary="tweets")
     assert "u3" in tweets.meta["vocabulary"] and "not GloVe's" in tweets.meta["deviations"][-1]
     with pytest.raises(ReplicateError, match="no user is left"):

@@ -386,17 +386,24 @@ def test_table1_counts_only_out_of_sample_rows_once():
     close = ours.assign(ours=[30, 10300, 343, 1.0])
     assert table1.table1_claims(close, config)[0].passed
     assert "synthetic" in table1.Table1Config().datasets
-    assert [table1.basis_of(k, c) for k, c in (("shakespeare", "draft"), ("shakespeare", "final"),
-                                                ("sent140", "draft"), ("emnist", "draft"), ("femnist", "final"))] == [
+    assert [table1.basis_of(k, c, stand_in=True) for k, c in (("shakespeare", "draft"), ("shakespeare", "final"),
+                                                               ("sent140", "draft"), ("emnist", "draft"),
+                                                               ("femnist", "final"))] == [
         "measured", "external", "partial-data", "partial-data", "fitted"]  # one counted claim per draft statement
+    # on the official data (TFF's EMNIST-62, the raw Sentiment140) the draft's counts are a measurement to test
+    assert [table1.basis_of(k, "draft") for k in ("sent140", "emnist")] == ["measured", "measured"]
 
 
 def test_figure_deviations_follow_the_datasets_knob():
     """A figure run on other datasets lists their data deviations, not the default sets' (derived, not a knob)."""
     default = epochs.Fig2Config.for_profile("paper")
     assert common.DATA_DEVIATIONS["mnist"] in default.deviations
-    sent = epochs.Fig2Config.for_profile("paper", datasets=["sent140"])
+    sent = epochs.Fig2Config.for_profile("paper", datasets=["sent140"], data_source="official")
     assert common.DATA_DEVIATIONS["sent140"] in sent.deviations and common.DATA_DEVIATIONS["mnist"] not in sent.deviations
+    # and the stand-in's deviation where the figure reads it (the data_source knob, replicate.data.variants)
+    offline = epochs.Fig2Config.for_profile("paper", datasets=["sent140"], data_source="stand-in")
+    assert common.STAND_IN_DEVIATIONS["sent140"] in offline.deviations
+    assert common.DATA_DEVIATIONS["sent140"] not in offline.deviations
     assert sent.deviations[-1] == common.LSTM_DEVIATION
     tuned = mu.Fig3Config.for_profile("paper", datasets=["mnist"])
     assert tuned.deviations[-2] == mu.Fig3Config.EXTRA_DEVIATIONS[-1]  # the figure's own, before the LSTM note

@@ -15,7 +15,8 @@ def no_data(tmp_path, monkeypatch):
     monkeypatch.setenv("REPLICATE_DATA_FROM", str(tmp_path / "source"))
 
 
-def test_without_any_data_only_notebooks_that_read_data_are_skipped(no_data):
+def test_without_any_data_only_notebooks_that_read_data_are_skipped(no_data, monkeypatch):
+    monkeypatch.setenv("REPLICATE_STAND_INS", "1")  # the stand-ins' names; the official ones: test_data_variants
     skipped = {nb.key: requirements.skip_reason(nb.key, "smoke") for nb in runner.discover()}
     for key in ("li2020/fig1a", "li2020/fig3", "notes/convex", "notes/optimal_e", "fedprox2020/stragglers",
                 "li2020/fig2", "charles2021/fig1", "khanduri2021/table1"):  # synthetic, quadratic or analytic
@@ -28,7 +29,8 @@ def test_without_any_data_only_notebooks_that_read_data_are_skipped(no_data):
                                                    "`python -m replicate data fetch femnist shakespeare_tff`")
 
 
-def test_requirements_follow_the_profile_and_the_knobs():
+def test_requirements_follow_the_profile_and_the_knobs(monkeypatch):
+    monkeypatch.setenv("REPLICATE_STAND_INS", "1")  # this machine's offline copies (replicate.data.variants)
     assert requirements.needs("li2020/fig1a", "smoke") == ()
     assert requirements.needs("li2020/fig1a", "paper") == ("mnist",)
     assert requirements.needs("li2020/fig1a", "smoke", {"datasets": ["mnist_balanced"]}) == ("mnist",)

@@ -49,6 +49,17 @@ def local_data_source() -> Path | None:
     return shared if shared.is_dir() else None
 
 
+def stand_ins() -> bool:
+    """Whether figures read this machine's offline stand-ins instead of the official data (`REPLICATE_STAND_INS`:
+    1 or 0, default 0). The default of every figure's ``data_source`` knob (``replicate.data.variants``); a stand-in
+    is always labelled where it is used."""
+    value = os.environ.get("REPLICATE_STAND_INS", "0")
+    if value not in ("0", "1"):
+        raise ReplicateError(f"REPLICATE_STAND_INS must be 1 (read the offline stand-ins) or 0 (the official data), "
+                             f"got {value!r}")
+    return value == "1"
+
+
 def run_device() -> str | None:
     """The device runs are computed on and read back for (`REPLICATE_DEVICE`: cpu, cuda or cuda:N;
     default: CUDA when present). A CPU machine given `REPLICATE_DEVICE=cuda` reads the CUDA runs

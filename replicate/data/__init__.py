@@ -11,7 +11,7 @@ from typing import Callable
 from replicate.core.errors import ReplicateError
 from replicate.data.federated import FederatedDataset, Split
 from replicate.data.leaf import femnist, load_leaf
-from replicate.data.letters import emnist_star, femnist_fedprox
+from replicate.data.letters import emnist_star, emnist_star_tff, femnist_fedprox, femnist_fedprox_tff
 from replicate.data.mnist import load_mnist, mnist_balanced, mnist_fedprox, mnist_unbalanced
 from replicate.data.quadratic import QuadraticClients, li2020_counterexample
 from replicate.data.shards import (cifar10_jpg_stem_high, cifar10_jpg_stem_moderate, cifar10_stem_high,
@@ -49,6 +49,11 @@ _BUILDERS: dict[str, Callable[..., FederatedDataset]] = {
     "cifar10_jpg_stem_moderate": cifar10_jpg_stem_moderate,
     "shakespeare_tff": shakespeare_tff,
     "emnist_tff": _emnist_tff.emnist_tff,
+    # the FedProx sets from TFF's EMNIST-62 (official); "femnist", "emnist_star" and "femnist_fedprox" are the
+    # stand-ins over the partial LEAF copy (replicate.data.variants)
+    "emnist_draft_tff": _emnist_tff.emnist_draft_tff,
+    "emnist_star_tff": emnist_star_tff,
+    "femnist_fedprox_tff": femnist_fedprox_tff,
 }
 
 

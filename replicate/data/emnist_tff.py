@@ -19,11 +19,12 @@ import os
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from replicate.core.errors import ReplicateError
 from replicate.data import cache, store
 from replicate.data.federated import FederatedDataset
-from replicate.data.leaf import (FEMNIST_CLASSES, IMAGE_SHAPE, LeafArrays, leaf_dataset, pack_pixels,
+from replicate.data.leaf import (FEMNIST_CLASSES, IMAGE_SHAPE, LeafArrays, data_generator, leaf_dataset, pack_pixels,
                                  unpack_pixels)
 
 _FILES = {"train": "fed_emnist_train.h5", "test": "fed_emnist_test.h5"}
@@ -93,5 +94,38 @@ def emnist_tff(root: str | None = None, num_clients: int | None = None) -> Feder
         "source": "TFF fed_emnist HDF5" + (f" in {root}" if root else " (store: emnist_tff)"),
         "features": "TFF pixels in [0, 1], background 1.0 (as LEAF), shape (1, 28, 28)",
         "deviations": [],
+    }, IMAGE_SHAPE)
+    return data if num_clients is None else data.first(num_clients)
+
+
+DRAFT_WRITERS = 900  # the FedProx draft's EMNIST: Table 1 lists 900 devices (305,654 samples)
+
+
+def emnist_draft_tff(seed: int = 0, num_writers: int = DRAFT_WRITERS, root: str | None = None,
+                     num_clients: int | None = None) -> FederatedDataset:
+    """The FedProx draft's EMNIST (§5.1, Table 1: 900 devices, 305,654 samples) from TFF's EMNIST-62: a seeded
+    draw of ``num_writers`` writers, each with TFF's own train and test images (spec §1(c) PROPOSED: LEAF's
+    user sampling; the draft's arguments are unpublished). 900 of TFF's writers hold ≈ 198k images, not the
+    draft's 305,654: LEAF's writers are NIST's, TFF's are the ones it kept."""
+    train, test = (LeafArrays(a.users, unpack_pixels(a.x), a.y, a.offsets) for a in emnist_arrays(root))
+    if not 1 <= num_writers <= len(train.users):
+        raise ReplicateError(f"emnist_draft_tff: num_writers must be between 1 and {len(train.users)}, got {num_writers}")
+    drawn = torch.randperm(len(train.users), generator=data_generator(seed, "emnist_draft_tff", "writers"))
+    keep = sorted(drawn[:num_writers].tolist())  # in the file's order
+    chosen = {train.users[k] for k in keep}
+
+    def subset(a: LeafArrays) -> LeafArrays:
+        ks = [k for k, u in enumerate(a.users) if u in chosen]
+        rows = np.concatenate([np.arange(a.offsets[k], a.offsets[k + 1]) for k in ks])
+        offsets = np.concatenate([[0], np.cumsum([a.offsets[k + 1] - a.offsets[k] for k in ks])]).astype(np.int64)
+        return LeafArrays(tuple(a.users[k] for k in ks), a.x[rows], a.y[rows], offsets)
+
+    data = leaf_dataset("emnist_draft_tff", subset(train), subset(test), FEMNIST_CLASSES, {
+        "paper": "FedProx draft §5.1, Table 1 (EMNIST: 900 devices)",
+        "source": "TFF fed_emnist HDF5" + (f" in {root}" if root else " (store: emnist_tff)"),
+        "procedure": f"spec §1(c) PROPOSED: a seeded draw of {num_writers} of TFF EMNIST-62's 3,400 writers",
+        "seeds": {"writers": seed},
+        "deviations": ["the draft's sampling of LEAF's NIST writers is unpublished: a seeded draw of TFF's "
+                       "writers, with TFF's per-writer train/test split"],
     }, IMAGE_SHAPE)
     return data if num_clients is None else data.first(num_clients)

@@ -150,3 +150,14 @@ def femnist_fedprox(seed: int = FEMNIST_FEDPROX_SEED, root: str | None = None,
             "classes read cyclically instead of the reference's index reset, which gives "
             "almost every user the same first images",
             "10 outputs; the reference model (nist.mclr) has 26"]})
+
+
+def emnist_star_tff(seed: int = EMNIST_STAR_SEED, num_devices: int = 200, classes_per_device: int = 20,
+                    train_fraction: float = 0.9, root: str | None = None) -> FederatedDataset:
+    """:func:`emnist_star` with the letters of TFF's complete EMNIST-62 (the official data; store ``emnist_tff``)."""
+    return emnist_star(seed, num_devices, classes_per_device, train_fraction, root, images="tff")
+
+
+def femnist_fedprox_tff(seed: int = FEMNIST_FEDPROX_SEED, root: str | None = None) -> FederatedDataset:
+    """:func:`femnist_fedprox` with the letters of TFF's complete EMNIST-62 (the official data; store ``emnist_tff``)."""
+    return femnist_fedprox(seed, root, images="tff")

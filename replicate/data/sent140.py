@@ -236,15 +236,19 @@ def sent140_leaf(fraction: float = 0.3, min_samples: int = 30, train_fraction: f
         test.append(([texts[i] for i in rows[1]], labels[rows[1]]))
     if not kept:
         raise ReplicateError("sent140_leaf: no user is left after sampling; raise fraction or lower min_samples")
-    words = (glove_vectors(glove)[0] if vocabulary == "glove"
-             else build_vocabulary(t for texts, _ in train for t in texts))
+    vectors = None
+    if vocabulary == "glove":  # the authors' frozen table: GloVe's rows, then a zero row for unknown words and padding
+        words, found = glove_vectors(glove)
+        vectors = np.concatenate([found, np.zeros((1, found.shape[1]), found.dtype)])
+    else:
+        words = build_vocabulary(t for texts, _ in train for t in texts)
     return FederatedDataset(
         name="sent140", train=_split(train, words), test=_split(test, words), num_classes=2,
         meta={"paper": "FedProx draft §5.1, App. C.1, Table 1 (Sent140)",
               "procedure": f"LEAF -s niid --sf {fraction} -k {min_samples} -t sample (train {train_fraction}) "
                            "from the raw Sentiment140 CSVs",
               "source": "Sentiment140 trainingandtestdata.zip (store: sent140_raw)",
-              "users": tuple(kept), "vocabulary": words, "vocab_size": len(words) + 1,
+              "users": tuple(kept), "vocabulary": words, "vocab_size": len(words) + 1, "vectors": vectors,
               "embedding": ("GloVe 6B 300d, frozen (replicate.data.sent140.glove_vectors)" if vocabulary == "glove"
                             else "none: vocabulary of the training tweets"),
               "seeds": {"sample": seed, "split": seed},

@@ -9,7 +9,9 @@ a range before anything runs, so a typo costs one clear error line, not a failed
   listed in the config's ``ZERO_ALLOWED`` (e.g. α = 0, decay 0);
 - ``tuple[T, ...]``: a list (or one scalar, read as a one-element tuple), each element checked;
   non-empty;
-- names listed in the config's ``CHOICES`` must be one of the given values.
+- names listed in the config's ``CHOICES`` must be one of the given values;
+- ``data_source`` (configs that mix in :class:`DataChoice`): ``"official"`` or ``"stand-in"``; left at ``None`` it is
+  ``REPLICATE_STAND_INS``'s choice (:func:`replicate.data.variants.default`), so a batch or CI machine sets it once.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import typing
 from typing import Any
 
 from replicate.core.errors import ReplicateError
+from replicate.data import variants
 
 PROFILES = ("smoke", "paper")
 NOT_KNOBS = ("profile", "deviations")  # set by the runner / derived, never by hand
@@ -43,6 +46,8 @@ def configure(cls, profile: str, overrides: dict[str, Any]):
     hints = typing.get_type_hints(cls)
     checked = {name: _check(cls, name, hints[name], value)
                for name, value in overrides.items() if value is not None}
+    if "data_source" in valid and checked.get("data_source") is None:  # the machine's choice (replicate.data.variants)
+        checked["data_source"] = variants.default()
     base = cls() if profile == "paper" else cls.smoke()
     config = dataclasses.replace(base, **checked)
     validate = getattr(config, "validate", None)
@@ -53,7 +58,7 @@ def configure(cls, profile: str, overrides: dict[str, Any]):
 
 def _check(cls, name: str, hint, value):
     where = f"{cls.__name__}.{name}"
-    choices = getattr(cls, "CHOICES", {}).get(name)
+    choices = {"data_source": variants.CHOICES, **getattr(cls, "CHOICES", {})}.get(name)
     zero_ok = "seed" in name or name in getattr(cls, "ZERO_ALLOWED", ())
     return _coerce(where, hint, value, choices, zero_ok)
 
@@ -128,13 +133,35 @@ class FigureConfig:
     # How runs are computed, not what: changing them keeps the paper's settings (same maths; the engine's
     # execution strategies are tested equal).
     OPERATIONAL = ("workers", "execution")
+    # Which data the runs read: a stand-in is labelled as such (figure, record, coverage), not as changed knobs.
+    RECORDED_APART = ("data_source",)
 
     def changed(self) -> dict[str, Any]:
         """The knobs set away from the paper profile (the dataclass defaults), the operational ones aside:
         what makes a paper-profile run not the paper's settings (``report.claims.publish`` labels it)."""
         paper = type(self)()
         return {name: getattr(self, name) for name in names(type(self))
-                if name not in self.OPERATIONAL and getattr(self, name) != getattr(paper, name)}
+                if name not in self.OPERATIONAL + self.RECORDED_APART and getattr(self, name) != getattr(paper, name)}
+
+
+@dataclasses.dataclass(frozen=True)
+class DataChoice:
+    """Mixin of the figure configs whose datasets have an offline stand-in (:mod:`replicate.data.variants`):
+    the ``data_source`` knob, and the loader a run reads under it."""
+
+    data_source: str = variants.OFFICIAL  # "official": the paper's data (downloaded); "stand-in": offline copies
+
+    def loader(self, official: str) -> str:
+        """The loader runs read for the official dataset ``official``: itself, or its stand-in."""
+        return variants.loader(official, self.data_source)
+
+    def stand_in_loaders(self) -> list[str]:
+        """The stand-in loaders its runs read (``report.claims.publish`` labels the figure and record with them)."""
+        return [n for n in dict.fromkeys(self.dataset_names()) if variants.is_stand_in(n)]
+
+    def stand_ins(self, officials) -> list[str]:
+        """``official → stand-in: what it is`` for the datasets among ``officials`` this config substitutes."""
+        return variants.described(officials) if self.data_source == variants.STAND_IN else []
 
 
 def check_tune_seeds(config) -> None:

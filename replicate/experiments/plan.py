@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from replicate.core import paths
 from replicate.core.fileio import atomic_write_text
-from replicate.experiments import work
+from replicate.experiments import catalog, knobs, work
 from replicate.runs import cache, ledger
 
 OP_SECONDS = 8e-6  # host dispatch + launch of one op on the GPU machine (issue #38: 3.5-6.5 µs + launch)
@@ -48,7 +48,12 @@ class Unit:
         return self.key + (f" [{', '.join(self.datasets)}]" if self.datasets else "")
 
     def command(self) -> str:
-        sets = "".join(f" --set '{k}={json.dumps(v)}'" for k, v in self.overrides.items())
+        """The notebook command that computes this unit's runs: on the stand-ins, as ``work`` counts them (the
+        official data cannot travel to a slot)."""
+        overrides = dict(self.overrides)
+        if "data_source" in knobs.names(catalog.config_class(self.key)):
+            overrides.setdefault("data_source", work.SOURCE)
+        sets = "".join(f" --set '{k}={json.dumps(v)}'" for k, v in overrides.items())
         return f"python -m replicate figures {self.key} --profile paper{sets}"
 
 

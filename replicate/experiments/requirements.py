@@ -13,28 +13,32 @@ from replicate.experiments import catalog, knobs
 
 GENERATED = ("synthetic", "quadratic", "given")  # built from a seed, nothing to stage
 NOT_HERE = ("cifar100",)  # never available here; the figure shows the paper's numbers only
-# dataset names (figure rows or loaders) by the staged dataset whose files they read
+# dataset names (figure rows or loaders) by the staged datasets whose files they read
 STAGED = {
-    "mnist": ("mnist",),  # and every mnist_* loader
-    "femnist": ("femnist", "emnist", "emnist_star"),  # the LEAF FEMNIST copy, and every femnist_* loader
-    "shakespeare": ("shakespeare",),
-    "shakespeare_tff": ("shakespeare_tff",),
-    "sent140": ("sent140",),
+    ("mnist",): ("mnist",),  # and every mnist_* loader
+    # the official EMNIST-62 (replicate.data.variants): Charles & Konečný's FEMNIST, FedProx's three sets
+    ("emnist_tff",): ("emnist_tff", "emnist_draft_tff", "emnist_star_tff", "femnist_fedprox_tff"),
+    # their stand-in, the partial LEAF FEMNIST copy, and every femnist_* loader
+    ("femnist",): ("femnist", "emnist", "emnist_star"),
+    ("shakespeare",): ("shakespeare",),
+    ("shakespeare_tff",): ("shakespeare_tff",),
+    ("sent140_raw", "glove"): ("sent140_leaf",),  # the official Sent140: raw CSVs through LEAF's steps, GloVe
+    ("sent140",): ("sent140",),  # its stand-in, LEAF's test split
 }
 
 
-def staged(name: str) -> str | None:
-    """The staged dataset that dataset ``name`` reads, or ``None`` when it reads none."""
+def staged(name: str) -> tuple[str, ...]:
+    """The staged datasets that dataset ``name`` reads (none for a generated one)."""
     if name.startswith(GENERATED) or name in NOT_HERE:
-        return None
-    for store_name, names in STAGED.items():
+        return ()
+    for store_names, names in STAGED.items():
         if name in names:
-            return store_name
+            return store_names
     if name.startswith(("cifar10_stem_", "cifar10_jpg_stem_")):  # STEM's CIFAR-10: the official batches, or the JPEG copy
-        return name.split("_stem_")[0]
+        return (name.split("_stem_")[0],)
     for prefix in ("mnist_", "femnist_"):
         if name.startswith(prefix):
-            return prefix[:-1]
+            return (prefix[:-1],)
     raise ReplicateError(f"no staged dataset is known for {name!r}: add it to replicate/experiments/requirements.py")
 
 
@@ -49,7 +53,7 @@ def dataset_names(config) -> tuple[str, ...]:
 def needs(key: str, profile: str = "smoke", overrides: dict | None = None) -> tuple[str, ...]:
     """The staged datasets figure ``key`` (``paper/figure``) reads at ``profile``, sorted."""
     config = knobs.configure(catalog.config_class(key), profile, overrides or {})
-    return tuple(sorted({s for name in dataset_names(config) if (s := staged(name)) is not None}))
+    return tuple(sorted({s for name in dataset_names(config) for s in staged(name)}))
 
 
 def missing(key: str, profile: str = "smoke") -> list[str]:

@@ -15,6 +15,11 @@ step are ``fl.models.opcount.step_ops`` of the model at its data's input shape (
 narrowed widths (the count does not depend on widths, as ``cli.bench.op_table``). The measured CPU costs
 are quoted from where they were measured (named in each), never projected here.
 
+The GPU work is enumerated on the offline stand-ins (``SOURCE``): the official EMNIST-62, Sentiment140 + GloVe
+and CIFAR-10 batches cannot travel to this project's GPU slots (64 MiB a call), so the slots train on the
+labelled stand-ins (``experiments.plan``), and these are the runs they compute. On a machine with the
+downloads, ``make figures`` computes the same grids on the official data.
+
 ``write()`` stores the table in ``figures/gpu_work.json`` (``python -m replicate report --work``; it loads
 the four datasets the epoch-based figures train on); REPLICATION.md renders it from there.
 """
@@ -26,8 +31,10 @@ from typing import Callable
 
 from replicate.core import paths
 from replicate.core.fileio import atomic_write_text
+from replicate.experiments import knobs
 
 LSTM_PANELS = ("shakespeare", "sent140")  # the FedProx figures' GPU-scale panels
+SOURCE = "stand-in"  # the data_source knob of the GPU slots' runs (replicate.data.variants)
 FILE = "gpu_work.json"
 
 
@@ -48,27 +55,27 @@ def _unique(configs) -> list:
 
 def _fedprox_fig2():
     from replicate.experiments.fedprox2020.epochs import Fig2Config
-    return [], [c for _, c in Fig2Config(datasets=LSTM_PANELS).configs()]
+    return [], [c for _, c in Fig2Config(datasets=LSTM_PANELS, data_source=SOURCE).configs()]
 
 
 def _fedprox_fig3():
     from replicate.experiments.fedprox2020.common import LABELS
     from replicate.experiments.fedprox2020.mu import Fig3Config
-    config = Fig3Config(datasets=LSTM_PANELS)
+    config = Fig3Config(datasets=LSTM_PANELS, data_source=SOURCE)
     best = {LABELS[d]: config.mus[0] for d in config.datasets}  # any μ of the grid: the same count
     return [c for _, c in config.tuning()], [c for _, c in config.tuned(best)]
 
 
 def _stragglers():
     from replicate.experiments.fedprox2020.stragglers import StragglersConfig
-    config = StragglersConfig(datasets=LSTM_PANELS)
+    config = StragglersConfig(datasets=LSTM_PANELS, data_source=SOURCE)
     checks = [c for _, fedavg, fedprox in config.checks() for c in (fedavg, fedprox)]
     return [], [c for _, c in config.configs()] + checks
 
 
 def _charles_fig6():
     from replicate.experiments.charles2021.tuned import Fig6Config
-    config = Fig6Config()
+    config = Fig6Config(data_source=SOURCE)
     grid = [(g, e) for g in config.client_lrs for e in config.server_lrs]
     tuning = [config.config(s, a, lr, seed) for _, s, a in config.variants() for lr in grid
               for seed in config.seeds[:config.tune_seeds]]
@@ -77,7 +84,7 @@ def _charles_fig6():
 
 def _charles_sweep(cls):
     def plan():
-        config = cls()
+        config = cls(data_source=SOURCE)
         tune = config.seeds[:config.tune_seeds] if len(config.server_lrs) > 1 else ()
         tuning = [config.run_config(d, g, e, s) for d in config.datasets for g in config.client_lrs
                   for e in config.server_lrs for s in tune]
@@ -90,7 +97,8 @@ def _stem(cls):
     def plan():
         from replicate.experiments.khanduri2021.common import ALGORITHMS
         tuning, final = [], []
-        for part in (cls().compared() if hasattr(cls, "compared") else [cls()]):
+        base = cls(data_source=SOURCE) if "data_source" in knobs.names(cls) else cls()
+        for part in (base.compared() if hasattr(cls, "compared") else [base]):
             updates = part.local_updates if isinstance(part.local_updates, tuple) else (part.local_updates,)
             seeds = part.seeds[:part.tune_seeds]
             tuning += [part.run_config(a, i, s, **h) for i in updates for a in ALGORITHMS

@@ -201,11 +201,15 @@ def publish(fig, data: pd.DataFrame, claims: list[Claim], *, paper: str, figure:
     stem = output_dir(out_dir) / paper / figure
     changed = config.changed() if config is not None and profile == "paper" else {}
     scale = scale_of(profile, out_dir, changed)
+    # the offline stand-ins its runs read (knob data_source = "stand-in", replicate.data.variants): said on the figure
+    stand_ins = list(config.stand_in_loaders()) if hasattr(config, "stand_in_loaders") else []
     if fig is not None:
         if scale == "reduced":
             label_reduced(fig)
         elif scale == "modified":
             label_reduced(fig, f"{MODIFIED_LABEL} ({', '.join(changed)})", own_line=True)
+        if stand_ins:
+            label_reduced(fig, f"{STAND_IN_LABEL}: {', '.join(stand_ins)}", own_line=True)
         plotting.save(fig, stem)
     atomic_write_text(stem.with_suffix(".csv"), data.to_csv(index=False, float_format="%.6g"))
     record = {
@@ -217,6 +221,8 @@ def publish(fig, data: pd.DataFrame, claims: list[Claim], *, paper: str, figure:
         "deviations": list(deviations),
         "notes": notes,
     }
+    if stand_ins:  # the coverage rule reads it: such a row is data-limited (report.coverage)
+        record["data"] = {"choice": "stand-in", "loaders": stand_ins}
     if changed:
         record["changed_knobs"] = {name: list(v) if isinstance(v, tuple) else v for name, v in changed.items()}
     record.update(provenance or {})
@@ -224,7 +230,8 @@ def publish(fig, data: pd.DataFrame, claims: list[Claim], *, paper: str, figure:
     frame = pd.DataFrame([{"kind": c.kind, "claim": c.claim, "paper": c.paper_value, "ours": c.result,
                            "margin": c.margin, "verdict": c.verdict(profile)} for c in claims])
     counted = [c for c in claims if c.kind == "replication"]
-    scale_text = f"{scale} scale" + (f": {', '.join(f'{k} = {v}' for k, v in changed.items())}" if changed else "")
+    scale_text = (f"{scale} scale" + (f": {', '.join(f'{k} = {v}' for k, v in changed.items())}" if changed else "")
+                  + (f"; offline stand-in data: {', '.join(stand_ins)}" if stand_ins else ""))
     title = (f"{paper}/{figure} [{profile} profile, {scale_text}]: {sum(c.passed for c in counted)} of {len(counted)} "
              f"replication claims {'would ' if profile == 'smoke' else ''}hold; "
              f"{sum(c.kind == 'consistency' for c in claims)} consistency check(s)"
@@ -237,6 +244,7 @@ def publish(fig, data: pd.DataFrame, claims: list[Claim], *, paper: str, figure:
 
 REDUCED_LABEL = "CPU SCALE (reduced; not the paper's scale)"
 MODIFIED_LABEL = "MODIFIED: not the paper's settings"
+STAND_IN_LABEL = "OFFLINE STAND-IN DATA (not the paper's)"
 
 
 def label_reduced(fig, label: str = REDUCED_LABEL, *, own_line: bool = False) -> None:

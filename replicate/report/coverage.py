@@ -92,9 +92,16 @@ class Item:
         found = [c for key in self.figures if key in by_key for c in by_key[key]["claims"]]
         return [c for c in found if re.search(self.select, c["claim"])] if self.select else found
 
+    def data_of(self, by_key: dict) -> str:
+        """``limited`` where a record behind the row read an offline stand-in (its ``data`` field, written by
+        ``report.claims.publish``), else the row's own ``data``: a stand-in can never count as the paper's data."""
+        if any((by_key.get(key) or {}).get("data", {}).get("choice") == "stand-in" for key in self.figures):
+            return "limited"
+        return self.data
+
     def status(self, by_key: dict) -> str:
         replication = [c for c in self.claims(by_key) if c.get("kind", "replication") == "replication"]
-        return status(self.run, self.data, sum(bool(c["passed"]) for c in replication), len(replication))
+        return status(self.run, self.data_of(by_key), sum(bool(c["passed"]) for c in replication), len(replication))
 
 
 class _Missing(dict):

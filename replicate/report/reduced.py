@@ -9,7 +9,7 @@ import shlex
 from dataclasses import dataclass
 
 # --set names that say where or how a figure runs, not what it computes: never a changed knob of a record
-NOT_KNOBS = ("out_dir", "workers")
+NOT_KNOBS = ("out_dir", "workers", "data_source")  # data_source: labelled apart (a stand-in is data-limited)
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ _STEM_CIFAR_SCALE = (
     "FedAvg and SCAFFOLD η ∈ {0.02, 0.05, 0.1, 0.2} (one grid for all three figures, so that Figure 3's "
     "comparison reuses Figure 2's runs); otherwise the paper profile (K = 100, LeNet-5, the figure's (b, I)); on "
     "the lossy JPEG copy of CIFAR-10")
-_STEM_CIFAR_KNOBS = ("--set num_rounds=10 --set evals=10 --set 'stem_pairs=[[0.05,570],[0.1,150],[0.2,35],[0.4,9]]' "
+_STEM_CIFAR_KNOBS = ("--set data_source=stand-in --set num_rounds=10 --set evals=10 --set 'stem_pairs=[[0.05,570],[0.1,150],[0.2,35],[0.4,9]]' "
                      "--set 'client_lr=[0.02,0.05,0.1,0.2]' --set 'seeds=[0,1]' --set workers=2 "
                      "--set out_dir=figures/cpu_scale")
 
@@ -77,7 +77,7 @@ REDUCED: tuple[Reduced, ...] = (
     Reduced("cpu_scale/fedprox2020/fig2", "FedProx Figures 2 and 6, Sent140 panel (E ∈ {1, 20, 50}, μ = 0)",
             "200 of the final code's 800 rounds, evaluated every 10th round; otherwise its settings (η 0.3, K = 10, "
             "b = 10, 2 seeds) on our Sent140 (LEAF test split re-split per user, frozen random embedding)",
-            "python -m replicate figures fedprox2020/fig2 --profile paper --set 'datasets=[\"sent140\"]' "
+            "python -m replicate figures fedprox2020/fig2 --profile paper --set data_source=stand-in --set 'datasets=[\"sent140\"]' "
             "--set rounds=200 --set out_dir=figures/cpu_scale",
             "Our devices hold ≈ 4 training tweets each (the paper's: 53), so E = 20-50 epochs of b = 10 overfit each "
             "device: the training loss jumps from 0.69 to 0.9-1.5 in the first 10 rounds and is still above it at "
@@ -92,7 +92,7 @@ REDUCED: tuple[Reduced, ...] = (
     Reduced("cpu_scale/fedprox2020/fig3", "FedProx Figures 3 and 7, Sent140 panel (E = 50, μ = 0 vs the best μ)",
             "200 of 800 rounds, evaluated every 10th round; otherwise as Figure 2's CPU-scale panel; the μ grid "
             "{0.001, 0.01, 0.1, 0.5, 1} on seed 0, the best μ on seed 1",
-            "python -m replicate figures fedprox2020/fig3 --profile paper --set 'datasets=[\"sent140\"]' "
+            "python -m replicate figures fedprox2020/fig3 --profile paper --set data_source=stand-in --set 'datasets=[\"sent140\"]' "
             "--set rounds=200 --set out_dir=figures/cpu_scale",
             "The grid's final training losses (seed 0, mean of the last 2 evaluations: μ = 0: 0.83, 0.001: 0.85, "
             "0.01: 0.87, 0.1: 0.94, 0.5: 1.36, 1: 1.97) rise with μ: the best μ > 0 is the grid's smallest, 0.001 "
@@ -108,7 +108,7 @@ REDUCED: tuple[Reduced, ...] = (
             "(the final paper's 53) local overfitting, not client drift, may dominate here."),
     Reduced("cpu_scale/fedprox2020/fig4", "FedProx Figure 4, Sent140 panel (dissimilarity of the Figure 3 runs)",
             "the CPU-scale Figure 3 runs (200 of 800 rounds, dissimilarity every 10th round)",
-            "python -m replicate figures fedprox2020/fig4 --profile paper --set 'datasets=[\"sent140\"]' "
+            "python -m replicate figures fedprox2020/fig4 --profile paper --set data_source=stand-in --set 'datasets=[\"sent140\"]' "
             "--set rounds=200 --set out_dir=figures/cpu_scale",
             "The Figure 3 runs. The dissimilarity does not fall with μ on this data (mean over rounds, seed 0: "
             "μ = 0: 40, 0.001: 40, 0.01: 45, 0.1: 134, 0.5: 304, 1: 207), opposite to the draft's Figure 4, yet it "
@@ -118,7 +118,7 @@ REDUCED: tuple[Reduced, ...] = (
             "stragglers)",
             "200 of 800 rounds, evaluated every 10th round; otherwise the final code's Sent140 settings (E = 20, "
             "K = 10, b = 10, η 0.3, μ = 0.01 for FedProx μ > 0, 2 seeds) on our Sent140, as Figures 2-4's panels",
-            "python -m replicate figures fedprox2020/stragglers --profile paper --set 'datasets=[\"sent140\"]' "
+            "python -m replicate figures fedprox2020/stragglers --profile paper --set data_source=stand-in --set 'datasets=[\"sent140\"]' "
             "--set rounds=200 --set mu=0.01 --set out_dir=figures/cpu_scale",
             "The paper's picture holds on Sent140 at this scale: FedAvg, which drops the stragglers, degrades "
             "(final training loss 0.79 [0.78, 0.81] without stragglers, 1.37 [1.18, 1.56] at 90 %, and its final test "
@@ -134,7 +134,7 @@ REDUCED: tuple[Reduced, ...] = (
             "100 of 1,500 rounds (evaluated every 8th), γ = 0.01 only, η ∈ {0.00316, 0.01, 0.0316, 0.1} (the paper: "
             "7 γ × 9 η), α ∈ {0, 1}, tuned on seed 0 by the test accuracy of the last 40 rounds (6 evaluations), "
             "seeds 0 and 1; otherwise the paper profile (all 105 writers, M = 10, B = 20, one epoch, β = 0.9)",
-            "python -m replicate figures charles2021/fig6 --profile paper --set 'client_lrs=[0.01]' "
+            "python -m replicate figures charles2021/fig6 --profile paper --set data_source=stand-in --set 'client_lrs=[0.01]' "
             "--set 'server_lrs=[0.003162, 0.01, 0.03162, 0.1]' --set 'alphas=[0, 1]' --set rounds=100 "
             "--set eval_every=8 --set tail_rounds=40 --set 'seeds=[0, 1]' --set out_dir=figures/cpu_scale",
             "The paper's picture, at this scale, with every tuned η now inside its grid (no momentum and heavy-ball "
@@ -152,7 +152,7 @@ REDUCED: tuple[Reduced, ...] = (
             "seeds 0 and 1, early window rounds ≤ 20 and final window the last 40 rounds (6 evaluations); "
             "otherwise the paper profile (all 105 writers of the local copy, M = 10, B = 20, one epoch, Reddi et "
             "al.'s CNN)",
-            "python -m replicate figures charles2021/fig12 --profile paper --set 'datasets=[\"femnist\"]' "
+            "python -m replicate figures charles2021/fig12 --profile paper --set data_source=stand-in --set 'datasets=[\"femnist\"]' "
             "--set 'client_lrs=[0.01, 0.0316, 0.1]' --set rounds=100 --set eval_every=8 --set early_rounds=20 "
             "--set tail_rounds=40 --set 'seeds=[0, 1]' --set out_dir=figures/cpu_scale",
             "At η = 0.01 the smallest γ is ahead throughout: γ = 0.01 ends at a training loss of 3.25 / 3.16 "
@@ -169,7 +169,7 @@ REDUCED: tuple[Reduced, ...] = (
             "tuned per γ)",
             "as the CPU-scale Figure 12, with η ∈ {0.01, 0.0316, 0.1, 0.316} tuned per γ on seed 0 by the training "
             "loss of the last 40 rounds (6 evaluations; the paper: 9 values of η)",
-            "python -m replicate figures charles2021/fig13 --profile paper --set 'datasets=[\"femnist\"]' "
+            "python -m replicate figures charles2021/fig13 --profile paper --set data_source=stand-in --set 'datasets=[\"femnist\"]' "
             "--set 'client_lrs=[0.01, 0.0316, 0.1]' --set 'server_lrs=[0.01, 0.03162, 0.1, 0.3162]' --set rounds=100 "
             "--set eval_every=8 --set early_rounds=20 --set tail_rounds=40 --set 'seeds=[0, 1]' "
             "--set out_dir=figures/cpu_scale",

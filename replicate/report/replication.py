@@ -22,11 +22,13 @@ DATA_NOTES = [
     "`make figures` runs `python -m replicate data fetch --all`, which downloads them on a machine with "
     "internet. No dataset host is reachable from the build machine that produced these figures, so it "
     "staged the offline copies in `../shared/data` through the same checksum-verified path and reported "
-    "the rest as not available. On that machine:",
+    "the rest as not available. Every figure reads the official data unless its `data_source` knob (default: "
+    "`REPLICATE_STAND_INS`) chooses this machine's offline stand-ins; the figures below that read one were "
+    "computed with that switch, say so, and their rows are data-limited or reduced scale. On that machine:",
     "MNIST: **full** (the shared `.gz` files were recompressed; the uncompressed IDX content is verified).",
     "FEMNIST (LEAF JSON): **partial**: 20 of 35 train files, 105 writers with both splits of ~3,500. "
     "TFF's federated EMNIST-62 (`emnist_tff`, what Charles & Konečný use): **not available**; the FEMNIST "
-    "figures run on the partial LEAF copy and say so.",
+    "figures run on the partial LEAF copy, its offline stand-in, and say so.",
     "Shakespeare (Gutenberg etext #100) and TFF Shakespeare (715 roles): **full**.",
     "Sent140: **partial**: LEAF's test split only; the raw Sentiment140 CSVs (`sent140_raw`) and GloVe "
     "(`glove`) are **not available**, so a frozen random table stands in for GloVe (a labelled deviation).",

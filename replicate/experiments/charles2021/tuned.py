@@ -21,14 +21,14 @@ import pandas as pd
 
 from replicate.core.errors import ReplicateError
 from replicate.experiments.charles2021.common import SERVER_LABELS
-from replicate.experiments.charles2021.neural import FEMNIST_COPY, HALF_DECADES, SERVER_GRID, NeuralRuns, diverged
+from replicate.experiments.charles2021.neural import DATA, HALF_DECADES, SERVER_GRID, NeuralRuns, diverged
 from replicate.runs.tune import at_grid_edge, tune_then_run
 from replicate.runs.measures import final
 from replicate.report import plotting
 from replicate.report.claims import check
 
 DEVIATIONS = (
-    FEMNIST_COPY,
+    DATA,
     "M = 10, B = 20, one local epoch, 1,500 rounds and the (γ, η) grids are Reddi et al.'s defaults (GUESS, spec "
     "§7.3): the paper's values are masked in the text.",
     "The α values are masked in the text: {0, 0.01, 0.1, 1} is PROPOSED (spec §7.4 GUESS).",

@@ -27,6 +27,8 @@ from replicate.core.errors import ReplicateError
 from replicate.fl.algorithms import FedAvg, FedProx
 from replicate.runs.config import RunConfig
 from replicate.fl import models
+from replicate.data import variants
+from replicate.experiments import knobs
 
 BATCH_SIZE = 10  # b, every dataset (App. C.2)
 METRICS = ("train_loss", "train_acc", "test_loss", "test_acc", "dissimilarity")
@@ -56,17 +58,20 @@ SETTINGS = {
     "synthetic(0.5,0.5)": Setting("Synthetic (0.5,0.5)", "synthetic(0.5,0.5)", 0.01, 10, 200, 1.0, 30),
     "synthetic(1,1)": Setting("Synthetic (1,1)", "synthetic(1,1)", 0.01, 10, 200, 1.0, 30),
     "mnist": Setting("MNIST", "mnist_fedprox", 0.03, 10, 100, 1.0),
-    # The draft's EMNIST: 5% of its 900 writers are active; our partial LEAF copy has 105 writers.
-    "emnist": Setting("EMNIST", "femnist", 0.003, 5, 200, 1.0),
-    "emnist_star": Setting("EMNIST*", "emnist_star", 0.003, 10, 200, 1.0),
-    "femnist": Setting("FEMNIST", "femnist_fedprox", 0.003, 10, 200, 1.0),
+    # The draft's EMNIST: 900 writers of TFF's EMNIST-62, 5% (45) of them active a round (spec §1(c), §5)
+    "emnist": Setting("EMNIST", "emnist_draft_tff", 0.003, 45, 200, 1.0),
+    "emnist_star": Setting("EMNIST*", "emnist_star_tff", 0.003, 10, 200, 1.0),
+    "femnist": Setting("FEMNIST", "femnist_fedprox_tff", 0.003, 10, 200, 1.0),
     # The LSTM sets (final code: K = 10, μ = 0.001 / 0.01): runnable, not in the default panels
     # on a CPU (``LSTM_DEVIATION``); name them in a figure's ``datasets`` to run them.
     "shakespeare": Setting("Shakespeare", "shakespeare", 0.8, 10, 40, 0.001, model="char_lstm"),
     # Sent140: evaluated every 10th round: the dissimilarity over our 2,875 tiny devices costs ≈ 14 s
     # on this CPU, 3-10 times a round's training at E = 20.
-    "sent140": Setting("Sent140", "sent140", 0.3, 10, 800, 0.01, model="sent_lstm", eval_every=10),
+    "sent140": Setting("Sent140", "sent140_leaf", 0.3, 10, 800, 0.01, model="sent_lstm", eval_every=10),
 }
+# On the offline stand-in (data_source = "stand-in", replicate.data.variants) the draft's EMNIST is the partial LEAF copy's
+# 105 writers, 5 of them (the draft's 5%) active a round
+STAND_IN_CLIENTS_PER_ROUND = {"emnist": 5}
 LABELS = {key: s.label for key, s in SETTINGS.items()}
 DISSIMILARITY_SAMPLES = 200  # the authors' LSTMs: each device's first ≤ 200 samples (spec §2.2)
 
@@ -86,20 +91,42 @@ SYNTHETIC_DEVIATION = (
 DATA_DEVIATIONS = {
     "mnist": "MNIST: the authors' power-law generator over all 70,000 images, 1,000 devices, seed 64 "
              "(69,042 samples, std 119; theirs 69,035, std 106), split 90/10.",
-    "emnist": "EMNIST: only a partial LEAF FEMNIST copy exists here (105 writers with both splits, 16,393 "
-              "samples; the draft: 900 writers, 305,654 samples) — 5 of 105 devices per round (the draft's 5%).",
+    "emnist": "EMNIST: a seeded draw of 900 of TFF EMNIST-62's 3,400 writers, each with TFF's train/test split "
+              "(spec §1(c) PROPOSED: the draft's LEAF sampling arguments are unpublished), 45 devices a round (5%).",
     "emnist_star": "EMNIST*: the draft's code is unpublished; the spec's PROPOSED recipe (26 lower-case letters, "
-                   "20 per device, 200 devices) over the ~118 images per letter of the partial local copy, so "
-                   "most samples repeat an image.",
-    "femnist": "FEMNIST (final): the authors' my_sample.py recipe (letters a–j, 3 per device, 200 devices) over "
-               "the ~120 images per class of the partial local copy; 10 outputs (theirs: 26).",
+                   "20 per device, 200 devices) over the lower-case letters of TFF's EMNIST-62 (all 3,400 writers).",
+    "femnist": "FEMNIST (final): the authors' my_sample.py recipe (letters a–j, 3 per device, 200 devices) over TFF "
+               "EMNIST-62's images of a–j instead of 4,000 per class from the raw NIST by_class PNGs; 10 outputs "
+               "(theirs: 26).",
     "shakespeare": "Shakespeare: LEAF's preprocessing of the raw complete works, then a seeded --sf 0.2 draw (210 "
                    "devices, 845,241 windows; Table 1: 143 / 517,706); the authors' LSTM (2×256).",
-    "sent140": "Sent140: only LEAF's test split exists here (2,875 users, 16,025 tweets), re-split 80/20 per user; "
-               "no GloVe, so the authors' frozen 300-d GloVe embedding is a frozen random table (uniform ±1, the "
-               "same for every run) over the training tweets' vocabulary; evaluated every 10th round (the "
-               "authors: every round).",
+    "sent140": "Sent140: the raw Sentiment140 CSVs through LEAF's steps (-s niid --sf 0.3 -k 30 -t sample, seeded), "
+               "the authors' frozen GloVe 6B 300-d embedding (a zero row for unknown words); evaluated every 10th "
+               "round (the authors: every round).",
 }
+# The same sets on this machine's offline stand-ins (data_source = "stand-in"; replicate.data.variants)
+STAND_IN_DEVIATIONS = {
+    "emnist": "EMNIST (offline stand-in): only a partial LEAF FEMNIST copy exists here (105 writers with both splits, "
+              "16,393 samples; the draft: 900 writers, 305,654 samples) — 5 of 105 devices per round (the draft's 5%).",
+    "emnist_star": "EMNIST* (offline stand-in): the draft's code is unpublished; the spec's PROPOSED recipe (26 "
+                   "lower-case letters, 20 per device, 200 devices) over the ~118 images per letter of the partial "
+                   "local copy, so most samples repeat an image.",
+    "femnist": "FEMNIST (final; offline stand-in): the authors' my_sample.py recipe (letters a–j, 3 per device, 200 "
+               "devices) over the ~120 images per class of the partial local copy; 10 outputs (theirs: 26).",
+    "sent140": "Sent140 (offline stand-in): only LEAF's test split exists here (2,875 users, 16,025 tweets), re-split "
+               "80/20 per user; no GloVe, so the authors' frozen 300-d GloVe embedding is a frozen random table "
+               "(uniform ±1, the same for every run) over the training tweets' vocabulary; evaluated every 10th "
+               "round (the authors: every round).",
+}
+
+
+def data_deviation(key: str, data: str) -> str:
+    """The data deviation of dataset ``key`` when the runs read ``data`` (official or stand-in)."""
+    if data == variants.STAND_IN and key in STAND_IN_DEVIATIONS:
+        return STAND_IN_DEVIATIONS[key]
+    return DATA_DEVIATIONS[key]
+
+
 LSTM_DEVIATION = (
     "Shakespeare and Sent140 (LSTM) panels are not in the committed paper-scale figures: this 2-core CPU cannot "
     "run them at the paper's scale. Measured on it with the fused LSTM kernel (one device, batch 10, forward + "
@@ -111,22 +138,25 @@ LSTM_DEVIATION = (
     "800-round curve ≈ 1-2.5 h. They run "
     "unchanged on a GPU: name 'shakespeare' / 'sent140' in the figure's datasets. Settings: the final code's "
     "(η 0.8 / 0.3, K = 10, μ 0.001 / 0.01, 40 / 800 rounds, hidden sizes 256 / 100 — the papers print them "
-    "swapped); Shakespeare is LEAF's seeded --sf 0.2 draw (210 devices, Table 1: 143); Sent140 is the local "
-    "re-split of LEAF's test split with a frozen random embedding (Table 1).")
+    "swapped); Shakespeare is LEAF's seeded --sf 0.2 draw (210 devices, Table 1: 143); Sent140's data is "
+    "listed above.")
 
 
 def run_config(key: str, *, mu: float, epochs: int, seed: int, drop: float = 0.0, algorithm: str = "fedprox",
-               rounds: int | None = None, clients_per_round: int | None = None) -> RunConfig:
-    """A FedProx-paper run on dataset ``key`` (see ``SETTINGS``)."""
+               rounds: int | None = None, clients_per_round: int | None = None,
+               data: str = variants.OFFICIAL) -> RunConfig:
+    """A FedProx-paper run on dataset ``key`` (see ``SETTINGS``), read from the official data or its stand-in."""
     s = SETTINGS[key]
-    k = clients_per_round or s.clients_per_round
+    loader = variants.loader(s.dataset, data)
+    k = clients_per_round or (STAND_IN_CLIENTS_PER_ROUND.get(key, s.clients_per_round) if loader != s.dataset
+                              else s.clients_per_round)
     if algorithm == "fedavg":  # the FedProx code's FedAvg: n_k-weighted, stragglers dropped
         if mu:
             raise ReplicateError("FedAvg has no proximal term: μ needs algorithm='fedprox'")
         settings = FedAvg("weighted", k, straggler_fraction=drop)
     else:
         settings = FedProx(mu, k, sampling="uniform", straggler_fraction=drop)
-    return RunConfig(dataset=s.dataset, num_clients=s.num_clients, model=s.model, algorithm=settings,
+    return RunConfig(dataset=loader, num_clients=s.num_clients, model=s.model, algorithm=settings,
                      local_steps=None, local_epochs=epochs, batch_size=BATCH_SIZE, client_lr=s.lr,
                      lr_schedule="constant", weight_decay=0.0, clip_norm=None,
                      rounds=rounds or s.rounds, seed=seed, eval_every=s.eval_every,
@@ -166,25 +196,32 @@ def fmt_seeds(values) -> str:
     return f"{v.mean():.3g}" if v.size == 1 else f"{v.mean():.3g} [{v.min():.3g}, {v.max():.3g}]"
 
 
-class DatasetDeviations:
-    """Mixin of the FedProx figure configs: ``deviations`` follow the ``datasets`` knob, so a run of
-    ``datasets=["sent140"]`` lists Sent140's data deviation and not the default sets' (derived, never set)."""
+@dataclass(frozen=True)
+class DatasetDeviations(knobs.DataChoice):
+    """Mixin of the FedProx figure configs: the ``data_source`` knob (official data or this machine's stand-ins), and
+    ``deviations`` that follow it and the ``datasets`` knob, so a run of ``datasets=["sent140"]`` lists Sent140's
+    data deviation and not the default sets' (derived, never set)."""
 
     EXTRA_DEVIATIONS: ClassVar[tuple[str, ...]] = ()
     LSTM_PANELS: ClassVar[bool] = True  # the paper's figure has LSTM panels
 
     def __post_init__(self):
         object.__setattr__(self, "deviations",
-                           deviations_for(self.datasets, self.EXTRA_DEVIATIONS, self.LSTM_PANELS))
+                           deviations_for(self.datasets, self.EXTRA_DEVIATIONS, self.LSTM_PANELS, self.data_source))
+
+    def dataset_names(self) -> tuple[str, ...]:
+        """The loaders its panels read (``replicate.experiments.requirements``)."""
+        return tuple(self.loader(SETTINGS[k].dataset) for k in self.datasets)
 
 
-def deviations_for(keys, extra=(), lstm: bool = True) -> tuple[str, ...]:
-    """The deviations of a figure over datasets ``keys``; ``lstm``: the paper's figure has LSTM panels."""
+def deviations_for(keys, extra=(), lstm: bool = True, data: str = variants.OFFICIAL) -> tuple[str, ...]:
+    """The deviations of a figure over datasets ``keys`` read from ``data``; ``lstm``: the paper's figure has LSTM
+    panels."""
     keys = list(keys)
     out = list(COMMON_DEVIATIONS)
     if any(k in SYNTHETIC for k in keys):
         out.append(SYNTHETIC_DEVIATION)
-    out += [DATA_DEVIATIONS[k] for k in keys if k in DATA_DEVIATIONS]
+    out += [data_deviation(k, data) for k in keys if k in DATA_DEVIATIONS]
     return tuple(out) + tuple(extra) + ((LSTM_DEVIATION,) if lstm else ())
 
 

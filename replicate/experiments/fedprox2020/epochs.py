@@ -14,7 +14,7 @@ import pandas as pd
 
 from replicate.core.errors import ReplicateError
 from replicate.experiments import knobs
-from replicate.experiments.fedprox2020.common import (DATA_DEVIATIONS, LABELS, SETTINGS, DatasetDeviations,
+from replicate.experiments.fedprox2020.common import (data_deviation, LABELS, SETTINGS, DatasetDeviations,
                                                        curves_grid, fmt_seeds, run_config, runs)
 from replicate.runs.measures import fluctuations
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
@@ -54,7 +54,7 @@ class Fig2Config(DatasetDeviations, knobs.FigureConfig):
 
     def configs(self):
         return [({"dataset": LABELS[d], "E": e, "seed": s},
-                 run_config(d, mu=0.0, epochs=e, seed=s, rounds=self.rounds))
+                 run_config(d, mu=0.0, epochs=e, seed=s, rounds=self.rounds, data=self.data_source))
                 for d in self.datasets for e in sorted(self.epochs) for s in self.seeds]
 
 
@@ -88,7 +88,7 @@ def fig2_claims(data: pd.DataFrame, config: Fig2Config) -> list:
             f"E = {hi}: {fmt_seeds(wiggle[d][hi])} ({seeds})",
             margin=f"E = {hi} fluctuates > {config.margin:.0%} more than E = {lo}, and above {config.unstable:g}, "
                    "in every seed",
-            paper_value="qualitative (Fig. 2)", deviations=(DATA_DEVIATIONS[key],)))
+            paper_value="qualitative (Fig. 2)", deviations=(data_deviation(key, config.data_source),)))
     first_half = data[data["round"] <= data.groupby("dataset")["round"].transform("max") / 2]
     early = first_half.groupby(list(by))["train_loss"].mean()
     for key in [d for d in FASTER if d in config.datasets]:
@@ -99,7 +99,7 @@ def fig2_claims(data: pd.DataFrame, config: Fig2Config) -> list:
             f"mean training loss over the first half of the rounds: E = {lo}: {fmt_seeds(early[d][lo])}, "
             f"E = {hi}: {fmt_seeds(early[d][hi])} ({seeds})",
             margin=f"E = {hi} below E = {lo} by > {config.margin:.0%} in every seed",
-            paper_value="qualitative (Fig. 2)", deviations=(DATA_DEVIATIONS[key],)))
+            paper_value="qualitative (Fig. 2)", deviations=(data_deviation(key, config.data_source),)))
     dis = data.groupby(list(by))["dissimilarity"].mean()
     names = list(pd.unique(data["dataset"]))
     ok = all(bool((dis[d][lo] < dis[d][hi]).all()) for d in names)

@@ -67,7 +67,7 @@ class Fig1Config(DatasetDeviations, knobs.FigureConfig):
 
     def configs(self):
         return [({"dataset": LABELS[d], "mu": mu, "seed": s},
-                 run_config(d, mu=mu, epochs=self.epochs, seed=s, rounds=self.rounds))
+                 run_config(d, mu=mu, epochs=self.epochs, seed=s, rounds=self.rounds, data=self.data_source))
                 for d in self.ordered() for mu in self.mus for s in self.seeds]
 
 

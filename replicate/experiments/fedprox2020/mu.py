@@ -62,7 +62,7 @@ class Fig3Config(DatasetDeviations, knobs.FigureConfig):
 
     def labelled(self, key: str, mu: float, seed: int):
         return ({"dataset": LABELS[key], "mu": mu, "seed": seed},
-                run_config(key, mu=mu, epochs=self.epochs, seed=seed, rounds=self.rounds))
+                run_config(key, mu=mu, epochs=self.epochs, seed=seed, rounds=self.rounds, data=self.data_source))
 
     def tuning(self):
         """μ = 0 on every seed and the whole grid on the tuning seeds."""

@@ -73,7 +73,8 @@ class StragglersConfig(DatasetDeviations, knobs.FigureConfig):
 
     def _config(self, key, algorithm, mu, drop, seed, rounds=None):
         return run_config(key, mu=mu, epochs=self.epochs, seed=seed, drop=drop, algorithm=algorithm,
-                          rounds=rounds or self.rounds, clients_per_round=self.clients_per_round)
+                          rounds=rounds or self.rounds, clients_per_round=self.clients_per_round,
+                          data=self.data_source)
 
     def configs(self):
         out = []

@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from replicate.core.errors import ReplicateError
-from replicate.data.shards import HETEROGENEITY, WORKERS, cifar10_stem_name
+from replicate.data.shards import HETEROGENEITY, WORKERS
 from replicate.experiments import knobs
 from replicate.experiments.khanduri2021.common import (LABELS, StemRuns, chosen_text, edge_note, first_momentum_weight,
                                                        held_out, legend_label, seeds_text, tune_and_run)
@@ -75,7 +75,7 @@ SOURCES["test accuracy"] = SOURCES["training loss"]
 
 
 @dataclass(frozen=True)
-class Fig2Config(StemRuns, knobs.FigureConfig):
+class Fig2Config(knobs.DataChoice, StemRuns, knobs.FigureConfig):
     """Figure 2: CIFAR-10, moderate heterogeneity, small b with many local updates."""
 
     heterogeneity: str = "moderate"  # every worker holds all 10 classes; "high": 5 of 10
@@ -143,8 +143,9 @@ class Fig2Config(StemRuns, knobs.FigureConfig):
         return {"execution": self.execution}
 
     def dataset_name(self) -> str:
-        """``cifar10_stem_*`` (official batches) when they can be had, else ``cifar10_jpg_stem_*`` (lossy)."""
-        return cifar10_stem_name(self.heterogeneity)
+        """``cifar10_stem_*`` (the official batches), or ``cifar10_jpg_stem_*`` (the lossy JPEG stand-in) when
+        ``data_source`` is ``"stand-in"``: never substituted silently."""
+        return self.loader(f"cifar10_stem_{self.heterogeneity}")
 
     def dataset_names(self) -> tuple[str, ...]:
         """The datasets its runs load (``replicate.experiments.requirements``)."""
@@ -291,8 +292,8 @@ def plot_curves(data: pd.DataFrame, config: Fig2Config):
     return fig
 
 
-LOSSY = ("CIFAR-10 is the lossy JPEG copy (quality ~75, ``cifar10_jpg``), not the official batches: the "
-         "official data could not be had here")
+LOSSY = ("CIFAR-10 is the lossy JPEG copy (quality ~75, ``cifar10_jpg``), not the official batches: an offline "
+         "stand-in, chosen with data_source = 'stand-in' (REPLICATE_STAND_INS=1)")
 
 
 def is_lossy(data: pd.DataFrame) -> bool:

@@ -49,6 +49,8 @@ def for_dataset(name: str, dataset, hidden: int | None = None) -> Model:
         options = dict(_LSTM_PRESETS[name], **({} if hidden is None else {"hidden": hidden}))
         if options.get("loss_kind") == "token":
             options["uncounted"] = tuple(dataset.meta.get("uncounted", ()))
+        if options.get("frozen_embedding") and dataset.meta.get("vectors") is not None:
+            options["vectors"] = dataset.meta["vectors"]  # the dataset's own embedding (Sent140: GloVe)
         classes = None if name.startswith("char_lstm") else dataset.num_classes
         return CharLSTM(vocabulary, num_classes=classes, **options)
     if hidden is not None and name != "mlp":

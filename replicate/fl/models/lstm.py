@@ -38,6 +38,7 @@ from typing import NamedTuple
 import torch
 
 from replicate.core import rng
+from replicate.core.errors import ReplicateError
 from replicate.fl.models.base import Model
 from replicate.fl.models.nets import _uniform_init
 
@@ -64,8 +65,12 @@ class CharLSTM(Model):
 
     def __init__(self, vocab_size: int, embed: int = 8, hidden: int = 256, layers: int = 2,
                  loss_kind: str = "class", num_classes: int | None = None, head: tuple[int, ...] = (),
-                 frozen_embedding: bool = False, uncounted: tuple[int, ...] = ()):
+                 frozen_embedding: bool = False, uncounted: tuple[int, ...] = (), vectors=None):
         self.vocab_size, self.embed, self.hidden, self.layers = vocab_size, embed, hidden, layers
+        # the frozen table's rows (vocab_size × embed, e.g. GloVe); None: a fixed uniform ±1 draw
+        self.vectors = None if vectors is None else torch.as_tensor(vectors, dtype=torch.float32)
+        if self.vectors is not None and tuple(self.vectors.shape) != (vocab_size, embed):
+            raise ReplicateError(f"embedding vectors are {tuple(self.vectors.shape)}, the model needs ({vocab_size}, {embed})")
         self.uncounted = tuple(uncounted)
         self.loss_kind, self.head, self.frozen_embedding = loss_kind, tuple(head), bool(frozen_embedding)
         self.num_classes = vocab_size if num_classes is None else num_classes
@@ -100,6 +105,8 @@ class CharLSTM(Model):
     def table(self, device) -> torch.Tensor:
         """The frozen embedding (vocabulary × width), built once per device."""
         key = str(device)
+        if key not in self._tables and self.vectors is not None:
+            self._tables[key] = self.vectors.to(device)
         if key not in self._tables:
             g = rng.generator(0, "embedding", self.vocab_size, self.embed)
             table = torch.rand(self.vocab_size, self.embed, generator=g, device=g.device) * 2 - 1

@@ -128,6 +128,12 @@ def _bench(args) -> int:
 def _data(args) -> int:
     from replicate.data import store
 
+    if args.action == "fetch" and args.dry_run:
+        names = store.registered() if args.all else args.names
+        for name in names:
+            action, detail = store.fetch_plan(name, args.source)
+            print(f"{name:16s} {action:14s} {detail}")
+        return 0
     if args.action == "fetch" and args.all:
         report = store.fetch_all(args.source)
         for name, outcome, detail in report:
@@ -283,6 +289,9 @@ def main(argv=None) -> int:
     data.add_argument("names", nargs="*", default=[], help="datasets to fetch (see `data list`)")
     data.add_argument("--all", action="store_true", help="fetch every registered dataset and report each")
     data.add_argument("--from", dest="source", default=None, help="stage from this local directory instead of downloading")
+    data.add_argument("--dry-run", action="store_true",
+                      help="say what fetch would do for each dataset (staged, copy from a folder, download from "
+                           "which URL and how large, or why not available), and do nothing")
     data.set_defaults(func=_data)
     runs = sub.add_parser(
         "cache", help="carry cached runs between machines as one file",

@@ -16,8 +16,11 @@ import hashlib
 import json
 import lzma
 import shutil
+import socket
+import sys
 import tarfile
 import tempfile
+import time
 import urllib.error
 import urllib.request
 import zipfile
@@ -28,7 +31,7 @@ from typing import BinaryIO, Iterator
 
 from replicate.core import paths
 from replicate.core.errors import ReplicateError
-from replicate.core.fileio import atomic_file, atomic_write_text
+from replicate.core.fileio import atomic_write_text
 
 _CHUNK = 1 << 20
 # What a broken or cut-off archive raises while it is read, besides our own errors.
@@ -94,6 +97,8 @@ def failure(url: str, exc: Exception) -> str:
     """One line saying why ``url`` gave nothing usable."""
     if isinstance(exc, urllib.error.HTTPError):
         return f"{url}: HTTP {exc.code} {exc.reason}"
+    if isinstance(exc, (TimeoutError, socket.timeout)) or "timed out" in str(exc):
+        return f"{url}: the server stopped sending for {TIMEOUT_S} s (a stalled download)"
     if isinstance(exc, urllib.error.URLError):
         return f"{url}: host unreachable ({exc.reason}); is this machine offline?"
     if isinstance(exc, ReplicateError):
@@ -101,25 +106,85 @@ def failure(url: str, exc: Exception) -> str:
     return f"{url}: download broke off ({exc})"
 
 
-def download(urls: tuple[str, ...], dest: Path, what: str) -> str:
-    """Download the first of ``urls`` that answers into ``dest`` (atomically); the URL used.
+TIMEOUT_S = 60  # a server silent this long has stalled: one line, and the bytes received are kept for a resume
+_SHOW_EVERY_S = 0.5
 
-    Every failure is named: an unreachable host (no internet), an HTTP error, a connection that
-    broke off. Nothing is left at ``dest`` unless the whole body arrived.
+
+class _Meter:
+    """Bytes received and the rate, on one self-overwriting stderr line while a terminal watches, then one line."""
+
+    def __init__(self, what: str, done: int, total: int | None):
+        self.what, self.start_bytes, self.done, self.total = what, done, done, total
+        self.t0 = self.shown = time.monotonic()
+        self.live = sys.stderr.isatty()
+
+    def line(self) -> str:
+        seconds = max(time.monotonic() - self.t0, 1e-9)
+        of = f" of {self.total / 1e6:,.1f}" if self.total else ""
+        return (f"{self.what}: {self.done / 1e6:,.1f}{of} MB, {(self.done - self.start_bytes) / 1e6 / seconds:,.1f} MB/s"
+                + (f" (resumed at {self.start_bytes / 1e6:,.1f} MB)" if self.start_bytes else ""))
+
+    def update(self, n: int) -> None:
+        self.done += n
+        if self.live and time.monotonic() - self.shown >= _SHOW_EVERY_S:
+            self.shown = time.monotonic()
+            print("\r" + self.line(), end="", file=sys.stderr, flush=True)
+
+    def finish(self) -> None:
+        print(("\r" if self.live else "") + self.line(), file=sys.stderr, flush=True)
+
+
+def _receive(url: str, part: Path, what: str) -> None:
+    """Append ``url``'s body to ``part``, asking the server for the bytes after those ``part`` holds (HTTP Range)
+    and starting afresh where it ignores the request; raises OSError unless the whole body arrived."""
+    have = part.stat().st_size if part.is_file() else 0
+    request = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
+    try:
+        response = urllib.request.urlopen(request, timeout=TIMEOUT_S)
+    except urllib.error.HTTPError as exc:
+        if exc.code == 416 and have:  # nothing after what we hold: begin again rather than trust it
+            part.unlink()
+            return _receive(url, part, what)
+        raise
+    with response:
+        if have and getattr(response, "status", 200) != 206:  # the server sends the whole body again
+            have = 0
+        headers = getattr(response, "headers", None)
+        length = headers.get("Content-Length") if headers is not None else None
+        total = have + int(length) if length is not None else None
+        meter = _Meter(what, have, total)
+        with open(part, "ab" if have else "wb") as out:
+            out.truncate(have)
+            for chunk in iter(lambda: response.read(_CHUNK), b""):
+                out.write(chunk)
+                meter.update(len(chunk))
+            size = out.tell()
+    meter.finish()
+    if total is not None and size != total:
+        raise OSError(f"connection closed after {size:,} of {total:,} bytes")
+
+
+def download(urls: tuple[str, ...], dest: Path, what: str) -> str:
+    """Download the first of ``urls`` that answers into ``dest``; the URL used.
+
+    Bytes arrive in ``dest.part``, which becomes ``dest`` only once the whole body is there; a download that
+    broke off or stalled (``TIMEOUT_S``) keeps it, and the next call resumes after it where the server allows
+    (HTTP Range), else starts again. Every failure is named in one line: an unreachable host (no internet),
+    an HTTP error, a connection that broke off or stalled. The caller verifies the checksum before unpacking.
     """
+    part = dest.with_name(dest.name + ".part")
+    dest.parent.mkdir(parents=True, exist_ok=True)
     failures = []
     for url in urls:
         try:
-            with urllib.request.urlopen(url, timeout=60) as response, atomic_file(dest) as out:
-                headers = getattr(response, "headers", None)
-                expected = headers.get("Content-Length") if headers is not None else None
-                shutil.copyfileobj(response, out, _CHUNK)
-                if expected is not None and out.tell() != int(expected):
-                    raise OSError(f"connection closed after {out.tell()} of {expected} bytes")
+            _receive(url, part, what)
+            part.replace(dest)
             return url
-        except OSError as exc:  # URLError and HTTPError are OSErrors
+        except OSError as exc:  # URLError, HTTPError and socket timeouts are OSErrors
             failures.append(failure(url, exc))
-    raise ReplicateError(f"could not download {what}:\n  " + "\n  ".join(failures))
+    kept = (f"\n  the {part.stat().st_size:,} bytes received are kept in {part}: the next fetch resumes there"
+            if part.is_file() and part.stat().st_size else "")
+    raise ReplicateError(f"could not download {what}:\n  " + "\n  ".join(failures) + kept)
 
 
 def _member_path(name: str, archive: Path) -> PurePosixPath:

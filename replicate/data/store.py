@@ -306,6 +306,28 @@ def fetch_all(source: str | os.PathLike | None = None) -> list[tuple[str, str, s
     return report
 
 
+def fetch_plan(name: str, source: str | os.PathLike | None = None) -> tuple[str, str]:
+    """What ``fetch(name, source)`` would do, without doing it (``data fetch --dry-run``): ``(action, detail)``
+    with action ``staged`` (every file in place; checksums are verified by the fetch itself), ``copy`` (from a
+    local folder), ``download`` (the URLs and the catalogue's size) or ``not available`` (why)."""
+    ds, folder = spec(name), dataset_dir(name)
+    missing = [f for f in ds.files if not (folder / f.name).is_file()]
+    if not missing:
+        return "staged", str(folder)
+    root = Path(source) if source is not None else paths.local_data_source()
+    if root is not None and root.is_dir() and all(
+            _find_local(ds, root, f.name) is not None
+            or any(_find_local(ds, root, a.name) is not None for a in ds.archives if f.name in {n for _, n in a.members})
+            for f in missing):
+        return "copy", f"from {root} ({len(missing)} file(s))"
+    if source is not None:
+        return "not available", f"{missing[0].published_name} is not in {root}"
+    if not ds.downloadable:
+        return "not available", f"no download: {ds.no_download}"
+    urls = [a.urls[0] for a in ds.archives] or [ds.mirrors[0] + f.published_name for f in missing]
+    return "download", f"{', '.join(urls)} ({ds.size or 'size not recorded'})"
+
+
 def ensure(name: str) -> Path:
     """The verified folder of ``name``, staging it from the local source if it is there.
 

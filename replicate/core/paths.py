@@ -49,6 +49,13 @@ def local_data_source() -> Path | None:
     return shared if shared.is_dir() else None
 
 
+def catalog_override() -> Path | None:
+    """A JSON file that points catalogue entries at other URLs and checksums (`REPLICATE_CATALOG_OVERRIDE`):
+    for tests only, which serve fabricated official files from 127.0.0.1 (``replicate.data.store``)."""
+    value = os.environ.get("REPLICATE_CATALOG_OVERRIDE")
+    return Path(value).resolve() if value else None
+
+
 def stand_ins() -> bool:
     """Whether figures read this machine's offline stand-ins instead of the official data (`REPLICATE_STAND_INS`:
     1 or 0, default 0). The default of every figure's ``data_source`` knob (``replicate.data.variants``); a stand-in

@@ -128,3 +128,26 @@ def test_fedprox_draft_emnist_is_a_seeded_draw_of_tff_writers(tmp_path, monkeypa
     assert len(draws) > 1 and c.num_clients == 3  # the seed chooses the writers
     with pytest.raises(ReplicateError, match="num_writers must be between 1 and 6"):
         emnist_tff.emnist_draft_tff(num_writers=7, root=str(root))
+
+
+def test_committed_figures_computed_on_stand_ins_reproduce_with_the_switch(tmp_path, monkeypatch):
+    """``--check`` with ``REPLICATE_STAND_INS=1`` regenerates the committed stand-in tables bitwise: the stand-in's
+    run configs, loaders and the rows' words are those the committed figures were computed with."""
+    import os
+    import subprocess
+    import sys
+
+    from replicate.core import paths
+
+    monkeypatch.setenv("REPLICATE_STAND_INS", "1")
+    keys = ("charles2021/table3", "fedprox2020/table1")
+    absent = sorted({name for key in keys for name in requirements.missing(key, "paper")})
+    if absent:
+        pytest.skip(f"{', '.join(absent)} not available: the committed tables read them")
+    env = {**os.environ, "REPLICATE_STAND_INS": "1", "REPLICATE_BUILD": str(tmp_path / "build"),
+           "REPLICATE_LEDGER": "off"}
+    ran = subprocess.run([sys.executable, "-m", "replicate", "figures", "--check", "--profile", "paper", *keys],
+                         env=env, cwd=paths.REPO, capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 0, (ran.stdout + ran.stderr)[-2000:]
+    rows = [line for line in ran.stdout.splitlines() if line.startswith(keys)]
+    assert len(rows) == 2 and all("0.00e+00" in row and "reproduced within tolerance" in row for row in rows), rows

@@ -24,8 +24,8 @@ PAPER = {"femnist": (3400, 671_585, 3400, 77_483), "cifar100": (500, 50_000, 100
 # Table 3 row → (the loader of our official dataset or None, why ours differs or is missing). A row read from an
 # offline stand-in (data_source = "stand-in": LEAF FEMNIST, 105 of 3,400 writers, for TFF's EMNIST-62) cannot match
 # Table 3's counts, so its comparison is shown, not counted (issue #40 item 6).
-STAND_IN_WHY = {"femnist": "the offline stand-in for TFF's EMNIST-62: the local LEAF FEMNIST copy is partial (20 of "
-                           "35 train files: 105 writers with both splits, LEAF's per-writer 90/10 sample split)"}
+STAND_IN_WHY = {"femnist": "TFF's EMNIST-62 is not here; the local LEAF FEMNIST copy is partial (20 of 35 train "
+                           "files: 105 writers with both splits, LEAF's per-writer 90/10 sample split)"}
 ROWS = {
     "femnist": ("emnist_tff", "TFF's federated EMNIST-62, the paper's data"),
     "cifar100": (None, "CIFAR-100 (and Reddi et al.'s hierarchical-LDA split of it) is not available on this machine"),

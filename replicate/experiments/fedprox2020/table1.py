@@ -57,10 +57,10 @@ FITTED = ("mnist", "emnist_star", "femnist")
 # A partial copy (LEAF FEMNIST's 105 writers, LEAF's Sent140 test split) cannot match the draft's counts, so that
 # comparison is shown, not counted (issue #40 item 6).
 STAND_IN_WHY = {
-    "emnist": "offline stand-in: only a partial LEAF FEMNIST copy exists here (20 of 35 train files: 105 writers with "
-              "both splits); the draft's sampling arguments for its 900 writers are unpublished",
-    "sent140": "offline stand-in: only LEAF's Sent140 test split exists here (2,875 users with > 30 tweets, 10% of each "
-               "user's tweets), re-split 80/20; the draft's sampling arguments are unpublished",
+    "emnist": "only a partial LEAF FEMNIST copy exists here (20 of 35 train files: 105 writers with both splits); "
+              "the draft's sampling arguments for its 900 writers are unpublished",
+    "sent140": "only LEAF's Sent140 test split exists here (2,875 users with > 30 tweets, 10% of each user's "
+               "tweets), re-split 80/20; the draft's sampling arguments are unpublished",
     "emnist_star": ROWS["emnist_star"][3],
     "femnist": ROWS["femnist"][3].replace("TFF's EMNIST-62", "the partial local copy"),
 }

@@ -11,12 +11,24 @@ import replicate.data as data
 from replicate.core.errors import ReplicateError
 
 def test_available_names():
-    assert data.available() == ["synthetic", "synthetic_iid", "mnist_balanced", "mnist_unbalanced",
-                                "mnist_fedprox", "femnist", "emnist_star", "femnist_fedprox", "shakespeare",
-                                "sent140", "sent140_leaf", "mnist_stem", "mnist_stem_high", "mnist_stem_moderate",
-                                "cifar10_stem_high", "cifar10_stem_moderate", "cifar10_jpg_stem_high",
-                                "cifar10_jpg_stem_moderate", "shakespeare_tff", "emnist_tff", "emnist_draft_tff",
-                                "emnist_star_tff", "femnist_fedprox_tff"]
+    assert sorted(data.available()) == sorted([
+        "synthetic", "synthetic_iid", "mnist_balanced", "mnist_unbalanced", "mnist_fedprox", "femnist", "emnist_star",
+        "femnist_fedprox", "shakespeare", "sent140", "sent140_leaf", "mnist_stem", "mnist_stem_high",
+        "mnist_stem_moderate", "cifar10_stem_high", "cifar10_stem_moderate", "cifar10_jpg_stem_high",
+        "cifar10_jpg_stem_moderate", "shakespeare_tff", "emnist_tff", "emnist_draft_tff", "emnist_star_tff",
+        "femnist_fedprox_tff"])
+
+
+def test_every_builder_registered_itself_with_the_downloads_it_reads():
+    """A builder is registered where it is defined (``@registry.builder``), naming staged datasets that exist."""
+    from replicate.data import registry, store
+
+    assert set(registry.BUILDERS) == set(data.available())
+    assert all(set(reads) <= set(store.registered()) for reads in registry.READS.values())
+    assert registry.READS["sent140_leaf"] == ("sent140_raw", "glove") and registry.READS["synthetic"] == ()
+    with pytest.raises(ReplicateError, match="registered twice"):
+        registry.builder("mnist_fedprox")(lambda: None)
+
 
 def test_load_synthetic_equals_direct_call():
     a = data.load("synthetic", alpha=1, beta=1, num_clients=5, seed=2)

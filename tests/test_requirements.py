@@ -40,5 +40,5 @@ def test_requirements_follow_the_profile_and_the_knobs(monkeypatch):
     for key in catalog.FIGURES:  # every dataset name of every figure is known, at both profiles
         for profile in ("smoke", "paper"):
             requirements.needs(key, profile)
-    with pytest.raises(ReplicateError, match="no staged dataset is known for 'imagenet'"):
+    with pytest.raises(ReplicateError, match="no dataset builder is registered for 'imagenet'"):
         requirements.staged("imagenet")

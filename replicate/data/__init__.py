@@ -1,6 +1,7 @@
 """Federated datasets by name: ``load("synthetic", alpha=1, beta=1)`` → :class:`FederatedDataset`.
 
-Importing this package reads no data; builders load files only when called. Files are
+Importing this package registers every builder (``replicate.data.registry``: each module registers its own) and
+reads no data; builders load files only when called. Files are
 staged by :func:`replicate.data.store.fetch` (``python -m replicate data fetch NAME``).
 """
 from __future__ import annotations
@@ -9,6 +10,7 @@ import inspect
 from typing import Callable
 
 from replicate.core.errors import ReplicateError
+from replicate.data import registry
 from replicate.data.federated import FederatedDataset, Split
 from replicate.data.leaf import femnist, load_leaf
 from replicate.data.letters import emnist_star, emnist_star_tff, femnist_fedprox, femnist_fedprox_tff
@@ -24,37 +26,12 @@ from replicate.data.synthetic import synthetic, synthetic_iid
 from replicate.data.tff import shakespeare_tff
 
 
+@registry.builder("synthetic")  # "synthetic(α,β)" in a run config (replicate.runs.config.dataset)
 def _synthetic(alpha: float, beta: float, num_clients: int = 100, seed: int = 0) -> FederatedDataset:
     return synthetic(alpha, beta, num_clients, iid=False, seed=seed)
 
 
-_BUILDERS: dict[str, Callable[..., FederatedDataset]] = {
-    "synthetic": _synthetic,
-    "synthetic_iid": synthetic_iid,
-    "mnist_balanced": mnist_balanced,
-    "mnist_unbalanced": mnist_unbalanced,
-    "mnist_fedprox": mnist_fedprox,
-    "femnist": femnist,
-    "emnist_star": emnist_star,
-    "femnist_fedprox": femnist_fedprox,
-    "shakespeare": _shakespeare.shakespeare,
-    "sent140": _sent140.sent140,
-    "sent140_leaf": _sent140.sent140_leaf,
-    "mnist_stem": mnist_stem,
-    "mnist_stem_high": mnist_stem_high,
-    "mnist_stem_moderate": mnist_stem_moderate,
-    "cifar10_stem_high": cifar10_stem_high,
-    "cifar10_stem_moderate": cifar10_stem_moderate,
-    "cifar10_jpg_stem_high": cifar10_jpg_stem_high,
-    "cifar10_jpg_stem_moderate": cifar10_jpg_stem_moderate,
-    "shakespeare_tff": shakespeare_tff,
-    "emnist_tff": _emnist_tff.emnist_tff,
-    # the FedProx sets from TFF's EMNIST-62 (official); "femnist", "emnist_star" and "femnist_fedprox" are the
-    # stand-ins over the partial LEAF copy (replicate.data.variants)
-    "emnist_draft_tff": _emnist_tff.emnist_draft_tff,
-    "emnist_star_tff": emnist_star_tff,
-    "femnist_fedprox_tff": femnist_fedprox_tff,
-}
+_BUILDERS = registry.BUILDERS  # every builder, registered where it is defined (``replicate.data.registry``)
 
 
 def available() -> list[str]:

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from replicate.data.registry import builder
 from replicate.core.errors import ReplicateError
 from replicate.data import cache, store
 from replicate.data.federated import FederatedDataset
@@ -85,6 +86,7 @@ def emnist_arrays(root: str | os.PathLike | None = None) -> tuple[LeafArrays, Le
     return parts
 
 
+@builder("emnist_tff", reads=("emnist_tff",))
 def emnist_tff(root: str | None = None, num_clients: int | None = None) -> FederatedDataset:
     """TFF's federated EMNIST-62 with one client per writer and inputs (1, 28, 28) float32 in
     [0, 1] (background 1.0). ``num_clients`` keeps the first writers only (smoke runs)."""
@@ -101,6 +103,7 @@ def emnist_tff(root: str | None = None, num_clients: int | None = None) -> Feder
 DRAFT_WRITERS = 900  # the FedProx draft's EMNIST: Table 1 lists 900 devices (305,654 samples)
 
 
+@builder("emnist_draft_tff", reads=("emnist_tff",))
 def emnist_draft_tff(seed: int = 0, num_writers: int = DRAFT_WRITERS, root: str | None = None,
                      num_clients: int | None = None) -> FederatedDataset:
     """The FedProx draft's EMNIST (§5.1, Table 1: 900 devices, 305,654 samples) from TFF's EMNIST-62: a seeded

@@ -38,6 +38,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from replicate.data.registry import builder
 from replicate.core import rng
 from replicate.core.errors import ReplicateError
 from replicate.data import cache, store
@@ -294,6 +295,7 @@ def unpack_pixels(x: np.ndarray) -> np.ndarray:
     return _PIXELS[x] if x.dtype == np.uint8 else x
 
 
+@builder("femnist", reads=("femnist",))
 def femnist(root: str | None = None, num_clients: int | None = None) -> FederatedDataset:
     """The FedProx draft's "EMNIST" (§5.1, App. C.1): LEAF FEMNIST with one device per
     writer, 62 classes and inputs (1, 28, 28) float32 in [0, 1] (LEAF's pixel / 255).

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from replicate.data.registry import builder
 from replicate.core.errors import ReplicateError
 from replicate.data.checks import check_positive_int, check_seed
 from replicate.data.federated import FederatedDataset, Split
@@ -99,6 +100,7 @@ EMNIST_STAR_SEED = 111
 FEMNIST_FEDPROX_SEED = 15
 
 
+@builder("emnist_star", reads=("femnist",))
 def emnist_star(seed: int = EMNIST_STAR_SEED, num_devices: int = 200, classes_per_device: int = 20,
                 train_fraction: float = 0.9, root: str | None = None, images: str = "leaf") -> FederatedDataset:
     """The FedProx draft's EMNIST* (App. C.1): the 26 lower-case letters, 20 classes per
@@ -129,6 +131,7 @@ def emnist_star(seed: int = EMNIST_STAR_SEED, num_devices: int = 200, classes_pe
             "90/10 split per my_sample.py (the draft text says 80/20)"]})
 
 
+@builder("femnist_fedprox", reads=("femnist",))
 def femnist_fedprox(seed: int = FEMNIST_FEDPROX_SEED, root: str | None = None,
                     images: str = "leaf") -> FederatedDataset:
     """FedProx final (MLSys) FEMNIST, from ``data/nist/data/my_sample.py`` (spec §1(c)): lower-case
@@ -152,12 +155,14 @@ def femnist_fedprox(seed: int = FEMNIST_FEDPROX_SEED, root: str | None = None,
             "10 outputs; the reference model (nist.mclr) has 26"]})
 
 
+@builder("emnist_star_tff", reads=("emnist_tff",))
 def emnist_star_tff(seed: int = EMNIST_STAR_SEED, num_devices: int = 200, classes_per_device: int = 20,
                     train_fraction: float = 0.9, root: str | None = None) -> FederatedDataset:
     """:func:`emnist_star` with the letters of TFF's complete EMNIST-62 (the official data; store ``emnist_tff``)."""
     return emnist_star(seed, num_devices, classes_per_device, train_fraction, root, images="tff")
 
 
+@builder("femnist_fedprox_tff", reads=("emnist_tff",))
 def femnist_fedprox_tff(seed: int = FEMNIST_FEDPROX_SEED, root: str | None = None) -> FederatedDataset:
     """:func:`femnist_fedprox` with the letters of TFF's complete EMNIST-62 (the official data; store ``emnist_tff``)."""
     return femnist_fedprox(seed, root, images="tff")

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from replicate.data.registry import builder
 from replicate.core.errors import ReplicateError
 from replicate.data import store
 from replicate.data.checks import check_positive_int, check_seed
@@ -154,6 +155,7 @@ def equal_niid_partition(train_labels: np.ndarray, test_labels: np.ndarray,
     return train_users, test_users
 
 
+@builder("mnist_balanced", reads=("mnist",))
 def mnist_balanced(seed: int = 6) -> FederatedDataset:
     """Li et al. (2020) "mnist balanced": 100 users × 542 training images, two digits each.
 
@@ -269,6 +271,7 @@ MNIST_UNBALANCED_SEED = 124
 MNIST_FEDPROX_SEED = 64
 
 
+@builder("mnist_unbalanced", reads=("mnist",))
 def mnist_unbalanced(seed: int = MNIST_UNBALANCED_SEED) -> FederatedDataset:
     """Li et al. (2020) "mnist unbalanced" (Table 2: 100 devices, 62,864 train, mean 628,
     std 800), rebuilt with the spec's PROPOSED generator.
@@ -289,6 +292,7 @@ def mnist_unbalanced(seed: int = MNIST_UNBALANCED_SEED) -> FederatedDataset:
         ["PROPOSED: the authors' generator is unpublished; FedProx's with 100 users (spec §1(b))"])
 
 
+@builder("mnist_fedprox", reads=("mnist",))
 def mnist_fedprox(seed: int = MNIST_FEDPROX_SEED) -> FederatedDataset:
     """FedProx's MNIST: 1000 devices, power law over all 70,000 images (draft Table 1:
     69,035 samples incl. test, mean 69, std 106), per-user 90/10 split.

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from replicate.data.registry import builder
 from replicate.core.errors import ReplicateError
 from replicate.data import cache, store
 from replicate.data.checks import check_seed
@@ -79,6 +80,7 @@ def _texts_and_labels(name: str, user: LeafUser) -> tuple[list[str], np.ndarray]
     return texts, labels
 
 
+@builder("sent140", reads=("sent140",))
 def sent140(seed: int = 0, train_fraction: float = 0.8, root: str | None = None) -> FederatedDataset:
     """Sent140 as (n, 25) int64 token indices with binary labels. One device per user. See
     the module docstring for the deviation when only the local test split exists.
@@ -207,6 +209,7 @@ def glove_vectors(path: str | Path | None = None) -> tuple[tuple[str, ...], np.n
     return tuple(arrays["words"].tolist()), arrays["vectors"]
 
 
+@builder("sent140_leaf", reads=("sent140_raw", "glove"))
 def sent140_leaf(fraction: float = 0.3, min_samples: int = 30, train_fraction: float = 0.9, seed: int = 0,
                  vocabulary: str = "glove", folder: str | None = None, glove: str | None = None) -> FederatedDataset:
     """FedProx's Sent140 from the raw CSVs: LEAF ``-s niid --sf 0.3 -k 30 -t sample`` (train

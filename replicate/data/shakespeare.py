@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from replicate.data.registry import builder
 from replicate.core.errors import ReplicateError
 from replicate.data import store
 from replicate.data.checks import check_seed
@@ -152,6 +153,7 @@ def shakespeare_clients(text: str) -> dict[str, np.ndarray]:
     return {user: c for user, c in codes.items() if len(c) > SEQUENCE_LENGTH}
 
 
+@builder("shakespeare", reads=("shakespeare",))
 def shakespeare(fraction: float = 0.2, min_samples: int = 0, train_fraction: float = 0.8,
                 seed: int = 0, path: str | None = None) -> FederatedDataset:
     """FedProx Shakespeare: one device per (play, role). Inputs are (n, 80) int64 character

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from replicate.data.registry import builder
 from replicate.core.errors import ReplicateError
 from replicate.data.checks import check_seed
 from replicate.data.cifar import LOSSY_JPEG, OFFICIAL
@@ -76,16 +77,19 @@ def _split(images: np.ndarray, labels: np.ndarray, parts: list[np.ndarray], feat
                  offsets=torch.from_numpy(offsets))
 
 
+@builder("mnist_stem_high", reads=("mnist",))
 def mnist_stem_high(seed: int = 0) -> FederatedDataset:
     """STEM's MNIST at high heterogeneity (5 classes per worker): Figure 5's data."""
     return mnist_stem("high", seed)
 
 
+@builder("mnist_stem_moderate", reads=("mnist",))
 def mnist_stem_moderate(seed: int = 0) -> FederatedDataset:
     """STEM's MNIST at moderate heterogeneity (every class at every worker)."""
     return mnist_stem("moderate", seed)
 
 
+@builder("mnist_stem", reads=("mnist",))
 def mnist_stem(heterogeneity: str = "high", seed: int = 0) -> FederatedDataset:
     """STEM's MNIST: 100 workers × 540 train / 80 test images (5 classes each at ``high``)."""
     from replicate.data.mnist import load_mnist
@@ -105,21 +109,25 @@ def mnist_stem(heterogeneity: str = "high", seed: int = 0) -> FederatedDataset:
     )
 
 
+@builder("cifar10_stem_high", reads=("cifar10",))
 def cifar10_stem_high(seed: int = 0, num_clients: int = WORKERS) -> FederatedDataset:
     """STEM's CIFAR-10 (official batches) at high heterogeneity (5 classes per worker): Figure 4's data."""
     return cifar10_stem("high", seed, num_clients, OFFICIAL)
 
 
+@builder("cifar10_stem_moderate", reads=("cifar10",))
 def cifar10_stem_moderate(seed: int = 0, num_clients: int = WORKERS) -> FederatedDataset:
     """STEM's CIFAR-10 (official batches) at moderate heterogeneity (all classes): Figures 2 and 3."""
     return cifar10_stem("moderate", seed, num_clients, OFFICIAL)
 
 
+@builder("cifar10_jpg_stem_high", reads=("cifar10_jpg",))
 def cifar10_jpg_stem_high(seed: int = 0, num_clients: int = WORKERS) -> FederatedDataset:
     """As :func:`cifar10_stem_high`, from the LOSSY JPEG copy."""
     return cifar10_stem("high", seed, num_clients, LOSSY_JPEG)
 
 
+@builder("cifar10_jpg_stem_moderate", reads=("cifar10_jpg",))
 def cifar10_jpg_stem_moderate(seed: int = 0, num_clients: int = WORKERS) -> FederatedDataset:
     """As :func:`cifar10_stem_moderate`, from the LOSSY JPEG copy."""
     return cifar10_stem("moderate", seed, num_clients, LOSSY_JPEG)

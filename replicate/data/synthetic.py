@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from replicate.data.registry import builder
 from replicate.core.errors import ReplicateError
 from replicate.data.checks import check_nonnegative, check_positive_int, check_seed
 from replicate.data.federated import FederatedDataset, Split
@@ -99,6 +100,7 @@ def synthetic(alpha: float, beta: float, num_clients: int = 100, iid: bool = Fal
     )
 
 
+@builder("synthetic_iid", reads=())
 def synthetic_iid(num_clients: int = 100, seed: int = 0) -> FederatedDataset:
     """Synthetic IID: :func:`synthetic` with ``iid=True``."""
     return synthetic(0, 0, num_clients, iid=True, seed=seed)

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from replicate.data.registry import builder
 from replicate.core.errors import ReplicateError
 from replicate.data import store
 from replicate.data.federated import FederatedDataset, Split
@@ -67,6 +68,7 @@ def _split(clients: list[str], snippets: dict[str, list[str]]) -> Split:
     return Split(x=torch.as_tensor(np.concatenate(xs)), y=torch.as_tensor(np.concatenate(ys)), offsets=offsets)
 
 
+@builder("shakespeare_tff", reads=("shakespeare_tff",))
 def shakespeare_tff(root: str | None = None, num_clients: int | None = None) -> FederatedDataset:
     """TFF's Shakespeare as 80-token sequences with next-token targets, one client per role.
 

@@ -13,33 +13,20 @@ from replicate.experiments import catalog, knobs
 
 GENERATED = ("synthetic", "quadratic", "given")  # built from a seed, nothing to stage
 NOT_HERE = ("cifar100",)  # never available here; the figure shows the paper's numbers only
-# dataset names (figure rows or loaders) by the staged datasets whose files they read
-STAGED = {
-    ("mnist",): ("mnist",),  # and every mnist_* loader
-    # the official EMNIST-62 (replicate.data.variants): Charles & Konečný's FEMNIST, FedProx's three sets
-    ("emnist_tff",): ("emnist_tff", "emnist_draft_tff", "emnist_star_tff", "femnist_fedprox_tff"),
-    # their stand-in, the partial LEAF FEMNIST copy, and every femnist_* loader
-    ("femnist",): ("femnist", "emnist", "emnist_star"),
-    ("shakespeare",): ("shakespeare",),
-    ("shakespeare_tff",): ("shakespeare_tff",),
-    ("sent140_raw", "glove"): ("sent140_leaf",),  # the official Sent140: raw CSVs through LEAF's steps, GloVe
-    ("sent140",): ("sent140",),  # its stand-in, LEAF's test split
-}
 
 
 def staged(name: str) -> tuple[str, ...]:
-    """The staged datasets that dataset ``name`` reads (none for a generated one)."""
+    """The staged datasets that dataset ``name`` reads: its builder's ``reads`` (``replicate.data.registry``;
+    none for a generated one)."""
+    from replicate import data  # noqa: F401  (every builder registers on import)
+    from replicate.data import registry
+
     if name.startswith(GENERATED) or name in NOT_HERE:
         return ()
-    for store_names, names in STAGED.items():
-        if name in names:
-            return store_names
-    if name.startswith(("cifar10_stem_", "cifar10_jpg_stem_")):  # STEM's CIFAR-10: the official batches, or the JPEG copy
-        return (name.split("_stem_")[0],)
-    for prefix in ("mnist_", "femnist_"):
-        if name.startswith(prefix):
-            return (prefix[:-1],)
-    raise ReplicateError(f"no staged dataset is known for {name!r}: add it to replicate/experiments/requirements.py")
+    if name not in registry.READS:
+        raise ReplicateError(f"no dataset builder is registered for {name!r}: a figure names its datasets by "
+                             "their builders (replicate.data.registry, docs/extending.md)")
+    return registry.READS[name]
 
 
 def dataset_names(config) -> tuple[str, ...]:

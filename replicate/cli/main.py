@@ -42,7 +42,8 @@ def _figures(args) -> int:
 
 def _executor_settings(args) -> None:
     """--executor, --ray-address and --workers reach the notebooks' kernels as the environment variables
-    ``replicate.core.paths`` reads; checked here, before any notebook runs."""
+    ``replicate.core.paths`` reads; those and the other variables the kernels read (device, stand-ins) are checked
+    here, before any notebook runs."""
     import os
 
     from replicate.core import paths
@@ -53,6 +54,8 @@ def _executor_settings(args) -> None:
             os.environ[name] = str(value)
     paths.workers()
     paths.batch_runs()
+    paths.run_device()  # the kernels read these too: a bad value is one line here, not a failed notebook
+    paths.stand_ins()
     if paths.executor() == "ray":
         from replicate.runs import ray_executor
 

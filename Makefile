@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup figures smoke check test guard bench report clean clean-cache
+.PHONY: setup figures smoke check test test-unit guard bench report clean clean-cache
 
 # The cheapest paper figures, regenerated from an empty run cache by `make test` (≈ 5 min on 2 cores):
 # FedAvg on Li et al.'s quadratic and LocalUpdate on Charles & Konečný's, through the engine.
@@ -38,6 +38,10 @@ smoke: setup
 test: setup $(VENV)/.ray
 	REPLICATE_BUILD=$(CURDIR)/build/test $(BIN)/python -m pytest -q -rs tests notebooks --nbval-lax -p no:cacheprovider
 	$(MAKE) --no-print-directory guard
+
+## The unit tier alone (no notebook executed, no guard): what a change to the library needs first (minutes).
+test-unit: setup
+	REPLICATE_BUILD=$(CURDIR)/build/test $(BIN)/python -m pytest -q tests -m "not slow and not smoke" -p no:cacheprovider
 
 ## Regenerate GUARD_FIGURES at paper scale from an empty cache and compare with the committed CSVs and
 ## verdicts (replicate/cli/check.py's tolerance): a change that moves a committed number fails here.

@@ -18,6 +18,7 @@ def pytest_collection_modifyitems(config, items):
         path = str(getattr(item, "fspath", ""))
         if not path.endswith(".ipynb"):
             continue
+        item.add_marker(pytest.mark.smoke)  # the notebook tier (`make test-unit` leaves it out)
         if path not in reasons:
             import papermill  # here, not above: a GPU machine without papermill still runs the tests
 

@@ -130,6 +130,7 @@ def test_fedprox_draft_emnist_is_a_seeded_draw_of_tff_writers(tmp_path, monkeypa
         emnist_tff.emnist_draft_tff(num_writers=7, root=str(root))
 
 
+@pytest.mark.smoke  # runs two notebooks through --check
 def test_committed_figures_computed_on_stand_ins_reproduce_with_the_switch(tmp_path, monkeypatch):
     """``--check`` with ``REPLICATE_STAND_INS=1`` regenerates the committed stand-in tables bitwise: the stand-in's
     run configs, loaders and the rows' words are those the committed figures were computed with."""

@@ -28,6 +28,7 @@ import pytest
 
 from replicate.core import paths
 
+pytestmark = pytest.mark.smoke  # runs the figures command: the notebook tier
 h5py = pytest.importorskip("h5py")
 papermill = pytest.importorskip("papermill")
 

@@ -152,3 +152,20 @@ def test_committed_figures_computed_on_stand_ins_reproduce_with_the_switch(tmp_p
     assert ran.returncode == 0, (ran.stdout + ran.stderr)[-2000:]
     rows = [line for line in ran.stdout.splitlines() if line.startswith(keys)]
     assert len(rows) == 2 and all("0.00e+00" in row and "reproduced within tolerance" in row for row in rows), rows
+
+
+def test_a_missing_official_dataset_points_at_the_stand_in_this_machine_holds(official, tmp_path, monkeypatch):
+    """The one line that says an official dataset is missing also says where a stand-in for it is staged here, and
+    how to choose it; it says nothing of the kind where none is."""
+    stand_in = tmp_path / "data" / "cifar10_jpg"
+    stand_in.mkdir(parents=True)
+    for file in store.spec("cifar10_jpg").files:
+        (stand_in / file.name).write_bytes(b"x")  # staged (is_available looks for the files, ensure checks them)
+    monkeypatch.setenv("REPLICATE_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("REPLICATE_DATA_FROM", "none")
+    with pytest.raises(ReplicateError, match=r"offline stand-in for it \(cifar10_jpg: lossy\): REPLICATE_STAND_INS=1"):
+        store.ensure("cifar10")
+    assert "REPLICATE_STAND_INS=1" in requirements.skip_reason("khanduri2021/fig2", "smoke")
+    with pytest.raises(ReplicateError) as err:
+        store.ensure("mnist")  # MNIST has no stand-in
+    assert "stand-in" not in str(err.value)

@@ -363,9 +363,11 @@ def ensure(name: str) -> Path:
         local = (f"`{fetch_command(name)} --from DIR` where DIR holds the official files "
                  f"(or set REPLICATE_DATA_FROM=DIR)")
         if ds.downloadable:
+            from replicate.data import variants
+
             url = (ds.archives[0].urls if ds.archives else ds.mirrors)[0]
             raise ReplicateError(f"{name} is not in {folder}. Run `{fetch_command(name)}` to download it "
-                                 f"from {url}, or {local}.")
+                                 f"from {url}, or {local}.{variants.hint(name)}")
         raise ReplicateError(f"{name} is not in {folder} and has no download ({ds.no_download}). "
                              f"Run {local}.")
     for file in ds.files:

@@ -34,6 +34,21 @@ STAND_INS = {
     "cifar10_stem_moderate": ("cifar10_jpg_stem_moderate", "CIFAR-10 re-encoded as JPEG (lossy)"),
 }
 
+# The same by staged dataset (``data fetch`` names): the official download → the stand-in staged for it
+STAGED_STAND_INS = {"emnist_tff": "femnist", "sent140_raw": "sent140", "glove": "sent140", "cifar10": "cifar10_jpg"}
+
+
+def hint(staged: str) -> str:
+    """A sentence for the error about a missing official dataset: where this machine holds its stand-in, how to
+    choose it (empty when it holds none)."""
+    from replicate.data import store
+
+    stand_in = STAGED_STAND_INS.get(staged)
+    if stand_in is None or not store.is_available(stand_in):
+        return ""
+    return (f" This machine holds an offline stand-in for it ({stand_in}: {store.spec(stand_in).status}): "
+            "REPLICATE_STAND_INS=1, or the figure's data_source=\"stand-in\", reads it, labelled as such.")
+
 
 def default() -> str:
     """The ``data_source`` knob's value when a notebook leaves it at ``None``: ``REPLICATE_STAND_INS``."""

@@ -1,4 +1,5 @@
 """Papermill runner: selection, parameter checks, and never overwriting figures on failure."""
+import dataclasses
 import json
 
 import nbformat
@@ -6,6 +7,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from replicate.core import paths
+from replicate.experiments import catalog, knobs
 from replicate.runs import cache
 
 from replicate.report import replication as report
@@ -78,6 +80,28 @@ def test_only_an_unmodified_paper_run_writes_committed_figures(project, tmp_path
     assert runner.run(["notes/figA"], "smoke") == 0
     assert not committed.exists() and not (project / "REPLICATION.md").exists()
     assert not (paths.build_dir() / "staging").exists()  # nothing left behind
+
+
+@dataclasses.dataclass(frozen=True)
+class _SourceConfig(knobs.DataChoice, knobs.FigureConfig):
+    """A figure whose one knob is its data source."""
+
+    @classmethod
+    def smoke(cls):
+        return cls()
+
+
+def test_a_paper_run_that_only_names_its_data_source_still_updates_the_committed_figures(project, monkeypatch):
+    """``data_source`` is recorded apart (a stand-in labels the figure and its row), not a change of settings: the
+    GPU slots' publish command (``--set data_source=stand-in``) writes figures/ like the plain paper run."""
+    body = GOOD.replace("import pandas as pd", "data_source = None\nimport pandas as pd")
+    _notebook(project / "notebooks", "notes_figA", body)
+    nb = json.loads((project / "notebooks" / "notes_figA.ipynb").read_text())
+    nb["cells"][1]["source"] += "\ndata_source = None"  # a parameter of its parameters cell
+    (project / "notebooks" / "notes_figA.ipynb").write_text(json.dumps(nb))
+    monkeypatch.setitem(catalog.FIGURES, "notes/figA", f"{__name__}:_SourceConfig")
+    assert runner.run(["notes/figA"], "paper", {"data_source": "stand-in"}) == 0
+    assert (project / "figures" / "notes" / "figA.csv").exists()
 
 
 def test_data_fetch_without_a_name_is_an_error(capsys):

@@ -178,8 +178,11 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
     for nb in notebooks:  # validate every parameter before spending time on any notebook
         parameters(nb, profile, Path("."), overrides)
     executed_dir = paths.build_dir() / "executed" / profile
-    # Only a paper-profile run with no overrides may replace the committed figures and REPLICATION.md.
-    committed = profile == "paper" and not overrides and out_dir is None
+    # Only a paper-profile run with no overrides may replace the committed figures and REPLICATION.md; the data
+    # source is recorded apart (a stand-in labels the figure and makes its row data-limited), not a change of settings
+    from replicate.experiments.knobs import FigureConfig
+
+    committed = profile == "paper" and not set(overrides) - set(FigureConfig.RECORDED_APART) and out_dir is None
     target = Path(out_dir).resolve() if out_dir else paths.figures_dir() if committed else paths.build_dir() / "figures"
     reduced = not committed and _reduced_scale(target, profile, notebooks)
     if not committed and paths.within(target, paths.figures_dir()) and not reduced:

@@ -220,8 +220,16 @@ def _report(args) -> int:
 
 
 def main(argv=None) -> int:
+    import signal
+    import threading
+
     from replicate.cli import slots
     from replicate.core import paths
+
+    # Started as a background job of a non-interactive shell (`nohup … &`, cron) a process inherits SIGINT
+    # ignored: take it back, so that `kill -INT` stops a batch as Ctrl-C does (runs saved, one line)
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
     paths.pin_environment()  # before any kernel or worker starts elsewhere
     parser = argparse.ArgumentParser(prog="python -m replicate", description=__doc__)

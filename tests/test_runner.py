@@ -179,10 +179,9 @@ def test_reduced_scale_runs_are_shown_labelled_and_never_counted(tmp_path):
     assert "reduced b holds" not in text.split("## Reduced-scale runs")[0]
 
 
-def test_ctrl_c_ends_with_one_line_and_keeps_figures(tmp_path):
-    """SIGINT in the middle of a notebook: exit 130, one line saying how to resume, no traceback."""
+def _sleeping_batch(tmp_path, **popen):
+    """``figures notes/figA`` in a subprocess on a notebook that sleeps a minute, returned once its kernel runs."""
     import os
-    import signal
     import subprocess
     import sys
     import time
@@ -195,17 +194,30 @@ def test_ctrl_c_ends_with_one_line_and_keeps_figures(tmp_path):
               "from replicate.cli.main import main\nsys.exit(main(['figures', 'notes/figA']))\n")
     env = {**os.environ, "REPLICATE_BUILD": str(tmp_path / "build")}
     proc = subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, **popen)
     deadline = time.time() + 60
     while time.time() < deadline and not list((tmp_path / "build").glob("executed/smoke/*.ipynb")):
         time.sleep(0.5)  # papermill writes the executed notebook once the kernel runs
     time.sleep(3)
-    os.killpg(proc.pid, signal.SIGINT)  # as Ctrl-C in a terminal: the whole process group
+    return proc
+
+
+def _stopped(proc) -> list[str]:
+    """The lines it wrote on stderr once it ended, the progress bar's redraws aside."""
     _, err = proc.communicate(timeout=60)
-    lines = [line for line in err.replace("\r", "\n").splitlines()
-             if line.strip() and "figures (smoke)" not in line]  # the bar's redraws aside: one line
     assert proc.returncode == 130, err
     assert "Traceback" not in err
+    return [line for line in err.replace("\r", "\n").splitlines() if line.strip() and "figures (smoke)" not in line]
+
+
+def test_ctrl_c_ends_with_one_line_and_keeps_figures(tmp_path):
+    """SIGINT in the middle of a notebook: exit 130, one line saying how to resume, no traceback."""
+    import os
+    import signal
+
+    proc = _sleeping_batch(tmp_path)
+    os.killpg(proc.pid, signal.SIGINT)  # as Ctrl-C in a terminal: the whole process group
+    lines = _stopped(proc)
     assert len(lines) == 1 and "interrupted during notes/figA" in lines[0] and "rerun the same command" in lines[0]
     assert not (tmp_path / "figures").exists()
     assert not (tmp_path / "build" / "staging").exists()  # not even an empty folder
@@ -214,29 +226,11 @@ def test_ctrl_c_ends_with_one_line_and_keeps_figures(tmp_path):
 def test_sigint_stops_a_batch_started_with_sigint_ignored(tmp_path):
     """A batch started as a background job of a non-interactive shell (`nohup … &`) inherits SIGINT ignored; an
     explicit `kill -INT` of the command still stops it as Ctrl-C does: exit 130, one line."""
-    import os
     import signal
-    import subprocess
-    import sys
-    import time
 
-    (tmp_path / "notebooks").mkdir()
-    _notebook(tmp_path / "notebooks", "notes_figA", "import time\ntime.sleep(60)")
-    script = (f"import sys\nfrom replicate.core import paths\nfrom pathlib import Path\n"
-              f"paths.notebooks_dir = lambda: Path({str(tmp_path / 'notebooks')!r})\n"
-              f"paths.figures_dir = lambda: Path({str(tmp_path / 'figures')!r})\n"
-              "from replicate.cli.main import main\nsys.exit(main(['figures', 'notes/figA']))\n")
-    env = {**os.environ, "REPLICATE_BUILD": str(tmp_path / "build")}
-    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
-    deadline = time.time() + 60
-    while time.time() < deadline and not list((tmp_path / "build").glob("executed/smoke/*.ipynb")):
-        time.sleep(0.5)
-    time.sleep(3)
+    proc = _sleeping_batch(tmp_path, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     proc.send_signal(signal.SIGINT)  # the command alone, not its process group
-    _, err = proc.communicate(timeout=60)
-    lines = [line for line in err.replace("\r", "\n").splitlines() if line.strip() and "figures (smoke)" not in line]
-    assert proc.returncode == 130, err
+    lines = _stopped(proc)
     assert len(lines) == 1 and "interrupted during notes/figA" in lines[0]
 
 

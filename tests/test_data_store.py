@@ -141,3 +141,65 @@ def test_a_local_source_that_is_not_there_is_an_error_before_anything_is_fetched
         paths.local_data_source()
     monkeypatch.setenv("REPLICATE_DATA_FROM", "none")
     assert paths.local_data_source() is None
+
+
+# ---- travel packs (store.pack): a lossless xz tar of the staged files, verified again when staged ----------
+
+def _toy_pack(toy):
+    (toy / "src").mkdir()
+    (toy / "src" / "labels-idx1-ubyte").write_bytes(PAYLOAD)
+    store.fetch("toy", toy / "src")
+    return store.pack("toy", toy / "carry")
+
+
+def test_a_pack_stages_the_same_bytes_on_a_machine_without_the_files(toy, monkeypatch):
+    packed = _toy_pack(toy)
+    assert packed.name == "toy.pack.tar.xz"
+    again = store.pack("toy", toy / "again")
+    assert again.read_bytes() == packed.read_bytes()  # deterministic: same files, same pack
+    monkeypatch.setenv("REPLICATE_DATA", str(toy / "elsewhere"))
+    assert not store.is_available("toy")
+    monkeypatch.setenv("REPLICATE_DATA_FROM", str(toy / "carry"))
+    assert store.is_available("toy")
+    assert store.fetch_plan("toy")[0] == "copy"
+    assert (store.ensure("toy") / "labels-idx1-ubyte").read_bytes() == PAYLOAD
+
+
+def test_a_damaged_pack_is_refused_and_nothing_is_staged(toy, monkeypatch):
+    import lzma
+    import tarfile
+
+    packed = _toy_pack(toy)
+    monkeypatch.setenv("REPLICATE_DATA", str(toy / "elsewhere"))
+    staged = toy / "elsewhere" / "toy" / "labels-idx1-ubyte"
+    # a changed member (the archive itself well formed): the member's checksum refuses it
+    bad = PAYLOAD[:-1] + b"\x09"
+    (toy / "member").write_bytes(bad)
+    with tarfile.open(packed, "w:xz") as tar:
+        tar.add(toy / "member", arcname="labels-idx1-ubyte")
+    with pytest.raises(ReplicateError, match=f"labels-idx1-ubyte .*{hashlib.sha256(bad).hexdigest()}.*not used"):
+        store.fetch("toy", toy / "carry")
+    assert not staged.exists()
+    # a truncated pack: one line naming it
+    packed.write_bytes(lzma.compress(b"not a tar at all")[:20])
+    with pytest.raises(ReplicateError, match="truncated or corrupt archive"):
+        store.fetch("toy", toy / "carry")
+    # a pack without the file
+    (toy / "other").write_bytes(PAYLOAD)
+    with tarfile.open(packed, "w:xz") as tar:
+        tar.add(toy / "other", arcname="other-file")
+    with pytest.raises(ReplicateError, match="has no labels-idx1-ubyte; it was not used"):
+        store.fetch("toy", toy / "carry")
+    assert not staged.exists()
+
+
+def test_a_dataset_checked_only_by_a_pin_of_this_machine_is_not_packed(toy, monkeypatch):
+    from dataclasses import replace
+
+    monkeypatch.setitem(store._REGISTRY, "toy", replace(TOY, files=(store.FileSpec("labels-idx1-ubyte", None),)))
+    (toy / "src").mkdir()
+    (toy / "src" / "labels-idx1-ubyte").write_bytes(PAYLOAD)
+    monkeypatch.setattr(store.archives, "pinned", lambda key: hashlib.sha256(PAYLOAD).hexdigest())
+    store.fetch("toy", toy / "src")
+    with pytest.raises(ReplicateError, match="no catalogued checksum"):
+        store.pack("toy", toy / "carry")

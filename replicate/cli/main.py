@@ -137,6 +137,13 @@ def _data(args) -> int:
             action, detail = store.fetch_plan(name, args.source)
             print(f"{name:16s} {action:14s} {detail}")
         return 0
+    if args.action == "pack":
+        if not args.names:
+            raise ReplicateError("name the dataset(s) to pack, e.g. `python -m replicate data pack femnist --to .carry/data`")
+        for name in args.names:
+            path = store.pack(name, args.to)
+            print(f"{name}: {path} ({path.stat().st_size / 2**20:.1f} MiB)")
+        return 0
     if args.action == "fetch" and args.all:
         report = store.fetch_all(args.source)
         for name, outcome, detail in report:
@@ -295,10 +302,14 @@ def main(argv=None) -> int:
                     "or ../shared/data when they hold the files or the official archive, else from the official "
                     "URLs. --all reports every registered dataset as ready, staged, downloaded or not available "
                     "(with the reason). list: every registered dataset, whether it is staged, whether it is "
-                    "full, partial or lossy, and where its checksums come from. See data/README.md.")
-    data.add_argument("action", choices=["fetch", "list"], help="fetch datasets, or list them")
-    data.add_argument("names", nargs="*", default=[], help="datasets to fetch (see `data list`)")
+                    "full, partial or lossy, and where its checksums come from. pack NAME... --to DIR: write "
+                    "each staged dataset, verified, into DIR/NAME.pack.tar.xz, a lossless travel form that fetch "
+                    "stages from as from the files themselves (each file checked again), for a machine without "
+                    "internet (a GPU slot: .ci/device-bundle). See data/README.md.")
+    data.add_argument("action", choices=["fetch", "list", "pack"], help="fetch, list or pack datasets")
+    data.add_argument("names", nargs="*", default=[], help="datasets to fetch or pack (see `data list`)")
     data.add_argument("--all", action="store_true", help="fetch every registered dataset and report each")
+    data.add_argument("--to", default=".", help="pack: the folder the packs are written to (default: here)")
     data.add_argument("--from", dest="source", default=None, help="stage from this local directory instead of downloading")
     data.add_argument("--dry-run", action="store_true",
                       help="say what fetch would do for each dataset (staged, copy from a folder, download from "

@@ -31,7 +31,7 @@ from typing import BinaryIO, Iterator
 
 from replicate.core import paths
 from replicate.core.errors import ReplicateError
-from replicate.core.fileio import atomic_write_text
+from replicate.core.fileio import atomic_file, atomic_write_text
 
 _CHUNK = 1 << 20
 # What a broken or cut-off archive raises while it is read, besides our own errors.
@@ -226,6 +226,8 @@ def _members(archive: Path) -> Iterator[tuple[PurePosixPath, BinaryIO]]:
         yield from _tar_members(archive, "r:gz")
     elif name.endswith(".tar.bz2"):
         yield from _tar_members(archive, "r:bz2")
+    elif name.endswith(".tar.xz"):
+        yield from _tar_members(archive, "r:xz")
     elif name.endswith(".tar"):
         yield from _tar_members(archive, "r:")
     elif name.endswith(".zip"):
@@ -237,7 +239,20 @@ def _members(archive: Path) -> Iterator[tuple[PurePosixPath, BinaryIO]]:
         with bz2.open(archive, "rb") as fh:
             yield PurePosixPath(name[:-4]), fh
     else:
-        raise ReplicateError(f"{archive}: unknown archive type (expected .tar.gz, .tar.bz2, .zip or .gz)")
+        raise ReplicateError(f"{archive}: unknown archive type (expected .tar.gz, .tar.bz2, .tar.xz, .zip or .gz)")
+
+
+def write_tar_xz(dest: Path, files: dict[str, Path]) -> None:
+    """Write ``files`` (member name → path) into the xz tar ``dest``, atomically and deterministically:
+    members sorted by name, owner 0, mode 0644, mtime 0, so the same files give the same bytes."""
+    with atomic_file(dest) as out, tarfile.open(fileobj=out, mode="w:xz", preset=6) as tar:
+        for name in sorted(files):
+            info = tar.gettarinfo(str(files[name]), arcname=name)
+            info.uid = info.gid = info.mtime = 0
+            info.uname = info.gname = ""
+            info.mode = 0o644
+            with open(files[name], "rb") as fh:
+                tar.addfile(info, fh)
 
 
 @contextlib.contextmanager

@@ -49,6 +49,37 @@ def test_round_trip_through_a_clone_computes_nothing(tmp_path, monkeypatch, caps
         archive.export(tmp_path / "none.tar.xz", ledger.new_in_cache())
 
 
+def test_round_trip_through_git_computes_nothing(tmp_path, monkeypatch):
+    """Issue #36 item 1, through git itself: a ledger piece added inside a repository holding this project's
+    .gitignore is committed (nothing of it ignored), and a `git clone` of that repository, with an empty
+    cache, reads the slot's runs from it and computes nothing."""
+    import subprocess
+
+    def git(*args, cwd):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main", *args],
+                       cwd=cwd, check=True, capture_output=True)
+
+    repo = tmp_path / "repo"
+    (repo / "figures").mkdir(parents=True)
+    shutil.copy(paths.REPO / ".gitignore", repo / ".gitignore")
+    monkeypatch.setenv("REPLICATE_LEDGER", str(repo / "figures" / "ledger"))
+    file, histories = _slot(tmp_path, monkeypatch)
+    ledger.add(file, wall_s=3)
+    git("init", "-q", cwd=repo)
+    git("add", "-A", cwd=repo)
+    git("commit", "-qm", "slot", cwd=repo)
+    clone = tmp_path / "clone"
+    git("clone", "-q", str(repo), str(clone), cwd=tmp_path)
+    listed = subprocess.run(["git", "ls-files", "figures/ledger"], cwd=clone, capture_output=True, text=True).stdout
+    assert "figures/ledger/index.json" in listed and ".tar.xz" in listed
+    monkeypatch.setenv("REPLICATE_LEDGER", str(clone / "figures" / "ledger"))
+    monkeypatch.setenv("REPLICATE_CACHE", str(clone / "build" / "cache"))
+    assert ledger.sync() == (2, 0, 0)  # what `figures` does before computing
+    monkeypatch.setattr("replicate.fl.engine.run", lambda *a, **k: pytest.fail("a run was computed"))
+    assert cache.run(QUAD, progress=False).equals(histories[0])
+    assert cache.run(SYNTHETIC, progress=False).equals(histories[1])
+
+
 def test_only_runs_the_ledger_lacks_travel_back(tmp_path, monkeypatch):
     file, _ = _slot(tmp_path, monkeypatch)
     ledger.add(file)

@@ -169,3 +169,17 @@ def test_a_missing_official_dataset_points_at_the_stand_in_this_machine_holds(of
     with pytest.raises(ReplicateError) as err:
         store.ensure("mnist")  # MNIST has no stand-in
     assert "stand-in" not in str(err.value)
+
+
+def test_each_official_download_names_the_staged_stand_in_its_figures_read():
+    """The error for a missing official download points at the stand-in its figures would read: derived from
+    STAND_INS and the builders' reads, so a new stand-in pair needs no second table."""
+    from replicate.data.registry import READS
+
+    mapping = variants.staged_stand_ins()
+    assert mapping == {"emnist_tff": "femnist", "sent140_raw": "sent140", "glove": "sent140",
+                       "cifar10": "cifar10_jpg"}
+    for loader, (stand_in, _) in variants.STAND_INS.items():
+        assert all(mapping[official] in READS[stand_in] for official in READS[loader])
+    with pytest.raises(ReplicateError, match="data_source must be one of"):
+        variants.check("offline")

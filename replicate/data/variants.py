@@ -34,8 +34,16 @@ STAND_INS = {
     "cifar10_stem_moderate": ("cifar10_jpg_stem_moderate", "CIFAR-10 re-encoded as JPEG (lossy)"),
 }
 
-# The same by staged dataset (``data fetch`` names): the official download → the stand-in staged for it
-STAGED_STAND_INS = {"emnist_tff": "femnist", "sent140_raw": "sent140", "glove": "sent140", "cifar10": "cifar10_jpg"}
+
+
+def staged_stand_ins() -> dict[str, str]:
+    """The same by staged dataset (``data fetch`` names): each official download → the staged dataset its
+    stand-in reads, derived from ``STAND_INS`` and what each builder reads (``registry.READS``)."""
+    from replicate.data import load  # noqa: F401  (imports every builder, so READS is complete)
+    from replicate.data.registry import READS
+
+    return {official: stand_in for loader, (other, _) in STAND_INS.items()
+            for official in READS[loader] for stand_in in READS[other]}
 
 
 def hint(staged: str) -> str:
@@ -43,7 +51,7 @@ def hint(staged: str) -> str:
     choose it (empty when it holds none)."""
     from replicate.data import store
 
-    stand_in = STAGED_STAND_INS.get(staged)
+    stand_in = staged_stand_ins().get(staged)
     if stand_in is None or not store.is_available(stand_in):
         return ""
     return (f" This machine holds an offline stand-in for it ({stand_in}: {store.spec(stand_in).status}): "
@@ -57,7 +65,7 @@ def default() -> str:
 
 def check(choice: str) -> str:
     if choice not in CHOICES:
-        raise ReplicateError(f"data must be one of {', '.join(CHOICES)}, got {choice!r}")
+        raise ReplicateError(f"data_source must be one of {', '.join(CHOICES)}, got {choice!r}")
     return choice
 
 

@@ -308,3 +308,23 @@ def test_coverage_prose_states_the_records_numbers():
     assert "?" in fig1a.text({})  # no record: no number
     for item in coverage.ITEMS:  # every row with facts renders from today's records
         assert "{" not in item.text(by_key) and "?" not in item.text(by_key) if item.facts else True
+
+
+def test_straggler_and_convex_rows_follow_their_records():
+    """Issue #40 item 8 for two more rows: the straggler gains and the convex bounds' slack and slopes are read
+    from the records, so a changed record changes the prose (they were typed by hand)."""
+    import copy
+
+    records = {k: json.loads((paths.figures_dir() / f"{k}.claims.json").read_text())
+               for k in ("fedprox2020/stragglers", "notes/convex")}
+    rows = {i.facts: i for i in coverage.ITEMS if i.facts}
+    stragglers, convex = rows[coverage._stragglers], rows[coverage._convex]
+    text = stragglers.text(records)
+    assert "+13.7 points on average, 7.2 / 10.6 / 23.4 per dataset" in text and "8.9 without FEMNIST" in text
+    assert "bound/measured 2e7-1e12" in convex.text(records) and "slopes −0.13 to −0.59" in convex.text(records)
+    edited = copy.deepcopy(records)
+    claim = next(c for c in edited["fedprox2020/stragglers"]["claims"] if c["claim"].startswith("FedProx improves"))
+    claim["result"] = claim["result"].replace("+13.7 points", "+15.1 points").replace("MNIST: 10.6 [", "MNIST: 14.2 [")
+    assert "+15.1 points on average, 7.2 / 14.2 / 23.4 per dataset" in stragglers.text(edited)
+    assert "10.7 without FEMNIST" in stragglers.text(edited)
+    assert "?" in stragglers.text({}) and "?" in convex.text({})

@@ -34,9 +34,10 @@ smoke: setup
 	$(BIN)/python -m replicate figures --profile smoke
 
 ## Unit, equivalence and data tests, every notebook at smoke scale through nbval, then the number guard; the
-## notebooks write into build/test, never the run cache of your own figures (build/cache).
+## notebooks write into build/test, never the run cache of your own figures (build/cache). The 30 slowest tests
+## are listed at the end (where CI time goes).
 test: setup $(VENV)/.ray
-	REPLICATE_BUILD=$(CURDIR)/build/test $(BIN)/python -m pytest -q -rs tests notebooks --nbval-lax -p no:cacheprovider
+	REPLICATE_BUILD=$(CURDIR)/build/test $(BIN)/python -m pytest -q -rs tests notebooks --nbval-lax -p no:cacheprovider --durations=30
 	$(MAKE) --no-print-directory guard
 
 ## The unit tier alone (no notebook executed, no guard): what a change to the library needs first (minutes).

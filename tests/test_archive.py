@@ -67,7 +67,7 @@ def test_export_import_and_replot_without_computing(tmp_path, monkeypatch, capsy
     monkeypatch.setenv("REPLICATE_CACHE", str(tmp_path / "empty"))
     assert main(["cache", "import", str(file)]) == 0
     assert "imported 4 runs" in capsys.readouterr().out
-    monkeypatch.setattr("replicate.fl.engine.run", lambda *a, **k: pytest.fail("a run was computed"))
+    monkeypatch.setattr("replicate.fl.engine.run_batch", lambda *a, **k: pytest.fail("a run was computed"))
     again = cache.RunLog(display=False)
     replot = fig2.fig2(TINY, progress=False, log=again)
     assert again.runs == again.from_cache == 4

@@ -223,3 +223,20 @@ def test_wide_logistic_runs_batch_bitwise_whatever_their_rows_alignment():
     assert batched.default_runs(base) == batched.MAX_RUNS
     assert batched.default_runs(base.replace(algorithm=Scaffold(5))) == 1
     assert batched.default_runs(base.replace(model="mlp")) == 1
+
+
+def test_the_run_layer_reaches_the_engine_by_one_route(monkeypatch):
+    """Issue #41 item 4: a run computed alone (``cache.compute``) and a batch of one (``batched.compute``) are one
+    route, ``cache.train`` → ``engine.run_batch``: the same CSV text and sidecar fields, and neither calls
+    ``engine.run`` (the second route it was)."""
+    from replicate.fl import engine
+    from replicate.runs import batched, cache
+
+    config = _sweep()[0]
+    monkeypatch.setattr(engine, "run", lambda *a, **k: pytest.fail("engine.run: a second route"))
+    with threads(1):
+        _, text, meta = cache.compute(config)
+        (text_b, meta_b), = batched.compute([(config, None, None)], "cpu")
+    assert text == text_b
+    drop = ("elapsed_s",)
+    assert {k: v for k, v in meta.items() if k not in drop} == {k: v for k, v in meta_b.items() if k not in drop}

@@ -44,8 +44,8 @@ def test_a_damaged_entry_is_recomputed_and_never_used(damage, capsys, monkeypatc
     damage(_entry().with_suffix(".csv"))
     assert not cache.is_cached(_entry().name)
     calls = []
-    real = engine.run
-    monkeypatch.setattr(engine, "run", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = engine.run_batch
+    monkeypatch.setattr(engine, "run_batch", lambda *a, **k: calls.append(1) or real(*a, **k))
     again = cache.run(QUAD, progress=False)
     assert calls == [1] and again.equals(first)  # recomputed, the same numbers
     err = capsys.readouterr().err
@@ -102,7 +102,7 @@ def test_a_cache_that_cannot_be_written_is_refused_before_any_compute(tmp_path, 
     """Issue #37 item 4: a run computed only to fail storing it (rc 1, OSError) is refused first, in one line,
     on both paths a run is computed by (one run read by a figure; a sweep's missing runs)."""
     monkeypatch.setenv("REPLICATE_CACHE", str(_read_only(tmp_path)))
-    monkeypatch.setattr(engine, "run", lambda *a, **k: pytest.fail("a run was computed into an unwritable cache"))
+    monkeypatch.setattr(engine, "run_batch", lambda *a, **k: pytest.fail("a run was computed into an unwritable cache"))
     with pytest.raises(cache.ReplicateError, match=r"cannot write into .*REPLICATE_CACHE") as raised:
         cache.run(QUAD, progress=False)
     assert len(str(raised.value).splitlines()) == 1

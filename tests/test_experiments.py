@@ -22,7 +22,7 @@ def test_cache_roundtrip_and_resume(monkeypatch):
     stored = paths.cache_dir() / "runs" / f"{cache.key(QUAD)}.csv"
     assert stored.exists() and json.loads(stored.with_suffix(".json").read_text())["local_steps"] == 5
     calls = []
-    monkeypatch.setattr("replicate.fl.engine.run", lambda *a, **k: calls.append(a))
+    monkeypatch.setattr("replicate.fl.engine.run_batch", lambda *a, **k: calls.append(a))
     again = cache.run(QUAD, progress=False, log=log)  # loads, does not recompute
     assert not calls
     assert again["objective"].tolist() == pytest.approx(first["objective"].tolist(), rel=1e-12)
@@ -137,7 +137,7 @@ def test_cache_key_covers_the_whole_config_the_device_and_the_extra_metrics():
     (lambda: dict(local_epochs=2), "exactly one of local_steps and local_epochs"),
 ])
 def test_bad_run_settings_fail_before_any_compute(bad, match, monkeypatch):
-    monkeypatch.setattr("replicate.fl.engine.run", lambda *a, **k: pytest.fail("computed despite bad input"))
+    monkeypatch.setattr("replicate.fl.engine.run_batch", lambda *a, **k: pytest.fail("computed despite bad input"))
     monkeypatch.setattr("replicate.runs.config.dataset", lambda *a: pytest.fail("loaded data"))
     with pytest.raises(ReplicateError, match=match):
         cache.run(RunConfig(dataset="synthetic(1,1)", **bad()), progress=False)
@@ -268,7 +268,7 @@ def test_a_cpu_machine_reads_imported_cuda_runs_only_when_told_and_never_compute
         (cuda_entry.parent / f"{cuda_entry.name}{suffix}").write_bytes(
             (cpu_entry.parent / f"{cpu_entry.name}{suffix}").read_bytes())
     monkeypatch.setenv("REPLICATE_DEVICE", "cuda")
-    monkeypatch.setattr("replicate.fl.engine.run", lambda *a, **k: pytest.fail("computed a CUDA run on a CPU"))
+    monkeypatch.setattr("replicate.fl.engine.run_batch", lambda *a, **k: pytest.fail("computed a CUDA run on a CPU"))
     assert cache.run(QUAD, progress=False).equals(cpu)  # read, not computed
     with pytest.raises(ReplicateError, match="not in the cache and runs are read for CUDA"):
         cache.run(QUAD.replace(rounds=3), progress=False)

@@ -42,7 +42,7 @@ def test_round_trip_through_a_clone_computes_nothing(tmp_path, monkeypatch, caps
     monkeypatch.setenv("REPLICATE_LEDGER", str(clone / "ledger"))
     monkeypatch.setenv("REPLICATE_CACHE", str(clone / "cache"))
     assert ledger.sync() == (2, 0, 0) and ledger.sync() == (0, 2, 0)
-    monkeypatch.setattr("replicate.fl.engine.run", lambda *a, **k: pytest.fail("a run was computed"))
+    monkeypatch.setattr("replicate.fl.engine.run_batch", lambda *a, **k: pytest.fail("a run was computed"))
     assert cache.run(QUAD, progress=False).equals(histories[0])
     assert cache.run(SYNTHETIC, progress=False).equals(histories[1])
     with pytest.raises(ReplicateError, match="nothing to export"):  # every cached run is in the ledger
@@ -75,7 +75,7 @@ def test_round_trip_through_git_computes_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("REPLICATE_LEDGER", str(clone / "figures" / "ledger"))
     monkeypatch.setenv("REPLICATE_CACHE", str(clone / "build" / "cache"))
     assert ledger.sync() == (2, 0, 0)  # what `figures` does before computing
-    monkeypatch.setattr("replicate.fl.engine.run", lambda *a, **k: pytest.fail("a run was computed"))
+    monkeypatch.setattr("replicate.fl.engine.run_batch", lambda *a, **k: pytest.fail("a run was computed"))
     assert cache.run(QUAD, progress=False).equals(histories[0])
     assert cache.run(SYNTHETIC, progress=False).equals(histories[1])
 

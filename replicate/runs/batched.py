@@ -30,7 +30,6 @@ caches), so on a CPU such runs train one by one.
 from __future__ import annotations
 
 import math
-import time
 
 import torch
 
@@ -40,7 +39,6 @@ from replicate.fl import engine, models
 from replicate.fl.algorithms.protocol import client_settings, fused_update
 from replicate.runs import cache
 from replicate.runs.checkpoints import FileCheckpoints
-from replicate.fl.schedules import LRSchedule
 from replicate.runs.config import RunConfig, build
 
 MAX_RUNS = 16  # runs per batch: the bench's R = 16 (BENCHMARKS.md)
@@ -120,22 +118,9 @@ def piece(clients: int, params: int, device) -> int:
 
 
 def _train(problem, jobs, work, objective, progress) -> list[tuple[str, dict]]:
-    first = jobs[0][0]
-    specs = []
-    for config, target, _ in jobs:
-        schedule = LRSchedule(config.lr_schedule, config.client_lr, config.lr_decay)
-        stop = None if target is None else (lambda row, t=target: row["train_loss"] <= t)
-        specs.append(engine.RunSpec(config.algorithm, schedule, config.seed, config.rounds, stop))
-    start = time.perf_counter()
     try:  # checkpoints are named by the runs' cache entries (an unnamed extra metric fails where it is stored)
         saved = FileCheckpoints([cache.entry(config, target, metrics) for config, target, metrics in jobs])
     except ReplicateError:
         saved = None
-    histories = engine.run_batch(problem, specs, work, objective=objective, rounds=first.rounds,
-                                 eval_every=first.eval_every, execution=first.execution, progress=progress,
-                                 extra_metrics=jobs[0][2], checkpoints=saved,
-                                 desc=f"{first.dataset} {first.algorithm_name} × {len(jobs)} runs")
-    share = (time.perf_counter() - start) / len(jobs)  # each run's share of the batch's time
-    notes = {"batch": len(jobs)} if len(jobs) > 1 else {}
-    return [cache.entry_of(config, target, metrics, history, share, problem.device, **notes)
-            for (config, target, metrics), history in zip(jobs, histories)]
+    return [(text, meta) for _, text, meta in cache.train(problem, jobs, work, objective, progress=progress,
+                                                           saved=saved)]

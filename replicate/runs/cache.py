@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 from replicate.core import paths
 from replicate.core.errors import ReplicateError
 from replicate.fl import engine
+from replicate.fl.schedules import LRSchedule
 from replicate.core.fileio import atomic_write_text, check_writable
 from replicate.runs import checkpoints
 from replicate.runs.config import RunConfig, build
@@ -378,15 +379,34 @@ def compute(config: RunConfig, *, stop_loss: float | None = None, extra_metrics=
     without this checkout) calls it and hands the text and fields back; ``store`` writes them."""
     device = torch.device(device) if device is not None else engine.default_device()
     start = time.perf_counter()
-    problem, algorithm, work, schedule, objective = build(config, device=device, problem=problem)
-    history = engine.run(problem, algorithm, work, schedule, objective=objective, rounds=config.rounds,
-                         seed=config.seed, eval_every=config.eval_every, progress=progress,
-                         execution=config.execution, extra_metrics=extra_metrics,
-                         stop=None if stop_loss is None else (lambda row: row["train_loss"] <= stop_loss),
-                         checkpoints=checkpoints.FileCheckpoints([checkpoint]) if checkpoint else None,
-                         desc=f"{config.dataset} {config.algorithm_name} E={work.amount} K={config.clients_per_round}")
-    elapsed = time.perf_counter() - start
-    return (history, *entry_of(config, stop_loss, extra_metrics, history, elapsed, problem.device, serialize))
+    problem, _, work, _, objective = build(config, device=device, problem=problem)
+    (history, text, meta), = train(problem, [(config, stop_loss, extra_metrics)], work, objective, progress=progress,
+                                   saved=checkpoints.FileCheckpoints([checkpoint]) if checkpoint else None,
+                                   serialize=serialize, start=start)
+    return history, text, meta
+
+
+def train(problem, jobs: list, work, objective, *, progress: bool = False, saved=None, serialize: bool = True,
+          start: float | None = None) -> list[tuple[pd.DataFrame, str | None, dict]]:
+    """The one route from run configs to the engine: ``jobs`` (config, target, extra metrics), equal in
+    ``runs.batched.batch_key``, trained together by ``engine.run_batch`` (one job: a run alone), each
+    returned as (history, CSV text, sidecar fields). Each run's ``elapsed_s`` is its share of the time since
+    ``start`` (default: now; ``compute`` counts its problem's build too)."""
+    first = jobs[0][0]
+    specs = [engine.RunSpec(config.algorithm, LRSchedule(config.lr_schedule, config.client_lr, config.lr_decay),
+                            config.seed, config.rounds,
+                            None if target is None else (lambda row, t=target: row["train_loss"] <= t))
+             for config, target, _ in jobs]
+    start = time.perf_counter() if start is None else start
+    desc = (f"{first.dataset} {first.algorithm_name} E={work.amount} K={first.clients_per_round}" if len(jobs) == 1
+            else f"{first.dataset} {first.algorithm_name} × {len(jobs)} runs")
+    histories = engine.run_batch(problem, specs, work, objective=objective, rounds=first.rounds,
+                                 eval_every=first.eval_every, execution=first.execution, progress=progress,
+                                 extra_metrics=jobs[0][2], checkpoints=saved, desc=desc)
+    share = (time.perf_counter() - start) / len(jobs)  # each run's share of the batch's time
+    notes = {"batch": len(jobs)} if len(jobs) > 1 else {}
+    return [(history, *entry_of(config, target, metrics, history, share, problem.device, serialize, **notes))
+            for (config, target, metrics), history in zip(jobs, histories)]
 
 
 def entry_of(config: RunConfig, stop_loss: float | None, extra_metrics, history: pd.DataFrame, elapsed: float,

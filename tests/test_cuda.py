@@ -161,3 +161,13 @@ def test_the_local_steps_never_wait_for_the_device(algorithm, monkeypatch):
     monkeypatch.setattr(engine, "_step", counted_step)
     run(problem, algo, work, LRSchedule("constant", 0.05), rounds=2, seed=0, eval_every=None)
     assert waits == [], [str(w.message) for w in waits[:3]]
+
+
+def test_the_counter_stream_is_bitwise_the_cpus_on_the_device():
+    """replicate.core.counter_rng (issue #38 item 3): int64 products wrap alike on the device, so noise drawn
+    there is the CPU's, bit for bit, far into a stream as at its start."""
+    from replicate.core import counter_rng
+
+    for key, first in ((0, 0), (2**63 + 12345, 2**40)):
+        assert torch.equal(counter_rng.words(key, first, 4096, DEVICE).cpu(), counter_rng.words(key, first, 4096))
+    assert torch.equal(counter_rng.uniform(7, (10, 20, 9344), DEVICE).cpu(), counter_rng.uniform(7, (10, 20, 9344)))

@@ -91,7 +91,7 @@ def test_stacked_sequential_and_oracle_agree(model, algorithm):
     assert (w_stacked - problem.init(1)).abs().max() > 1e-3  # the model really trained
     if model == "cnn":  # dropout was on: without it the same run ends elsewhere
         batch = problem.draw_batches([(torch.arange(3), torch.full((3,), 2), torch.Generator())], work)[0]
-        noise = problem.dropout_noise(batch.step(0), rng.generator(1, "dropout", 0, 0))
+        noise = problem.dropout_noise(batch.step(0), rng.seed_for(1, "dropout", 0, 0))
         assert noise is not None and noise.shape == (*batch.step(0)[0].shape, 8)
         _, w_plain = run(SampleProblem(image_dataset(), cnn(dropout=0.0)), algo, work, schedule, **kwargs)
         assert (w_plain - w_stacked).abs().max() > 1e-4

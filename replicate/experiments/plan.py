@@ -28,7 +28,10 @@ from replicate.experiments import catalog, knobs, work
 from replicate.runs import cache, ledger
 
 OP_SECONDS = 8e-6  # host dispatch + launch of one op on the GPU machine (issue #38: 3.5-6.5 µs + launch)
-NOISE_S = 0.012  # FEMNIST's dropout noise drawn on one host core a step (issue #38: 9-15 ms a run-step)
+# FEMNIST's dropout noise a step: the 22 ops core.counter_rng.uniform dispatches (counted with a
+# TorchDispatchMode; 16 launch kernels), computed on the device (it was drawn on one host core, 9-15 ms a
+# run-step, before issue #38 item 3)
+NOISE_OPS = 22
 # Seconds a gradient step measured on CUDA outside the ledger: STEM's stacked CIFAR-10 round, 0.9 s at
 # (b, I) = (8, 61) on an H100 (docs/BENCHMARKS.cuda.md, 2026-11-26), two gradients a step
 REFERENCE_S = {"lenet5": 0.9 / 61 / 2}
@@ -170,13 +173,13 @@ def _seconds_per_step(runs: dict[str, dict], epochs: dict) -> dict[tuple[str, st
 
 def _modelled(config) -> float:
     """Seconds a local step when no run of its model was timed on this device kind: ``REFERENCE_S`` where a
-    bench measured it, else its op count (gpu_work.json) × ``OP_SECONDS`` (+ ``NOISE_S`` for dropout),
+    bench measured it, else its op count (gpu_work.json, + ``NOISE_OPS`` for dropout) × ``OP_SECONDS``,
     per gradient (STEM takes two a step)."""
     per_gradient = REFERENCE_S.get(config.model)
     if per_gradient is None:
         name = f"{config.model} ({config.dataset})"
         ops = next(row["ops_per_step"][name] for row in _work_rows() if name in row["ops_per_step"])
-        per_gradient = ops * OP_SECONDS + (NOISE_S if config.model == "conv_dropout" else 0.0)
+        per_gradient = (ops + (NOISE_OPS if config.model == "conv_dropout" else 0)) * OP_SECONDS
     return per_gradient * (2 if config.algorithm_name == "stem" else 1)
 
 

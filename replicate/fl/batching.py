@@ -137,7 +137,7 @@ def _noise(parts: list[Part], problem, sizes: list[int]):
     r = parts[0].ctx.round
 
     def draw(p: Part, s: int, batch):
-        return problem.dropout_noise(batch, rng.generator(p.seed, "dropout", r, s))
+        return problem.dropout_noise(batch, rng.seed_for(p.seed, "dropout", r, s))
 
     if len(parts) == 1:
         return lambda s, batch: draw(parts[0], s, batch)

@@ -12,7 +12,7 @@ from typing import Callable, Protocol, runtime_checkable
 
 import torch
 
-from replicate.core import rng
+from replicate.core import counter_rng, rng
 from replicate.core.errors import ReplicateError
 from replicate.data.federated import FederatedDataset
 from replicate.data.quadratic import QuadraticClients
@@ -42,7 +42,7 @@ class Problem(Protocol):
 
     def full_batch(self, clients: torch.Tensor): ...  # every row of each client, or None (full gradients)
 
-    def dropout_noise(self, batch, generator: torch.Generator) -> torch.Tensor | None: ...
+    def dropout_noise(self, batch, key: int) -> torch.Tensor | None: ...
 
     def grad(self, flat: torch.Tensor, clients: torch.Tensor, batch, noise=None) -> torch.Tensor: ...
 
@@ -117,12 +117,13 @@ class SampleProblem:
         index = torch.where(mask, offsets.unsqueeze(1) + positions, offsets.unsqueeze(1))
         return index, None if bool(mask.all()) else mask
 
-    def dropout_noise(self, batch, generator: torch.Generator) -> torch.Tensor | None:
-        """Uniform noise (m, b, *dropout_shape) for one step's dropout, or None without dropout."""
+    def dropout_noise(self, batch, key: int) -> torch.Tensor | None:
+        """Uniform noise (m, b, *dropout_shape) for one step's dropout from the counter stream ``key``, or None
+        without dropout. Computed on the problem's device, the same numbers on every device
+        (``core.counter_rng``): no host draw and no copy a step (issue #38 item 3)."""
         if not self.model.dropout:
             return None
-        index = batch[0]  # drawn on the host like the mini-batches (draw_batches)
-        return torch.rand((*index.shape, *self.model.dropout_shape), generator=generator, device="cpu").to(self.device)
+        return counter_rng.uniform(key, (*batch[0].shape, *self.model.dropout_shape), device=self.device)
 
     def grad(self, flat: torch.Tensor, clients: torch.Tensor, batch, noise=None):
         index, mask = batch
@@ -329,7 +330,7 @@ class QuadraticFederatedProblem:
     def full_batch(self, clients):
         return None  # every gradient of a quadratic client is already its full gradient
 
-    def dropout_noise(self, batch, generator):
+    def dropout_noise(self, batch, key):
         return None
 
     def cpu_execution(self) -> str:

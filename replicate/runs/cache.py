@@ -44,10 +44,14 @@ NUMERICS: dict[str, int] = {
     # char_lstm / char_lstm_tff are left at 0: on a CPU their runs train client by client through the
     # fused kernel (unchanged); only their dissimilarity metric, measured and not fed back, moves by rounding.
     "sent_lstm": 1,
+    # 1: dropout noise from the counter stream core.counter_rng, computed on the run's device (it was a CPU
+    # torch.Generator's uniform, drawn on the host and copied; issue #38 item 3), so a CPU run draws other masks
+    "conv_dropout": 1,
 }
 # Random-draw versions per device type, in the key of that device's runs only (absent = 0): bump one when
 # a change alters what that device draws. CUDA 1: mini-batches and dropout noise drawn on the host from
 # CPU generators (2026-11-26), where CUDA's own generator drew other batches before; CPU draws were unchanged.
+# (Dropout noise has since moved to a counter stream computed on the device: NUMERICS "conv_dropout".)
 DRAWS: dict[str, int] = {"cuda": 1}
 
 

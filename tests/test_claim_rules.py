@@ -328,3 +328,14 @@ def test_straggler_and_convex_rows_follow_their_records():
     assert "+15.1 points on average, 7.2 / 14.2 / 23.4 per dataset" in stragglers.text(edited)
     assert "10.7 without FEMNIST" in stragglers.text(edited)
     assert "?" in stragglers.text({}) and "?" in convex.text({})
+
+
+def test_fedprox_table1_row_follows_its_record():
+    """Issue #40 item 8: the synthetic sets' total (22,349), its largest device's share and the authors'
+    implied totals are the record's, not typed by hand."""
+    record = json.loads((paths.figures_dir() / "fedprox2020" / "table1.claims.json").read_text())
+    row, = [i for i in coverage.ITEMS if i.facts is coverage._fedprox_table1]
+    assert "with 22,349 samples (heavy-tailed; one device holds 23 %)" in row.text({"fedprox2020/table1": record})
+    claim = next(c for c in record["claims"] if c["claim"].startswith("synthetic: devices / samples"))
+    claim["result"] = claim["result"].replace("ours: 30 / 22,349 /", "ours: 30 / 20,001 /")
+    assert "with 20,001 samples" in row.text({"fedprox2020/table1": record})

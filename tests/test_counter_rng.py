@@ -48,3 +48,13 @@ def test_uniform_is_exact_float32_on_zero_one_and_looks_uniform():
     assert u.reshape(-1)[:4].tolist() == [((first >> s) & 0xFFFF ^ 0x8000) / 2**16 for s in (0, 16, 32, 48)]
     assert float((u < 0.25).float().mean()) == pytest.approx(0.25, abs=3e-3)  # a dropout rate, exactly in 2^-16
 
+
+
+def test_the_bench_times_both_draws_of_a_femnist_step(capsys):
+    """``bench --sections noise``: the counter stream beside the host draw it replaced (timings recorded, not
+    asserted)."""
+    from replicate.cli import main
+
+    assert main.main(["bench", "--sections", "noise", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "10 × 20 × 9344 values" in out and "counter stream on the device" in out and "CPU generator" in out

@@ -84,7 +84,7 @@ def _check(args, overrides) -> int:
 
 
 def _bench(args) -> int:
-    from replicate.cli import bench, bench_batched, bench_executors
+    from replicate.cli import bench, bench_batched, bench_executors, bench_noise
     from replicate.core import paths
     from replicate.fl import engine
 
@@ -97,6 +97,7 @@ def _bench(args) -> int:
         "stem": ("STEM on CIFAR-10 (one thread):", lambda: bench.stem_table(bench.stem_run(device=args.device))),
         "batched": ("## Runs as a tensor dimension\n\n" + bench_batched.__doc__.strip(),
                     lambda: bench_batched.table(bench_batched.run(device=args.device))),
+        "noise": ("Dropout noise:", lambda: bench_noise.table(bench_noise.run(device=args.device))),
     }
     chosen = args.sections or list(sections)
     unknown = [name for name in chosen if name not in sections]
@@ -293,7 +294,7 @@ def main(argv=None) -> int:
                        help="write the result to BENCHMARKS.md (on CUDA: docs/BENCHMARKS.cuda.md)")
     bench.add_argument("--sections", nargs="+", metavar="NAME",
                        help="time only these sections, in this order: engine, profile, lstm, ops, executors, "
-                            "stem, batched (default: all, in that order)")
+                            "stem, batched, noise (default: all, in that order)")
     bench.set_defaults(func=_bench)
     data = sub.add_parser(
         "data", help="fetch or stage datasets",

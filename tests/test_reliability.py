@@ -57,6 +57,7 @@ MATRIX = (
             {"REPLICATE_DATA_FROM": "{tmp}/nowhere"}),
     # ---- data
     Refused("fetch without a dataset", ("data", "fetch"), "name the dataset(s) to fetch"),
+    Refused("pack without a dataset", ("data", "pack"), "name the dataset(s) to pack"),
     Refused("an unknown dataset", ("data", "fetch", "imagenet"), "no downloadable dataset named 'imagenet'"),
     Refused("--from a folder that does not exist", ("data", "fetch", "mnist", "--from", "{tmp}/nowhere"),
             "does not exist"),
@@ -87,6 +88,7 @@ MATRIX = (
     Covered("a download with a corrupted byte, a 404 or a stall", "test_data_download.py::test_each_fault_is_one_clear_line_and_stages_nothing"),
     Covered("a download cut short", "test_data_download.py::test_a_cut_download_resumes_where_it_stopped"),
     Covered("an archive whose checksum differs", "test_data_sources.py::test_archive_checksum_mismatch_names_both_hashes_and_stages_nothing"),
+    Covered("a dataset pack changed, cut or incomplete", "test_data_store.py::test_a_damaged_pack_is_refused_and_nothing_is_staged"),
 )
 REFUSED = [row for row in MATRIX if isinstance(row, Refused)]
 

@@ -11,7 +11,7 @@ import pytest
 
 from replicate.core import paths
 from replicate.core.errors import ReplicateError
-from replicate.report import coverage
+from replicate.report import coverage, replication
 from replicate.report.claims import (BASES, REDUCED_LABEL, bound_claim, check, consistency, kind_for, publish,
                                      scale_of)
 
@@ -108,8 +108,6 @@ def test_a_row_is_one_scale_and_a_claim_is_in_one_row():
 
 
 def test_report_defines_statuses_and_the_kind_rule(tmp_path):
-    from replicate.report import replication
-
     publish(None, pd.DataFrame({"x": [0]}), [check("a holds", True, "1", source="§1: \"a holds\"")],
             paper="li2020", figure="fig2", profile="paper", out_dir=tmp_path)
     text = replication.render(tmp_path)
@@ -292,8 +290,7 @@ def test_coverage_prose_states_the_records_numbers():
     """Issue #40 item 8: a row's prose said 'within 5 % / 8 %' where the record says 6 %, and a near-optimal
     range '100-300' where it says [100, 200]; such numbers are now read from the records (``Item.facts``), and a
     row whose record is absent shows '?' rather than a number typed by hand."""
-    by_key = {f"{r['paper']}/{r['figure']}": r for r in
-              (json.loads(p.read_text()) for p in paths.figures_dir().glob("*/*.claims.json"))}
+    by_key = {f"{r['paper']}/{r['figure']}": r for r in replication.records_in(paths.figures_dir())}
     rows = {(i.paper, i.item): i for i in coverage.ITEMS}
     fig1a, eq8 = rows[("li2020", "Figure 1a")], rows[("notes", "Li et al. eq. (8) (§3.4)")]
     results = " ".join(c["result"] for c in by_key["li2020/fig1a"]["claims"])
@@ -350,3 +347,23 @@ def test_table2_and_nonconvex_rows_follow_their_records():
     assert "(agreement to 2e-16 … 3e-7)" in rows[coverage._table2].text(records)
     assert "fails from T = 180–220 on" in rows[coverage._nonconvex].text(records)
     assert "?" in rows[coverage._table2].text({}) and "?" in rows[coverage._nonconvex].text({})
+
+
+def test_stem_measured_row_follows_its_figures_csv(tmp_path):
+    """Issue #40 item 8: STEM Figure 1 measured's prose (each pair's samples / rounds, the losses of the pairs
+    that miss the target, the κ̄ where the I = 2 splits diverge, the runs and minutes) is read from its record and
+    the CSV beside it (``data_file``): an edited CSV changes the prose."""
+    import shutil
+
+    by_key = {f"{r['paper']}/{r['figure']}": r for r in replication.records_in(paths.figures_dir())}
+    row, = [i for i in coverage.ITEMS if i.facts is coverage._stem_measured]
+    text = row.text(by_key)
+    assert "(2, 10) 500 / 24; on the curve (8, 10) 800 / 9 and (2, 40) 720 / 8" in text
+    assert "ends at 0.79" in text and "misses it too (0.71-0.95)" in text and "72 runs, 186 min" in text
+    csv = tmp_path / "fig1_measured.csv"
+    shutil.copy(by_key["khanduri2021/fig1_measured"]["data_file"], csv)
+    csv.write_text(csv.read_text().replace("2,10,20,1,0.25,0.03,1590,24,500,", "2,10,20,1,0.25,0.03,1590,30,600,"))
+    edited = {"khanduri2021/fig1_measured": by_key["khanduri2021/fig1_measured"] | {"data_file": str(csv)}}
+    assert "(2, 10) 550 / 27;" in row.text(edited)
+    assert "?" in row.text({"khanduri2021/fig1_measured": edited["khanduri2021/fig1_measured"]
+                            | {"data_file": str(tmp_path / "absent.csv")}})

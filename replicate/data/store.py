@@ -302,8 +302,9 @@ def _stage(ds: DatasetFiles, root: Path | None, explicit: bool) -> list[str]:
         what = (f"the official archive {' or '.join(a.name for a in ds.archives)} (or its unpacked files)"
                 if ds.archives else f"the official file(s) ({', '.join(f.published_name for f in missing)})")
         raise ReplicateError(f"{ds.name}: {missing[0].published_name} is not in {root}{where}; copy {what} "
-                             f"there" + (f", or run `{fetch_command(ds.name)}` without --from to download them"
-                                         if ds.downloadable else f". {ds.no_download}"))
+                             f"or its pack {pack_name(ds.name)} (`python -m replicate data pack {ds.name}` where it "
+                             f"is staged) there" + (f", or run `{fetch_command(ds.name)}` without --from to download "
+                                                    f"them" if ds.downloadable else f". {ds.no_download}"))
     if missing and not ds.downloadable:
         raise ReplicateError(f"{ds.name}: no download exists: {ds.no_download}")
     failures: list[str] = []

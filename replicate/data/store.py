@@ -300,7 +300,8 @@ def _stage(ds: DatasetFiles, root: Path | None, explicit: bool) -> list[str]:
     if missing and explicit:
         where = f" or its sub-folder(s) {', '.join(d + '/' for d in ds.local_dirs)}" if ds.local_dirs else ""
         what = (f"the official archive {' or '.join(a.name for a in ds.archives)} (or its unpacked files)"
-                if ds.archives else f"the official file(s) ({', '.join(f.published_name for f in missing)})")
+                if ds.archives else f"the official file(s) ({', '.join(f.published_name for f in missing[:3])}"
+                f"{f', … {len(missing)} in all' if len(missing) > 3 else ''})")
         raise ReplicateError(f"{ds.name}: {missing[0].published_name} is not in {root}{where}; copy {what} "
                              f"or its pack {pack_name(ds.name)} (`python -m replicate data pack {ds.name}` where it "
                              f"is staged) there" + (f", or run `{fetch_command(ds.name)}` without --from to download "

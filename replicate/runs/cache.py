@@ -26,7 +26,6 @@ from tqdm.auto import tqdm
 from replicate.core import paths
 from replicate.core.errors import ReplicateError
 from replicate.fl import engine
-from replicate.fl.schedules import LRSchedule
 from replicate.core.fileio import atomic_write_text, check_writable
 from replicate.runs import checkpoints
 from replicate.runs.config import RunConfig, build
@@ -393,12 +392,12 @@ def compute(config: RunConfig, *, stop_loss: float | None = None, extra_metrics=
 def train(problem, jobs: list, work, objective, *, progress: bool = False, saved=None, serialize: bool = True,
           start: float | None = None) -> list[tuple[pd.DataFrame, str | None, dict]]:
     """The one route from run configs to the engine: ``jobs`` (config, target, extra metrics), equal in
-    ``runs.batched.batch_key``, trained together by ``engine.run_batch`` (one job: a run alone), each
+    ``runs.batched.batch_key``, trained together by ``engine.run_batch`` (one job: a run alone) on ``problem``
+    with ``work`` and ``objective`` (``build``'s), each run's algorithm and schedule its config's, each
     returned as (history, CSV text, sidecar fields). Each run's ``elapsed_s`` is its share of the time since
     ``start`` (default: now; ``compute`` counts its problem's build too)."""
     first = jobs[0][0]
-    specs = [engine.RunSpec(config.algorithm, LRSchedule(config.lr_schedule, config.client_lr, config.lr_decay),
-                            config.seed, config.rounds,
+    specs = [engine.RunSpec(config.algorithm, config.schedule(), config.seed, config.rounds,
                             None if target is None else (lambda row, t=target: row["train_loss"] <= t))
              for config, target, _ in jobs]
     start = time.perf_counter() if start is None else start

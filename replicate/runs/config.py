@@ -73,6 +73,9 @@ class RunConfig:
             return LocalWork(self.local_epochs, "epochs", self.batch_size)
         return LocalWork(self.local_steps, "steps", self.batch_size)
 
+    def schedule(self) -> LRSchedule:
+        return LRSchedule(self.lr_schedule, self.client_lr, self.lr_decay)
+
     def objective(self) -> engine.LocalObjective:
         return engine.LocalObjective(self.weight_decay, self.clip_norm)
 
@@ -147,5 +150,4 @@ def build(config: RunConfig, device=None, problem=None):
         ds = dataset(config.dataset, config.data_seed, config.num_clients)
         model = models.for_dataset(config.model, ds, hidden=config.hidden)
         problem = problems.SampleProblem(ds, model, device=device)
-    schedule = LRSchedule(config.lr_schedule, config.client_lr, config.lr_decay)
-    return problem, config.algorithm, config.work(), schedule, config.objective()
+    return problem, config.algorithm, config.work(), config.schedule(), config.objective()

@@ -38,6 +38,8 @@ BASES = {
     "identity": "an identity of our implementation (two forms of one algorithm agree to rounding)",
     "fitted": "inputs chosen to fit the very numbers compared (e.g. a generator seed picked as the best fit)",
     "vacuous": "a bound whose slack on our data is so large (≥ 1e3 at every point) that only a bug could break it",
+    "wide-range": "the paper's number inside the range of our draws, where those draws span a factor of ten or more: "
+                  "a plausible wrong result lands inside it too",
     "external": "a number or statement from outside the five documents (the final FedProx paper, the authors' "
                 "README): shown beside the figure, never counted",
     "partial-data": "the paper's number for data we hold only in part or in another version (a partial local copy): "
@@ -48,7 +50,8 @@ KIND_RULE = ("A claim is a replication claim exactly when its verdict rests on a
              "running an algorithm or building a dataset, compared with what the paper states, with inputs not "
              "fitted to the compared numbers and a margin the measurement can miss. Every other claim (a property "
              "of a closed-form or reconstructed formula, an identity of our implementation, a comparison with "
-             "numbers our inputs were fitted to, a bound with slack ≥ 1e3 everywhere) is a consistency check. "
+             "numbers our inputs were fitted to, a bound with slack ≥ 1e3 everywhere, the paper's number inside a "
+             "range of draws spanning a factor of ten or more) is a consistency check. "
              "A comparison whose source lies outside the five documents, or with data we hold only in part, is "
              "context: shown beside its figure, counted nowhere. "
              "Each claim records this basis: claim construction refuses a kind that contradicts it, and a test applies "

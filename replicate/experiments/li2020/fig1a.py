@@ -240,6 +240,10 @@ def fig1a_claims(data: pd.DataFrame, config: Fig1aConfig, margin: float = 0.10, 
     return claims
 
 
+# Draws spanning this factor (median over the E grid) put a plausible wrong number inside their range: claims.BASES
+WIDE_RANGE = 10.0
+
+
 def _rounds_match(dataset: str, ours: pd.DataFrame, agree: float):
     """The paper's rounds per E against ours: one seed (MNIST) within ``agree``; several data
     draws (synthetic): the paper's value inside our draws' range at ≥ 80% of the E grid."""
@@ -256,12 +260,18 @@ def _rounds_match(dataset: str, ours: pd.DataFrame, agree: float):
         inside = [lo[e] <= paper[e] <= hi[e] for e in common]
         median = by_e.median()
         ratio = np.median([paper[e] / median[e] for e in common])
+        # The paper's one unseeded draw against the range of ours: where our draws span a decade or more, a wrong
+        # result lands inside too, so the comparison is a consistency check, not a replication (issue #40 item 5)
+        spread = float(np.median([hi[e] / lo[e] for e in common]))
         return check(f"{LABELS[dataset]}: the paper's required rounds are within the range of our data draws",
                      np.mean(inside) >= 0.8,
                      f"range over {mine.seed.nunique()} draws: " + ", ".join(
                          f"E={e}: {lo[e]:.0f}–{hi[e]:.0f}".replace("inf", ">cap") for e in common)
-                     + f"; paper inside at {sum(inside)}/{len(common)} E; paper/our median ≈ {ratio:.1f}×",
+                     + f"; paper inside at {sum(inside)}/{len(common)} E; paper/our median ≈ {ratio:.1f}×; "
+                     + (f"our draws span ×{spread:.1f} (median over E)" if math.isfinite(spread)
+                        else "our draws span beyond the cap"),
                      margin="the paper's value inside [min, max] of our draws at ≥ 80% of the E grid",
+                     basis="wide-range" if spread >= WIDE_RANGE else "measured",
                      paper_value=paper_text, deviations=_dataset_deviations(dataset))
     rounds = by_e.median()
     errors = [abs(rounds[e] / paper[e] - 1) for e in common]

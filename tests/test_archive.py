@@ -12,7 +12,7 @@ from replicate.core.errors import ReplicateError
 from replicate.experiments.li2020 import fig2
 from replicate.fl import engine
 from replicate.report.claims import publish
-from replicate.runs import archive, cache
+from replicate.runs import archive, cache, keys
 from replicate.fl.algorithms import FedAvg
 from replicate.runs.config import RunConfig
 
@@ -60,7 +60,7 @@ def test_export_import_and_replot_without_computing(tmp_path, monkeypatch, capsy
     assert f"wrote {file}" in out and ": 4 runs" in out
     assert "not exported: li2020/fig1a" in err  # no record of it names its runs (never published here)
     manifest = json.loads(_members(file)["manifest.json"])
-    assert manifest["cache_version"] == cache.VERSION and len(manifest["entries"]) == 4
+    assert manifest["cache_version"] == keys.VERSION and len(manifest["entries"]) == 4
     assert all(e["device"].split(":")[0] == engine.default_device().type and len(e["csv_sha256"]) == 64
                for e in manifest["entries"])
 
@@ -107,13 +107,13 @@ def test_a_tampered_entry_is_refused_and_nothing_is_written(tmp_path, monkeypatc
 
 def test_another_version_or_numerics_is_refused(tmp_path, monkeypatch):
     file, empty_cache = _one_run_archive(tmp_path, monkeypatch)
-    version = cache.VERSION
+    version = keys.VERSION
     with monkeypatch.context() as patch:
-        patch.setattr(cache, "VERSION", version + 1)
+        patch.setattr(keys, "VERSION", version + 1)
         with pytest.raises(ReplicateError, match=f"cache VERSION {version}, this code's is {version + 1}"):
             archive.load(file)
     with monkeypatch.context() as patch:
-        patch.setitem(cache.NUMERICS, "fedavg", 7)
+        patch.setitem(keys.NUMERICS, "fedavg", 7)
         with pytest.raises(ReplicateError, match=r"refused: computed under NUMERICS \{\}, this code's are \{'fedavg': 7\}"):
             archive.load(file)
     members = _members(file)  # a sidecar whose config does not hash to its name, checksums made to fit
@@ -134,10 +134,10 @@ def test_a_device_draws_version_renames_that_device_runs_alone(monkeypatch):
     not be read as today's; the CPU's keys (and so every committed figure's runs) stay as they were."""
     before = {device: cache.key(QUAD, device=device) for device in ("cpu", "cuda")}
     with monkeypatch.context() as patch:
-        patch.setattr(cache, "DRAWS", {})
+        patch.setattr(keys, "DRAWS", {})
         assert cache.key(QUAD, device="cpu") == before["cpu"]
         assert cache.key(QUAD, device="cuda") != before["cuda"]
-        patch.setattr(cache, "DRAWS", {"cuda": 2})
+        patch.setattr(keys, "DRAWS", {"cuda": 2})
         assert cache.key(QUAD, device="cuda") not in (before["cuda"], before["cpu"])
 
 
@@ -170,7 +170,7 @@ def test_a_truncated_archive_is_one_line(tmp_path, monkeypatch, capsys):
 def test_stale_entries_stay_out_of_an_export(tmp_path, monkeypatch):
     cache.run(QUAD, progress=False)
     with monkeypatch.context() as patch:
-        patch.setitem(cache.NUMERICS, "fedavg", 7)  # as after a numerics bump: the entry is no longer read
+        patch.setitem(keys.NUMERICS, "fedavg", 7)  # as after a numerics bump: the entry is no longer read
         with pytest.raises(ReplicateError, match="nothing to export: no runs are in .*1 stale entries"):
             archive.export(tmp_path / "none.tar.xz")
     assert archive.export(tmp_path / "one.tar.xz")[0] == [cache.key(QUAD)]

@@ -241,7 +241,7 @@ def test_runs_drawn_together_draw_what_each_draws_alone(unit, b):
 def test_the_mini_batch_stream_of_the_committed_figures_does_not_move():
     """Every committed figure trained on these draws: a change to how they are computed (e.g. drawing runs
     together) must leave them bitwise as they were. The digests were taken at commit e969ba4, before runs
-    drew together; changing them means every training figure must be recomputed (bump runs.cache.NUMERICS)."""
+    drew together; changing them means every training figure must be recomputed (bump runs.keys.NUMERICS)."""
     import hashlib
 
     from replicate.fl.batches import draw

@@ -8,7 +8,7 @@ from replicate.core import paths
 from replicate.data.quadratic import li2020_counterexample
 from replicate.core.errors import ReplicateError
 from replicate.experiments.li2020 import fig2
-from replicate.runs import cache
+from replicate.runs import cache, keys
 from replicate.fl.algorithms import FedAvg, FedProx, LocalUpdate, Scaffold
 from replicate.runs.config import RunConfig, make
 
@@ -46,11 +46,11 @@ def test_cache_roundtrip_and_resume(monkeypatch):
 def test_a_numerics_bump_changes_only_the_keys_of_that_model_or_algorithm(monkeypatch):
     lstm = RunConfig("sent140", model="sent_lstm")
     before = (cache.key(QUAD), cache.key(lstm))
-    monkeypatch.setitem(cache.NUMERICS, "sent_lstm", cache.NUMERICS.get("sent_lstm", 0) + 1)
+    monkeypatch.setitem(keys.NUMERICS, "sent_lstm", keys.NUMERICS.get("sent_lstm", 0) + 1)
     assert cache.key(QUAD) == before[0] and cache.key(lstm) != before[1]
     scaffold = QUAD.replace(algorithm=Scaffold())
     old = cache.key(scaffold)
-    monkeypatch.setitem(cache.NUMERICS, "scaffold", cache.NUMERICS["scaffold"] + 1)
+    monkeypatch.setitem(keys.NUMERICS, "scaffold", keys.NUMERICS["scaffold"] + 1)
     assert cache.key(scaffold) != old and cache.key(QUAD) == before[0]
 
 
@@ -110,7 +110,7 @@ def test_cache_key_covers_the_whole_config_the_device_and_the_extra_metrics():
 
     config = {f.name: getattr(QUAD, f.name) for f in dataclasses.fields(QUAD)}
     config["algorithm"] = {"name": "fedavg", **dataclasses.asdict(QUAD.algorithm)}
-    payload = json.dumps({"version": cache.VERSION, "config": config, "device": "cpu", "metrics": None,
+    payload = json.dumps({"version": keys.VERSION, "config": config, "device": "cpu", "metrics": None,
                           "numerics": {}}, sort_keys=True)
     assert cache.key(QUAD, device="cpu") == hashlib.sha256(payload.encode()).hexdigest()[:20]
     assert cache.key(QUAD, device="cpu") != cache.key(QUAD, device="cuda")

@@ -8,7 +8,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from replicate.core import paths
 from replicate.experiments import catalog, knobs
-from replicate.runs import cache
+from replicate.runs import cache, keys
 
 from replicate.report import replication as report
 
@@ -271,7 +271,7 @@ def _cached(folder: str, name: str) -> None:
 def test_eta_is_the_recorded_compute_of_the_runs_still_missing(tmp_path):
     """A warm-cache run took 31 s of wall time; its runs took 163 s to compute from scratch. With
     one of them cached, the ETA is the recorded compute of the other two, not the 31 s."""
-    record = {"profile": "smoke", "wall_time_s": 31.0, "runs": 3, "cache_version": cache.VERSION,
+    record = {"profile": "smoke", "wall_time_s": 31.0, "runs": 3, "cache_version": keys.VERSION,
               "run_seconds": {"aaa": 100.0, "bbb": 60.0, "ccc_to_0.5": 3.0}}
     _cached("runs", "aaa")
     shown = progress.Progress(_Bar(), "li2020/fig1a", record, tmp_path / "progress.json")
@@ -570,7 +570,7 @@ def test_with_a_budget_figures_whose_runs_are_all_cached_go_first(project):
     for name in ("notes_figA", "notes_figB", "notes_figC"):
         _notebook(project / "notebooks", name, GOOD)
     record = {"profile": "paper", "wall_time_s": 5.0, "run_seconds": {"aaa": 100.0, "bbb_to_0.5": 3.0},
-              "cache_version": cache.VERSION}
+              "cache_version": keys.VERSION}
     (project / "figures" / "notes" / "figC.claims.json").write_text(json.dumps(record))
     (project / "figures" / "notes" / "figA.claims.json").write_text(json.dumps({**record, "runs_compute_s": 9.0}
                                                                                | {"run_seconds": {"ccc": 1.0}}))

@@ -30,7 +30,7 @@ from replicate.core.fileio import atomic_file, atomic_write_text, check_writable
 from replicate.core.errors import ReplicateError
 from replicate.experiments import catalog, knobs
 from replicate.data import cache as data_cache
-from replicate.runs import cache, checkpoints
+from replicate.runs import cache, checkpoints, keys
 from replicate.cli.notebooks import FigureNotebook, discover, resolve  # noqa: F401  (runner.resolve, ...)
 
 
@@ -201,7 +201,7 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
                        file=sys.stderr)
     if older := cache.older_entries():
         tqdm.write(f"note: {older} runs in {paths.cache_dir()} were cached by an older version of the run cache "
-                   f"(before VERSION {cache.VERSION}); they are not read and are recomputed when needed "
+                   f"(before VERSION {keys.VERSION}); they are not read and are recomputed when needed "
                    "(`make clean-cache` frees their space)", file=sys.stderr)
     # the runs in flight, in the kernels and their workers, save and stop at a round boundary when asked
     stop = checkpoints.stop_file()

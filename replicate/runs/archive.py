@@ -28,7 +28,7 @@ from replicate.core import paths
 from replicate.core.errors import ReplicateError
 from replicate.core.fileio import atomic_file
 from replicate.fl import engine
-from replicate.runs import cache
+from replicate.runs import cache, keys
 
 FORMAT = 1  # the archive layout; bump when the manifest changes meaning
 MANIFEST = "manifest.json"
@@ -67,8 +67,8 @@ def _sha256(data: bytes) -> str:
 
 def _check(entry: Entry, meta: dict) -> str | None:
     """Why this code would not read ``entry`` under its name (None: it would)."""
-    if meta.get("version") != cache.VERSION:
-        return f"made under cache VERSION {meta.get('version')}, this code's is {cache.VERSION}"
+    if meta.get("version") != keys.VERSION:
+        return f"made under cache VERSION {meta.get('version')}, this code's is {keys.VERSION}"
     if (entry.folder == "to_target") != (meta.get("target") is not None):
         return f"a {'full' if meta.get('target') is None else 'stopped'} run stored in {entry.folder}/"
     try:
@@ -118,7 +118,7 @@ def write(file: Path, items: list[tuple[Entry, dict[str, bytes]]]) -> None:
                        "numerics": cache.numerics(cache.sidecar_config(meta)),
                        "json_sha256": _sha256(data[".json"]), "csv_sha256": _sha256(data[".csv"])})
         blobs += [(entry.member(suffix), data[suffix]) for suffix in (".json", ".csv")]
-    manifest = {"format": FORMAT, "cache_version": cache.VERSION, "numerics": dict(cache.NUMERICS),
+    manifest = {"format": FORMAT, "cache_version": keys.VERSION, "numerics": dict(keys.NUMERICS),
                 "commit": _commit(), "entries": listed}
     try:
         with atomic_file(file) as out, tarfile.open(fileobj=out, mode="w:xz") as tar:
@@ -166,9 +166,9 @@ def verified(file: Path) -> list[tuple[Entry, dict[str, bytes]]]:
         raise ReplicateError(f"{file}: unreadable {MANIFEST} ({exc}); nothing imported") from None
     if manifest.get("format") != FORMAT:
         raise ReplicateError(f"{file}: archive format {manifest.get('format')}, this code reads {FORMAT}")
-    if manifest.get("cache_version") != cache.VERSION:
+    if manifest.get("cache_version") != keys.VERSION:
         raise ReplicateError(f"{file} holds runs of cache VERSION {manifest.get('cache_version')}, this code's is "
-                             f"{cache.VERSION}: it would not read them (recompute instead); nothing imported")
+                             f"{keys.VERSION}: it would not read them (recompute instead); nothing imported")
     unlisted = set(members) - {entry.member(s) for entry, _ in listed for s in (".json", ".csv")}
     if unlisted:
         raise ReplicateError(f"{file}: {sorted(unlisted)[0]} is not in its manifest; nothing imported")

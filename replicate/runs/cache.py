@@ -6,7 +6,8 @@ atomically, so an interrupted batch resumes from the runs it finished and a reru
 the same config loads instead of recomputing. An entry is verified whenever it is read:
 one whose CSV does not match its sidecar (truncated, a flipped byte, emptied) or whose
 sidecar is gone is moved aside to ``damaged/``, reported in one line, and recomputed;
-it is never used. Bump ``VERSION`` when the engine's numbers change.
+it is never used. Entries are named by ``replicate.runs.keys`` (bump its ``VERSION`` or ``NUMERICS`` when
+the engine's numbers change).
 """
 from __future__ import annotations
 
@@ -29,29 +30,9 @@ from replicate.fl import engine
 from replicate.core.fileio import atomic_write_text, check_writable
 from replicate.runs import checkpoints
 from replicate.runs.config import RunConfig, build
-
-VERSION = 4  # 4: the key holds the full config (the algorithm's own settings), the device type and the extra metrics
-# Numerics versions per model or algorithm name: bump an entry when a change alters that model's or
-# algorithm's results (a reordered sum is enough: the LSTM runs are chaotic, one rounding apart grows
-# to another seed's curve within ten rounds), so only the runs it touches are recomputed. Absent = 0.
-# Before this existed, the LSTM backward of commit d499262 changed Sent140's numbers without a bump
-# (the runs computed before it were moved aside by hand, build/cache/stale/).
-NUMERICS: dict[str, int] = {
-    "scaffold": 1,  # 1: c_i ← c_i⁺ (it was c_i + c_i⁺ from the third round on)
-    # 1: the stacked LSTM's hand-written backward (2026-11-24; equal to the autograd recurrence to
-    # float32 rounding), which Sent140's runs train through (``cpu_execution`` picks the stacked path).
-    # char_lstm / char_lstm_tff are left at 0: on a CPU their runs train client by client through the
-    # fused kernel (unchanged); only their dissimilarity metric, measured and not fed back, moves by rounding.
-    "sent_lstm": 1,
-    # 1: dropout noise from the counter stream core.counter_rng, computed on the run's device (it was a CPU
-    # torch.Generator's uniform, drawn on the host and copied; issue #38 item 3), so a CPU run draws other masks
-    "conv_dropout": 1,
-}
-# Random-draw versions per device type, in the key of that device's runs only (absent = 0): bump one when
-# a change alters what that device draws. CUDA 1: mini-batches and dropout noise drawn on the host from
-# CPU generators (2026-11-26), where CUDA's own generator drew other batches before; CPU draws were unchanged.
-# (Dropout noise has since moved to a counter stream computed on the device: NUMERICS "conv_dropout".)
-DRAWS: dict[str, int] = {"cuda": 1}
+# entries are named by runs/keys.py (its versions are read there: keys.VERSION, keys.NUMERICS, keys.DRAWS);
+# its functions are the cache's too (cache.key, cache.entry_name, ...)
+from replicate.runs.keys import VERSION, entry_name, key, metrics_key, numerics, sidecar_config  # noqa: F401
 
 
 @dataclass
@@ -147,55 +128,6 @@ class RunLog:
                 "run_seconds": dict(sorted(self.seconds.items())), "cache_version": VERSION}
 
 
-def metrics_key(extra_metrics) -> str | None:
-    """The name an ``extra_metrics`` hook is cached under: its ``key`` attribute (a string that changes
-    whenever what it records changes), so a run with other extra columns is another entry."""
-    if extra_metrics is None:
-        return None
-    name = getattr(extra_metrics, "key", None)
-    if not isinstance(name, str) or not name:
-        raise ReplicateError(f"extra_metrics {extra_metrics!r} has no 'key' string: a cached run must name what "
-                             "its extra columns are")
-    return name
-
-
-def key(config: RunConfig, extra_metrics=None, device: str | None = None) -> str:
-    """The hash of everything a run's numbers depend on: the whole config (every field, defaults
-    included, so a default that changes meaning cannot alias old entries), the device type (CPU and
-    CUDA draw the same streams but sum in another order) with its ``DRAWS`` version, the extra metrics
-    recorded, ``VERSION`` and the model's and algorithm's ``NUMERICS`` versions."""
-    device = device or engine.default_device().type
-    fields = {"version": VERSION, "config": config.to_dict(), "device": device,
-              "metrics": metrics_key(extra_metrics), "numerics": numerics(config)}
-    if DRAWS.get(device):  # only where set, so the keys of the other devices' runs stay as they were
-        fields["draws"] = DRAWS[device]
-    payload = json.dumps(fields, sort_keys=True)
-    return hashlib.sha256(payload.encode()).hexdigest()[:20]
-
-
-def numerics(config: RunConfig) -> dict[str, int]:
-    """The ``NUMERICS`` versions in force for this config's model and algorithm (those above 0)."""
-    return {name: NUMERICS[name] for name in (config.model, config.algorithm_name) if NUMERICS.get(name)}
-
-
-def sidecar_config(meta: dict) -> RunConfig:
-    """The config a run's JSON sidecar records (its other fields, ``elapsed_s`` and the like, aside)."""
-    return RunConfig.from_dict(meta)
-
-
-def entry_name(meta: dict) -> str:
-    """The name this code gives the run a JSON sidecar describes (``<key>`` or ``<key>_to_<loss>``):
-    an entry made under another ``VERSION``, ``NUMERICS`` or config has another name."""
-    name = key(sidecar_config(meta), _Named(meta.get("extra_metrics")) if meta.get("extra_metrics") else None,
-               device=str(meta["device"]).split(":")[0])
-    return name if meta.get("target") is None else f"{name}_to_{meta['target']:g}"
-
-
-@dataclass(frozen=True)
-class _Named:
-    """Stands for an ``extra_metrics`` hook known only by its recorded ``key``."""
-
-    key: str
 
 
 def _file(config: RunConfig, stop_loss: float | None, suffix: str, extra_metrics=None):

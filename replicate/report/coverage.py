@@ -178,7 +178,7 @@ def _nonconvex(by_key: dict) -> dict:
 def _stem_measured(by_key: dict) -> dict:
     """STEM Figure 1 measured: each pair's mean samples / rounds to the target on the test seeds, the losses of
     the pairs that miss it, the smallest κ̄ that diverged for the I = 2 splits, and the figure's cost. Read from
-    the figure's CSV (its record's ``data_file``: ``replication.records``)."""
+    the figure's CSV (its record's ``data_file``: ``replication.records_in``)."""
     import pandas as pd  # here, not at the top: the report's other rows and `figures --list` need no pandas
 
     record = by_key["khanduri2021/fig1_measured"]

@@ -110,3 +110,19 @@ def test_a_cache_that_cannot_be_written_is_refused_before_any_compute(tmp_path, 
         cache.plan([(QUAD, None, None)], None)
     monkeypatch.setenv("REPLICATE_CACHE", str(tmp_path / "fine"))
     assert cache.plan([(QUAD, None, None)], None) == [(QUAD, None, None)]  # a writable one plans as before
+
+
+def test_a_cached_run_reads_back_the_very_floats_it_stored(monkeypatch):
+    """A cache entry is read bitwise as computed, whatever pandas' version: pandas 2's default parser read
+    "1.3410166501998901" one ulp off on a GPU machine (cache.EXACT_FLOATS), so a run read from the cache
+    differed from the same run computed. The values below are that one and the float64 extremes of each kind."""
+    import pandas as pd
+
+    values = [1.3410166501998901, 0.1 + 0.2, 2.2250738585072014e-308, 5e-324, 1.7976931348623157e308,
+              0.30000000000000004, 123456.78901234567, 2.4251463413238525]
+    computed = pd.DataFrame({"round": range(len(values)), "test_loss": values})
+    monkeypatch.setattr("replicate.fl.engine.run_batch", lambda problem, runs, *a, **k: [computed.copy() for _ in runs])
+    ran = cache.run(QUAD, progress=False, log=cache.RunLog(display=False))
+    read = cache.load(QUAD)
+    assert [v.hex() for v in read["test_loss"]] == [v.hex() for v in values]
+    pd.testing.assert_frame_equal(read, ran, check_exact=True)

@@ -34,6 +34,11 @@ from replicate.runs.config import RunConfig, build
 # its functions are the cache's too (cache.key, cache.entry_name, ...)
 from replicate.runs.keys import VERSION, entry_name, key, metrics_key, numerics, sidecar_config  # noqa: F401
 
+# pandas < 3 reads a float's shortest text up to one ulp off with its default parser (seen on a GPU machine's
+# pandas 2: a cached run then differed from the same run computed); "round_trip" reads it exactly, and pandas 3,
+# which the requirements pin, reads it exactly by default and deprecates the option
+EXACT_FLOATS = {} if int(pd.__version__.split(".")[0]) >= 3 else {"float_precision": "round_trip"}
+
 
 @dataclass
 class RunLog:
@@ -268,7 +273,7 @@ def plan(jobs, log: RunLog | None) -> list:
 def load(config: RunConfig, stop_loss: float | None = None, extra_metrics=None) -> pd.DataFrame | None:
     """The cached history of this run, verified (``damage``); None when absent or damaged."""
     entry = _file(config, stop_loss, "", extra_metrics)
-    return pd.read_csv(_with(entry, ".csv")) if present(entry) else None
+    return pd.read_csv(_with(entry, ".csv"), **EXACT_FLOATS) if present(entry) else None
 
 
 def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = True, use_cache: bool = True,

@@ -55,6 +55,9 @@ def test_replication_md_has_the_table_and_each_gpu_row_states_its_work():
         assert f"| {paper} {item} |" in table
         rows = [line for line in coverage_rows if line.startswith((f"| {paper} | {item} |", f"| {paper} | {item} ("))]
         below = [row for row in rows if "paper-profile work:" in row]  # the row below the paper's scale says it
+        if all("| reduced scale |" not in row for row in rows):  # published at the paper profile (STEM Figure 5)
+            assert rows and not below, rows
+            continue
         assert len(below) == 1 and " runs, " in below[0], rows
     committed = (paths.REPO / "REPLICATION.md").read_text()
     assert table in committed, "regenerate REPLICATION.md: python -m replicate report"

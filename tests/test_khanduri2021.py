@@ -150,6 +150,35 @@ def test_figure5_flags_tuned_rates_at_their_grid_edge():
     assert all("STEM lr, c" in c.result for c in claims[1:]) and "FedAvg" not in claims[1].result.split("beyond")[1]
 
 
+def test_a_group_whose_every_candidate_diverged_is_said_untuned(monkeypatch):
+    """The paper-profile Figure 5 on the GPU slot (2026-11-27): all 34 STEM candidates diverged on the tuning
+    seed at both I, so its "chosen" κ̄ = 0.01, c = 1 is only the grid's first; claims and legend say so instead
+    of calling it tuned at its grid's edge."""
+    from types import SimpleNamespace
+
+    from replicate.experiments.khanduri2021 import common, samples
+
+    config = samples.Fig5Config.for_profile("paper", local_updates=[10], stem_lr=[0.05, 0.1], stem_c=[50, 100],
+                                            client_lr=[0.05, 0.1], seeds=[0, 1])
+    stem, fedavg = ("stem", 10), ("fedavg", 10)
+    scores = ([(stem, h, math.inf) for h in config.candidates("stem")]
+              + [(fedavg, {"lr": 0.05}, 0.3), (fedavg, {"lr": 0.1}, 0.2)])
+    found = SimpleNamespace(scores=scores, chosen={stem: config.candidates("stem")[0], fedavg: {"lr": 0.1}},
+                            runs=[(stem, 1, None), (fedavg, 1, None)])
+    monkeypatch.setattr(common, "tune_then_run", lambda *a, **k: found)
+    _, runs = common.tune_and_run(config, config.local_updates)
+    assert [r[-1] for r in runs] == [common.ALL_DIVERGED, "lr"]
+    keys = [(a, i, s) for a in ("STEM", "FedAvg", "SCAFFOLD") for i in (10, 100) for s in (0, 1)]
+    data = _fake_fig5({k: 300.0 for k in keys}, {k: 0.2 for k in keys})
+    data["at_edge"] = np.where(data.algorithm == "STEM", common.ALL_DIVERGED, np.where(data.algorithm == "FedAvg",
+                                                                                         "lr", ""))
+    note = common.edge_note(data[data.kind == "curve"])
+    assert note == ("; tuned at the edge of its grid (the best may lie beyond): FedAvg lr; no setting trained: every "
+                    "candidate of its grid diverged on the tuning seed, so its finals ran the grid's first (STEM)")
+    part = data[(data.kind == "curve") & (data.algorithm == "STEM")].assign(chosen="lr=0.05, c=50")
+    assert common.legend_label(part, "STEM") == "STEM (lr=0.05, c=50: every candidate diverged, none tuned)"
+
+
 def _fake_cifar(finals: dict, rounds: int = 10):
     """Curves of every (figure, algorithm, seed) whose last evaluation is the given (loss, accuracy)."""
     import pandas as pd

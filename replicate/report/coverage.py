@@ -382,19 +382,18 @@ ITEMS: tuple[Item, ...] = (
          "for the three in 3.0 h of one core) is in the reduced-scale section below: STEM ahead in none of them "
          "(level with FedAvg in Figure 3, 2.7-3.6 % behind in Figure 4)",
          ("khanduri2021/fig2", "khanduri2021/fig3", "khanduri2021/fig4")),
-    Item("khanduri2021", "Figure 5", "samples accessed for two values of I", "reduced", "full",
+    Item("khanduri2021", "Figure 5", "samples accessed for two values of I", "paper", "full",
          "notebook at the spec's PROPOSED settings (K = 100 class-shard MNIST workers, LeNet, b = 8, I ∈ {10, 100}, "
-         "30,000 samples per worker, rates tuned per I over 34 STEM (κ̄, c) pairs and 6 rates each for FedAvg and "
-         "SCAFFOLD; 104 runs, days of this CPU). The whole tuning grid (92 runs) and 2 of the 12 final runs ran on an "
-         "H200 slot (2026-11-27, 6.5 min; committed in figures/ledger, GPU-slots table below); not yet published, the "
-         "10 other final runs wait for the next slot. What the grid shows already: every STEM (κ̄, c) candidate "
-         "diverges (NaN) at the full budget, at I = 10 between rounds 6 and 90 of 375 (the best, κ̄ = 0.1, c = 100, "
-         "reached training loss 0.137 first), at I = 100 by round 9 of 38, while FedAvg and SCAFFOLD train to "
-         "0.02-0.05 (η ≤ 0.1); the CPU reproduces it (κ̄ = 0.01, c = 1: NaN at round 36 on both, losses within 2 % up to "
-         "round 24), and the old-point variant of docs/stem_old_point.md, run on the CPU for that pair, stays finite "
-         "but does not train (loss back to 2.1-2.4 by round 96). So Figure 5 at the paper profile will show STEM "
-         "diverging under this reconstruction (spec §2, RECONSTRUCTED; the grid PROPOSED). A labelled CPU-scale run "
-         "(3,200 samples, where STEM still trains; narrower grids, 2 seeds) is in the reduced-scale section below",
+         "30,000 samples per worker, rates tuned per I on seed 0 over 34 STEM (κ̄, c) pairs and 6 rates each for "
+         "FedAvg and SCAFFOLD; 104 runs, days of this CPU), run in two H200 slots (2026-11-27; figures/ledger, "
+         "GPU-slots table below) and published from the ledger. Every STEM candidate diverges (NaN) on the tuning "
+         "seed at both I, so STEM has no tuned setting: its finals ran the grid's first pair and diverge too, while "
+         "FedAvg and SCAFFOLD train (claims below). The CPU reproduces the divergence (κ̄ = 0.01, c = 1: NaN at the "
+         "same round on both), and the old-point variant of docs/stem_old_point.md stays finite but does not train. "
+         "So under this reconstruction (spec §2, RECONSTRUCTED) and grid (spec §6.5, PROPOSED) STEM does not train "
+         "at the full budget: a finding about the reconstruction or the grid, not a verdict on the paper. The "
+         "labelled CPU-scale run (3,200 samples, where STEM still trains at κ̄ = 0.1, c = 150, a pair the PROPOSED "
+         "grid does not hold) is in the reduced-scale section below",
          ("khanduri2021/fig5",)),
     # Lecture notes (seed 003): no figures; the items are its theorems, evaluated on measured runs
     Item("notes", "Theorem 1 (convex bound)", "Li et al.'s bound against measured FedAvg runs", "paper", "redrawn",

@@ -6,6 +6,13 @@ item by item. Newest first; REPLICATION.md renders them under its headline.
 from __future__ import annotations
 
 HISTORY: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
+    ("2026-11-27", "42 of 69", "42 of 72", (
+        "Khanduri et al. Figure 5 published at the paper profile (104 runs from two H200 slots, through the "
+        "ledger): its three replication claims now count, and all three fail, because every STEM candidate of the "
+        "PROPOSED grid diverges on the tuning seed at the full budget of 30,000 samples per worker (+3 counted, "
+        "+0 holding). The claims say that STEM had no tuned setting instead of calling its grid's first pair "
+        "'tuned at the edge'",
+    )),
     ("2026-11-27", "43 of 70", "42 of 69", (
         "Li et al. Figure 1a, synthetic(0,0): 'the paper's required rounds lie within the range of our data draws' "
         "set the authors' one unseeded draw against six of ours that span ×18.7 (median over E; 16–397 rounds at "

@@ -84,8 +84,15 @@ def tune_and_run(config, local_updates, log=None) -> tuple[list[dict], list[tupl
                               workers=config.workers, log=log)
     rows = [{"kind": "tuning", "algorithm": LABELS[a], "local_updates": i, **h, "final_train_loss": score}
             for (a, i), h, score in found.scores]
-    return rows, [(a, i, s, history, found.chosen[(a, i)], grid_edges(groups[(a, i)], found.chosen[(a, i)]))
+    trained = {group for group, _, score in found.scores if np.isfinite(score)}
+    return rows, [(a, i, s, history, found.chosen[(a, i)],
+                   grid_edges(groups[(a, i)], found.chosen[(a, i)]) if (a, i) in trained else ALL_DIVERGED)
                   for (a, i), s, history in found.runs]
+
+
+# ``at_edge`` of a group whose every candidate diverged on the tuning seeds: its "chosen" setting is only the
+# grid's first (ties keep grid order), not a tuned one, and its grid's edges say nothing
+ALL_DIVERGED = "every candidate diverged"
 
 
 def held_out(frame: pd.DataFrame, config) -> tuple[pd.DataFrame, str]:
@@ -103,11 +110,15 @@ def chosen_text(chosen: dict) -> str:
 
 
 def edge_note(curves: pd.DataFrame) -> str:
-    """"; tuned at the edge of its grid …" for the algorithms whose tuned rates sit at a grid's edge."""
-    edges = (curves[curves["at_edge"].fillna("") != ""].drop_duplicates("algorithm") if "at_edge" in curves
-             else curves.iloc[:0])
-    return ("; tuned at the edge of its grid (the best may lie beyond): "
-            + ", ".join(f"{r.algorithm} {r.at_edge}" for r in edges.itertuples()) if len(edges) else "")
+    """"; tuned at the edge of its grid …" for the algorithms whose tuned rates sit at a grid's edge, and
+    "; no setting trained …" for those whose every candidate diverged (``ALL_DIVERGED``)."""
+    marked = (curves[curves["at_edge"].fillna("") != ""].drop_duplicates("algorithm") if "at_edge" in curves
+              else curves.iloc[:0])
+    diverged = [r.algorithm for r in marked.itertuples() if r.at_edge == ALL_DIVERGED]
+    edges = [f"{r.algorithm} {r.at_edge}" for r in marked.itertuples() if r.at_edge != ALL_DIVERGED]
+    return (("; tuned at the edge of its grid (the best may lie beyond): " + ", ".join(edges) if edges else "")
+            + ("; no setting trained: every candidate of its grid diverged on the tuning seed, so its finals ran "
+               "the grid's first (" + ", ".join(diverged) + ")" if diverged else ""))
 
 
 def seeds_text(values, spec: str, missing: str = "never") -> str:
@@ -120,4 +131,6 @@ def seeds_text(values, spec: str, missing: str = "never") -> str:
 def legend_label(part: pd.DataFrame, algorithm: str) -> str:
     chosen = part.chosen.iloc[0]
     edge = part.at_edge.iloc[0] if "at_edge" in part and isinstance(part.at_edge.iloc[0], str) else ""
+    if edge == ALL_DIVERGED:
+        return f"{algorithm} ({chosen}: {edge}, none tuned)"
     return f"{algorithm} ({chosen}" + (f"; {edge} at its grid's edge)" if edge else ")")

@@ -372,3 +372,23 @@ def test_stem_measured_row_follows_its_figures_csv(tmp_path):
     assert "(2, 10) 550 / 27;" in row.text(edited)
     assert "?" in row.text({"khanduri2021/fig1_measured": edited["khanduri2021/fig1_measured"]
                             | {"data_file": str(tmp_path / "absent.csv")}})
+
+
+def test_stem_figure5_row_follows_its_figures_csv(tmp_path):
+    """STEM Figure 5's prose (how many STEM candidates diverged, the pair its finals ran, where they diverged,
+    the others' tuned losses, the runs) is read from its record and CSV: a STEM candidate that trained in an
+    edited CSV changes the count, and an absent CSV shows "?"."""
+    import pandas as pd
+
+    by_key = {f"{r['paper']}/{r['figure']}": r for r in replication.records_in(paths.figures_dir())}
+    row, = [i for i in coverage.ITEMS if i.facts is coverage._stem_fig5]
+    text = row.text(by_key)
+    assert "over 34 STEM (κ̄, c) pairs" in text and "(68 of 68 tuning runs)" in text and "104 runs" in text
+    assert "first pair (lr=0.01, c=1)" in text and "tuned final training losses 0.023-0.051" in text
+    data = pd.read_csv(by_key["khanduri2021/fig5"]["data_file"])
+    data.loc[data.index[(data.kind == "tuning") & (data.algorithm == "STEM")][0], "final_train_loss"] = 0.5
+    csv = tmp_path / "fig5.csv"
+    data.to_csv(csv, index=False)
+    edited = by_key["khanduri2021/fig5"] | {"data_file": str(csv)}
+    assert "(67 of 68 tuning runs)" in row.text({"khanduri2021/fig5": edited})
+    assert "?" in row.text({"khanduri2021/fig5": edited | {"data_file": str(tmp_path / "absent.csv")}})

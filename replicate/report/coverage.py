@@ -201,6 +201,29 @@ def _stem_measured(by_key: dict) -> dict:
                     "runs": f"{record['runs']}", "minutes": f"{record['runs_compute_s'] / 60:.0f}"}
 
 
+def _stem_fig5(by_key: dict) -> dict:
+    """STEM Figure 5 at the paper profile: how many STEM candidates the tuning seed ran and how many diverged,
+    the pair its finals ran, where those diverged, FedAvg's and SCAFFOLD's tuned losses, and the figure's runs.
+    Read from the figure's CSV (its record's ``data_file``)."""
+    import math
+
+    import pandas as pd  # here, not at the top (see _stem_measured)
+
+    record = by_key["khanduri2021/fig5"]
+    data = pd.read_csv(record["data_file"])
+    tuning, curves = data[data.kind == "tuning"], data[data.kind == "curve"]
+    stem = tuning[tuning.algorithm == "STEM"]
+    finals = curves[curves.algorithm == "STEM"]
+    nan_at = finals[finals.train_loss.isna()].groupby(["local_updates", "seed"]).samples.min()
+    others = tuning[tuning.algorithm != "STEM"].groupby(["algorithm", "local_updates"]).final_train_loss.min()
+    return {"stem_pairs": f"{len(stem) // stem.local_updates.nunique()}",
+            "stem_diverged": f"{int((~stem.final_train_loss.map(math.isfinite)).sum())} of {len(stem)}",
+            "stem_first": ", ".join(sorted(finals.chosen.unique())),
+            "nan_from": f"{nan_at.min():,.0f}" if len(nan_at) else "?",
+            "nan_to": f"{nan_at.max():,.0f}" if len(nan_at) else "?",
+            "others": f"{others.min():.3f}-{others.max():.3f}", "runs": f"{record['runs']}"}
+
+
 def _e_power(x: float) -> str:
     mantissa, exponent = f"{x:.0e}".split("e")
     return f"{mantissa}e{int(exponent)}"
@@ -383,18 +406,20 @@ ITEMS: tuple[Item, ...] = (
          "(level with FedAvg in Figure 3, 2.7-3.6 % behind in Figure 4)",
          ("khanduri2021/fig2", "khanduri2021/fig3", "khanduri2021/fig4")),
     Item("khanduri2021", "Figure 5", "samples accessed for two values of I", "paper", "full",
-         "notebook at the spec's PROPOSED settings (K = 100 class-shard MNIST workers, LeNet, b = 8, I ∈ {10, 100}, "
-         "30,000 samples per worker, rates tuned per I on seed 0 over 34 STEM (κ̄, c) pairs and 6 rates each for "
-         "FedAvg and SCAFFOLD; 104 runs, days of this CPU), run in two H200 slots (2026-11-27; figures/ledger, "
-         "GPU-slots table below) and published from the ledger. Every STEM candidate diverges (NaN) on the tuning "
-         "seed at both I, so STEM has no tuned setting: its finals ran the grid's first pair and diverge too, while "
-         "FedAvg and SCAFFOLD train (claims below). The CPU reproduces the divergence (κ̄ = 0.01, c = 1: NaN at the "
-         "same round on both), and the old-point variant of docs/stem_old_point.md stays finite but does not train. "
-         "So under this reconstruction (spec §2, RECONSTRUCTED) and grid (spec §6.5, PROPOSED) STEM does not train "
-         "at the full budget: a finding about the reconstruction or the grid, not a verdict on the paper. The "
-         "labelled CPU-scale run (3,200 samples, where STEM still trains at κ̄ = 0.1, c = 150, a pair the PROPOSED "
-         "grid does not hold) is in the reduced-scale section below",
-         ("khanduri2021/fig5",)),
+         "notebook at the spec's PROPOSED settings (K = 100 class-shard MNIST workers, LeNet, b = 8, I ∈ {{10, 100}}, "
+         "30,000 samples per worker, rates tuned per I on seed 0 over {stem_pairs} STEM (κ̄, c) pairs and 6 rates "
+         "each for FedAvg and SCAFFOLD; {runs} runs, days of this CPU), run in two H200 slots (2026-11-27; "
+         "figures/ledger, GPU-slots table below) and published from the ledger. Every STEM candidate diverges (NaN) "
+         "on the tuning seed ({stem_diverged} tuning runs), so STEM has no tuned setting: its finals ran the grid's "
+         "first pair ({stem_first}) and diverge too, first NaN after {nan_from}-{nan_to} samples per worker, while "
+         "FedAvg and SCAFFOLD train (their tuned final training losses {others}). The CPU reproduces the "
+         "divergence (κ̄ = 0.01, c = 1: NaN at the same round on both), and the old-point variant of "
+         "docs/stem_old_point.md stays finite but does not train. So under this reconstruction (spec §2, "
+         "RECONSTRUCTED) and grid (spec §6.5, PROPOSED) STEM does not train at the full budget: a finding about the "
+         "reconstruction or the grid, not a verdict on the paper. The labelled CPU-scale run (3,200 samples, where "
+         "STEM still trains at κ̄ = 0.1, c = 150, a pair the PROPOSED grid does not hold) is in the reduced-scale "
+         "section below",
+         ("khanduri2021/fig5",), facts=_stem_fig5),
     # Lecture notes (seed 003): no figures; the items are its theorems, evaluated on measured runs
     Item("notes", "Theorem 1 (convex bound)", "Li et al.'s bound against measured FedAvg runs", "paper", "redrawn",
          "Li et al. Thms 1-3 and the notes' eq. (3) (γ with 8κ and 5κ) vs FedAvg with the theorem's η_t on "

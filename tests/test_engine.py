@@ -64,7 +64,7 @@ def test_vectorized_engine_equals_sequential_oracle(scheme, prox_mu):
     problem = SampleProblem(toy_dataset(small_clients=2), LogisticRegression(5, 3))
     algorithm = fedavg(scheme, 5, prox_mu)
     work, objective = LocalWork(7, "steps", 8), LocalObjective(weight_decay=1e-3, clip_norm=0.5)
-    schedule = LRSchedule("li2020", 0.3)
+    schedule = LRSchedule("harmonic", 0.3)
     fast, w_fast = run(problem, algorithm, work, schedule, objective=objective, rounds=4, seed=3,
                        return_params=True)
     slow, w_slow = run_sequential(problem, algorithm, work, schedule, objective=objective, rounds=4, seed=3,
@@ -263,9 +263,9 @@ def test_clipping_matches_torch_and_schedules():
     clip_(g, 1.0)
     assert torch.linalg.vector_norm(g[0]).item() == pytest.approx(1.0, rel=1e-5)
     assert g[1].tolist() == pytest.approx([0.3, 0.4])
-    li = LRSchedule("li2020", 0.1)
+    li = LRSchedule("harmonic", 0.1)
     assert [li(r) for r in range(4)] == pytest.approx([0.1, 0.1, 0.05, 0.1 / 3])
-    assert LRSchedule("li2020_quadratic", 0.4, 1e-2)(100) == pytest.approx(0.4 / 6)
+    assert LRSchedule("shifted_inverse", 0.4, 1e-2)(100) == pytest.approx(0.4 / 6)
 
 
 def test_bad_settings_raise_clear_errors():
@@ -279,6 +279,36 @@ def test_bad_settings_raise_clear_errors():
         LRSchedule("constant", -1.0)
     with pytest.raises(ReplicateError, match="unknown lr schedule"):
         LRSchedule("cosine", 0.1)
+    with pytest.raises(ReplicateError, match="'stem' \\(now called 'epoch_cube_root'\\)"):
+        LRSchedule("stem", 0.1)
+
+
+def test_a_renamed_schedule_keeps_its_runs_cache_entries():
+    """The schedules are named by their mathematics (harmonic, shifted_inverse, epoch_cube_root); they were
+    named by papers (li2020, li2020_quadratic, stem) when the committed ledger and caches recorded their runs.
+    A recorded config reads back under the new name and hashes to the entry it was stored under."""
+    from replicate.fl.algorithms import Stem
+    from replicate.fl.schedules import FORMER_NAMES
+    from replicate.runs import keys
+    from replicate.runs.config import RunConfig
+
+    for before, now in FORMER_NAMES.items():
+        config = RunConfig(dataset="quadratic", algorithm=Stem(momentum_c=2.0), lr_schedule=now, lr_decay=0.5)
+        recorded = config.to_dict() | {"lr_schedule": before, "device": "cpu"}
+        assert RunConfig.from_dict(recorded) == config
+        assert keys.entry_name(recorded) == keys.key(config, device="cpu")
+    # the committed key of one STEM Figure 5 tuning run (figures/ledger), recorded with lr_schedule "stem"
+    from replicate.experiments.khanduri2021 import samples
+
+    fig5 = samples.Fig5Config.for_profile("paper").run_config("stem", 10, 0, lr=0.01, c=1.0)
+    assert fig5.lr_schedule == "epoch_cube_root" and keys.key(fig5, device="cuda") in _ledger_names()
+
+
+def _ledger_names() -> set:
+    from replicate.core import paths
+    from replicate.runs import ledger
+
+    return set(ledger.runs(paths.figures_dir() / "ledger"))
 
 
 class TinyMLP(Model):

@@ -38,7 +38,7 @@ BASE = RunConfig(dataset="synthetic(1,1)", num_clients=10, rounds=24, eval_every
                                     BASE.replace(algorithm=FedProx(0.1, 5, straggler_fraction=0.5), local_steps=None,
                                                  local_epochs=2),
                                     BASE.replace(algorithm=Scaffold()),
-                                    BASE.replace(algorithm=Stem(momentum_c=50.0), lr_schedule="stem", lr_decay=0.2)])
+                                    BASE.replace(algorithm=Stem(momentum_c=50.0), lr_schedule="epoch_cube_root", lr_decay=0.2)])
 def test_a_short_horizon_is_the_full_runs_first_rounds(config):
     """Nothing a run computes depends on its total rounds: the run with fewer rounds is the full run's prefix."""
     full = cache.compute(config)[0]

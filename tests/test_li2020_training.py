@@ -224,7 +224,7 @@ def test_figure_configs_follow_the_paper():
     fig1a_config = fig1a.Fig1aConfig.for_profile("paper")
     run = fig1a_config.run_config("synthetic(1,1)", 20, 0)
     assert (run.algorithm.scheme, run.clients_per_round, run.local_steps, run.batch_size, run.client_lr) == ("scheme1", 30, 200, 24, 0.1)
-    assert (run.lr_schedule, run.weight_decay, run.clip_norm) == ("li2020", 1e-4, 60.0)  # Li et al.'s preset
+    assert (run.lr_schedule, run.weight_decay, run.clip_norm) == ("harmonic", 1e-4, 60.0)  # Li et al.'s preset
     assert fig1a_config.run_config("mnist_balanced", 5, 0).clients_per_round == 30
     run = fig1a_config.run_config("mnist_unbalanced", 5, 0)
     assert (run.clients_per_round, run.local_steps, run.batch_size) == (30, 50, 64)
@@ -246,9 +246,9 @@ def test_run_to_target_stops_there_and_is_cached(monkeypatch):
     problem = SampleProblem(toy_dataset(), LogisticRegression(5, 3))
     # a Figure 1a run config whose algorithm, work and schedule are the toy's; its problem is the toy problem
     config = fig1a.Fig1aConfig(max_rounds=30).run_config("synthetic(0,0)", 1, 0).replace(
-        algorithm=FedAvg("scheme1", 4), local_steps=5, batch_size=8, lr_schedule="li2020", client_lr=0.5)
+        algorithm=FedAvg("scheme1", 4), local_steps=5, batch_size=8, lr_schedule="harmonic", client_lr=0.5)
     parts = (problem, config.algorithm, config.work(), config.schedule())
-    assert parts[2:] == (LocalWork(5, "steps", 8), LRSchedule("li2020", 0.5))
+    assert parts[2:] == (LocalWork(5, "steps", 8), LRSchedule("harmonic", 0.5))
     monkeypatch.setattr(cache, "build", lambda config, device=None, problem=None: (*parts, LocalObjective()))
     full = engine.run(*parts, rounds=30, seed=config.seed)
     target = float(full.train_loss.iloc[6])

@@ -57,10 +57,10 @@ from replicate.runs.config import RunConfig, build
 WORKLOADS = {
     "synthetic(1,1), E=20, b=24": (
         RunConfig(dataset="synthetic(1,1)", algorithm=FedAvg("scheme1"), local_steps=20, batch_size=24, client_lr=0.1,
-                  lr_schedule="li2020", weight_decay=1e-4, clip_norm=60.0), (10, 100)),
+                  lr_schedule="harmonic", weight_decay=1e-4, clip_norm=60.0), (10, 100)),
     "mnist unbalanced, E=100, b=64": (
         RunConfig(dataset="mnist_unbalanced", algorithm=FedAvg("scheme1"), local_steps=100, batch_size=64, client_lr=0.1,
-                  lr_schedule="li2020", weight_decay=1e-4, clip_norm=60.0), (30,)),
+                  lr_schedule="harmonic", weight_decay=1e-4, clip_norm=60.0), (30,)),
     "FedProx 90% stragglers, synthetic(1,1) N=30, E=20 epochs, b=10": (
         RunConfig(dataset="synthetic(1,1)", num_clients=30, algorithm=FedProx(1.0, straggler_fraction=0.9),
                   local_steps=None, local_epochs=20, batch_size=10, client_lr=0.01,
@@ -80,7 +80,7 @@ def _stem_cifar(batch_size: int, local_updates: int) -> RunConfig:
     from replicate.data.shards import cifar10_stem_name
 
     return RunConfig(dataset=cifar10_stem_name("moderate"), model="lenet5", algorithm=Stem(momentum_c=10.0),
-                     local_steps=local_updates, batch_size=batch_size, client_lr=0.1, lr_schedule="stem",
+                     local_steps=local_updates, batch_size=batch_size, client_lr=0.1, lr_schedule="epoch_cube_root",
                      lr_decay=batch_size * local_updates / 490, weight_decay=0.0, clip_norm=None)
 
 

@@ -48,7 +48,7 @@ WORKLOADS = {
         [{"algorithm": FedProx(mu, 10), "seed": s} for s in range(4) for mu in (0.001, 0.01, 0.1, 1.0)], 10),
     "STEM LeNet, MNIST 100 workers, b=8, I=10 (κ̄ × c)": (
         RunConfig(dataset="mnist_stem_high", data_seed=0, model="lenet", algorithm=Stem(), local_steps=10,
-                  batch_size=8, client_lr=0.1, lr_schedule="stem", lr_decay=80 / 540),
+                  batch_size=8, client_lr=0.1, lr_schedule="epoch_cube_root", lr_decay=80 / 540),
         [{"client_lr": k, "algorithm": Stem(c)} for k in (0.02, 0.05, 0.1, 0.2) for c in (1.0, 5.0, 10.0, 20.0)], 2),
 }
 

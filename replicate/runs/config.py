@@ -20,7 +20,7 @@ from replicate.fl import models
 from replicate.fl import problems
 from replicate.core.errors import ReplicateError
 from replicate.fl.algorithms import ALGORITHMS, FedAvg, LocalWork, name_of
-from replicate.fl.schedules import LRSchedule
+from replicate.fl.schedules import FORMER_NAMES, LRSchedule
 
 _SYNTHETIC = re.compile(r"^synthetic\(([0-9.]+),\s*([0-9.]+)\)$")
 
@@ -102,7 +102,10 @@ class RunConfig:
                                  + ", ".join(ALGORITHMS))
         algorithm = ALGORITHMS[settings.pop("name")](**{k: tuple(v) if isinstance(v, list) else v
                                                          for k, v in settings.items()})
-        return cls(**{k: v for k, v in values.items() if k in known and k != "algorithm"}, algorithm=algorithm)
+        fields = {k: v for k, v in values.items() if k in known and k != "algorithm"}
+        if fields.get("lr_schedule") in FORMER_NAMES:  # recorded before the schedules were renamed
+            fields["lr_schedule"] = FORMER_NAMES[fields["lr_schedule"]]
+        return cls(**fields, algorithm=algorithm)
 
     @classmethod
     def fields(cls) -> tuple[str, ...]:

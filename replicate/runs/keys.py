@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from replicate.core.errors import ReplicateError
 from replicate.fl import engine
+from replicate.fl.schedules import FORMER_NAMES
 from replicate.runs.config import RunConfig
 
 VERSION = 4  # 4: the key holds the full config (the algorithm's own settings), the device type and the extra metrics
@@ -39,6 +40,9 @@ NUMERICS: dict[str, int] = {
 DRAWS: dict[str, int] = {"cuda": 1}
 
 
+_FORMER = {now: before for before, now in FORMER_NAMES.items()}
+
+
 def metrics_key(extra_metrics) -> str | None:
     """The name an ``extra_metrics`` hook is cached under: its ``key`` attribute (a string that changes
     whenever what it records changes), so a run with other extra columns is another entry."""
@@ -57,7 +61,10 @@ def key(config: RunConfig, extra_metrics=None, device: str | None = None) -> str
     CUDA draw the same streams but sum in another order) with its ``DRAWS`` version, the extra metrics
     recorded, ``VERSION`` and the model's and algorithm's ``NUMERICS`` versions."""
     device = device or engine.default_device().type
-    fields = {"version": VERSION, "config": config.to_dict(), "device": device,
+    recorded = config.to_dict()
+    # a schedule renamed since is hashed under its former name, so that its runs keep their entries
+    recorded["lr_schedule"] = _FORMER.get(recorded["lr_schedule"], recorded["lr_schedule"])
+    fields = {"version": VERSION, "config": recorded, "device": device,
               "metrics": metrics_key(extra_metrics), "numerics": numerics(config)}
     if DRAWS.get(device):  # only where set, so the keys of the other devices' runs stay as they were
         fields["draws"] = DRAWS[device]

@@ -48,7 +48,7 @@ class StemRuns:
                       batch_size=self.batch_size, client_lr=lr, weight_decay=0.0, clip_norm=None, rounds=rounds,
                       seed=seed, eval_every=max(1, rounds // self.evals), **self.data_options(), **self.run_options())
         if algorithm == "stem":
-            return RunConfig(**common, algorithm=Stem(momentum_c=c), lr_schedule="stem",
+            return RunConfig(**common, algorithm=Stem(momentum_c=c), lr_schedule="epoch_cube_root",
                              lr_decay=self.batch_size * local_updates / self.TRAIN_PER_WORKER)
         if algorithm == "fedavg":
             return RunConfig(**common, algorithm=FedAvg("full", self.clients()), lr_schedule="constant")

@@ -53,7 +53,7 @@ MATCHED_DATA_SEEDS = {
 
 # Li et al.'s local objective and schedule, as their code runs it (spec §2.1, §5.3): η0/max(r, 1) per
 # round, weight decay λ = 1e-4 inside the optimiser, the loss gradient clipped at norm 60.
-LI2020_OBJECTIVE = dict(lr_schedule="li2020", weight_decay=1e-4, clip_norm=60.0)
+LI2020_OBJECTIVE = dict(lr_schedule="harmonic", weight_decay=1e-4, clip_norm=60.0)
 
 
 def data_seed(dataset: str, seed: int) -> int | None:

@@ -53,7 +53,7 @@ class Fig2Config(knobs.FigureConfig):
 
     def run_config(self, steps: int, decay: float | None) -> RunConfig:
         return RunConfig(dataset="quadratic", algorithm=FedAvg("full"), local_steps=steps, batch_size=None,
-                         client_lr=self.lr, lr_schedule="constant" if decay is None else "li2020_quadratic",
+                         client_lr=self.lr, lr_schedule="constant" if decay is None else "shifted_inverse",
                          lr_decay=0.0 if decay is None else decay, weight_decay=0.0, clip_norm=None,
                          rounds=self.rounds)
 

@@ -21,7 +21,7 @@ local step plain SGD: rounds ≥ 1 are then FedAvg with equal weights (a test ch
 
 Full participation only (the paper's setting: every WN every round).
 
-Symbols → names: η → the client learning rate (engine schedule; ``LRSchedule("stem")`` is eq. 2),
+Symbols → names: η → the client learning rate (engine schedule; ``LRSchedule("epoch_cube_root")`` is eq. 2),
 c → ``momentum_c``, a → ``momentum_weight(lr)``, I → local steps per round, b → the batch size,
 K → the number of clients, d̄ → ``StemState.direction``, x_{t}^(k) → ``StemState.last_iterates``.
 """

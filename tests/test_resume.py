@@ -155,3 +155,93 @@ def test_a_stop_makes_pool_workers_save_their_runs_instead_of_finishing(monkeypa
             stored = pd.read_csv(paths.cache_dir() / "runs" / f"{cache.entry(config)}.csv")
             pd.testing.assert_frame_equal(stored, cache.compute(config)[0], check_exact=True)
     assert os.environ.get(checkpoints.STOP_VARIABLE) is None
+
+
+def _cut_off(monkeypatch):
+    """CONFIG stopped at its first round boundary by a stop file: its checkpoint is in this cache."""
+    stop = paths.cache_dir() / "checkpoints" / "stop.test"
+    monkeypatch.setenv(checkpoints.STOP_VARIABLE, str(stop))
+    monkeypatch.setenv("REPLICATE_CHECKPOINT_S", "0")
+    checkpoints.request_stop(stop)
+    with pytest.raises(Checkpointed):
+        cache.run(CONFIG, progress=False)
+    stop.unlink()
+    return checkpoints.folder() / f"{cache.entry(CONFIG)}.pt"
+
+
+def test_a_cut_off_run_travels_to_the_next_slot_and_resumes_there(monkeypatch, tmp_path, capsys):
+    """Issue #36: a slot packs its cut-off runs' checkpoints (`cache checkpoints-out`), the next slot, with an
+    empty cache, unpacks them (`cache checkpoints-in`) and the run goes on from the round it reached, storing
+    what it computes in one go, bitwise."""
+    from replicate.cli.main import main
+
+    whole = cache.compute(CONFIG)[0]
+    saved = _cut_off(monkeypatch)
+    assert main(["cache", "checkpoints-out", str(tmp_path / "out")]) == 0
+    assert "checkpoints-1.tar" in capsys.readouterr().out
+    monkeypatch.setenv("REPLICATE_BUILD", str(tmp_path / "next_slot"))  # another machine: an empty cache
+    assert not checkpoints.folder().exists()
+    assert main(["cache", "checkpoints-in", str(tmp_path / "out" / "checkpoints-1.tar")]) == 0
+    assert "unpacked 1 checkpoints" in capsys.readouterr().out
+    assert (checkpoints.folder() / saved.name).read_bytes() == saved.read_bytes()
+    from replicate.fl import engine
+    trained, real = [], engine._begin
+    monkeypatch.setattr(engine, "_begin", lambda run, *a: trained.append(a[-1]) or real(run, *a))
+    pd.testing.assert_frame_equal(cache.run(CONFIG, progress=False), whole, check_exact=True)
+    assert trained == list(range(1, 12))  # round 0 was trained in the first slot
+
+
+def test_a_damaged_or_foreign_checkpoint_pack_is_refused_whole(monkeypatch, tmp_path):
+    import io
+    import json
+    import tarfile
+
+    from replicate.core.errors import ReplicateError
+    from replicate.runs import travel
+
+    saved = _cut_off(monkeypatch)
+    (pack,), left = travel.pack(tmp_path)
+    assert not left
+    members = {}
+    with tarfile.open(pack) as tar:
+        for info in tar:
+            members[info.name] = tar.extractfile(info).read()
+
+    def write(name, blobs):
+        path = tmp_path / name
+        with tarfile.open(path, "w") as tar:
+            for member, data in blobs.items():
+                info = tarfile.TarInfo(member)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        return path
+
+    saved.unlink()
+    flipped = dict(members) | {saved.name: members[saved.name][:-1] + bytes([members[saved.name][-1] ^ 1])}
+    cases = {"flipped.tar": (flipped, "does not match its manifest's sha256"),
+             "foreign.tar": (members | {"../evil.pt": b"x"}, "is not a run's checkpoint"),
+             "unlisted.tar": ({"manifest.json": json.dumps({"format": 1, "checkpoints": {saved.name: "0"}}).encode()},
+                              "is listed but absent")}
+    for name, (blobs, why) in cases.items():
+        with pytest.raises(ReplicateError, match=why):
+            travel.unpack(write(name, blobs))
+        assert not saved.exists()  # nothing written
+    (tmp_path / "cut.tar").write_bytes(pack.read_bytes()[:2000])
+    with pytest.raises(ReplicateError, match="nothing unpacked"):
+        travel.unpack(tmp_path / "cut.tar")
+    assert travel.unpack(pack) == [saved.stem] and saved.exists()
+    assert travel.unpack(pack) == []  # this cache's own checkpoint is kept
+
+
+def test_checkpoint_packs_stay_under_the_size_a_slot_returns(monkeypatch, tmp_path):
+    from replicate.runs import travel
+
+    folder = checkpoints.folder()
+    folder.mkdir(parents=True)
+    for i, size in enumerate((300, 300, 500, 900, 2000)):
+        (folder / f"{i:020x}.pt").write_bytes(bytes(size))
+    (folder / "stop.123").touch()  # a driver's stop file is not a checkpoint
+    written, left = travel.pack(tmp_path, limit=1000, parts=2)
+    assert [p.name for p in written] == ["checkpoints-1.tar", "checkpoints-2.tar"]
+    assert left == [f"{3:020x}", f"{4:020x}"]  # the largest left out, named
+    assert all(p.stat().st_size <= 1000 + 10 * 1024 for p in written)  # the tar's headers aside

@@ -177,6 +177,8 @@ def _cache(args) -> int:
     from replicate.core import paths
     from replicate.runs import archive
 
+    if args.action in ("checkpoints-out", "checkpoints-in"):
+        return _checkpoints(args)
     if args.action == "import":
         if args.names or args.new:
             raise ReplicateError("cache import takes the archive alone: it imports every run in it")
@@ -212,6 +214,25 @@ def _cache(args) -> int:
     size = Path(args.file).stat().st_size
     size = f"{size / 2**20:.1f} MiB" if size >= 2**20 else f"{size / 2**10:.0f} KiB"
     print(f"wrote {args.file} ({size}): {len(written)} runs" + "".join(f"; {n}" for n in notes))
+    return 0
+
+
+def _checkpoints(args) -> int:
+    """``cache checkpoints-out DIR``: the cut-off runs' checkpoints packed for the next slot;
+    ``cache checkpoints-in PACK...``: unpacked into this cache (``runs/travel.py``)."""
+    from pathlib import Path
+
+    from replicate.runs import travel
+
+    if args.action == "checkpoints-out":
+        if args.names or args.new:
+            raise ReplicateError("cache checkpoints-out takes the folder to write into alone")
+        written, left = travel.pack(Path(args.file))
+        sizes = ", ".join(f"{f.name} ({f.stat().st_size / 2**20:.1f} MiB)" for f in written) or "no checkpoints"
+        print(f"wrote {sizes}" + (f"; left out {len(left)} that did not fit: {', '.join(left)}" if left else ""))
+        return 0
+    runs = [name for file in [args.file, *args.names] for name in travel.unpack(Path(file))]
+    print(f"unpacked {len(runs)} checkpoints: those runs resume where the last slot stopped them")
     return 0
 
 
@@ -323,10 +344,14 @@ def main(argv=None) -> int:
                     "archive, each entry with its config hash, checksums, device type and numerics versions. "
                     "import FILE: verify every entry (checksums, cache VERSION, NUMERICS, its hash recomputed "
                     "from its recorded config) and add them to the cache, or refuse the whole archive in one line. "
-                    "See replicate/runs/archive.py.")
-    runs.add_argument("action", choices=["export", "import"])
-    runs.add_argument("file", help="the archive (e.g. runs.tar.xz)")
-    runs.add_argument("names", nargs="*", default=[], help="export: figures, notebooks or papers (default: all runs)")
+                    "See replicate/runs/archive.py. checkpoints-out DIR: the cut-off runs' checkpoints as "
+                    "DIR/checkpoints-<i>.tar (at most 3 files of 15 MiB); checkpoints-in PACK...: into this cache, "
+                    "each member checked, so those runs resume (replicate/runs/travel.py).")
+    runs.add_argument("action", choices=["export", "import", "checkpoints-out", "checkpoints-in"])
+    runs.add_argument("file", help="the archive (e.g. runs.tar.xz); checkpoints-out: a folder; checkpoints-in: a "
+                                   "checkpoint pack")
+    runs.add_argument("names", nargs="*", default=[], help="export: figures, notebooks or papers (default: all runs); "
+                                                           "checkpoints-in: more packs")
     runs.add_argument("--new", action="store_true",
                       help="export: only the runs the committed ledger lacks (what a GPU slot brings back)")
     runs.set_defaults(func=_cache)

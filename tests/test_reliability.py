@@ -89,6 +89,8 @@ MATRIX = (
     Covered("a download cut short", "test_data_download.py::test_a_cut_download_resumes_where_it_stopped"),
     Covered("an archive whose checksum differs", "test_data_sources.py::test_archive_checksum_mismatch_names_both_hashes_and_stages_nothing"),
     Covered("a dataset pack changed, cut or incomplete", "test_data_store.py::test_a_damaged_pack_is_refused_and_nothing_is_staged"),
+    Covered("a checkpoint pack damaged, cut or holding a foreign member",
+            "test_resume.py::test_a_damaged_or_foreign_checkpoint_pack_is_refused_whole"),
 )
 REFUSED = [row for row in MATRIX if isinstance(row, Refused)]
 

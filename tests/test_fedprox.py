@@ -286,6 +286,23 @@ def test_mu_claims_pass_and_fail_with_the_data():
     assert not mu.fig4_claims(bad, config)[0].passed
 
 
+def test_dissimilarity_tracks_the_loss_only_if_it_follows_its_changes():
+    """Issue #40 item 5: two series that both fall correlate in level whatever the dissimilarity measures; the
+    claim tests their round-to-round changes. A dissimilarity that falls with the loss's trend but against its
+    wiggles correlates in level (> 0.5, the old claim would pass) and fails."""
+    config = mu.Fig3Config(datasets=("mnist",), mus=(0.01, 0.1, 1.0), seeds=(0, 1))
+    follows = _mu_frame(0.2, 0.3, 0.5)
+    assert mu.fig4_claims(follows, config)[1].passed
+    against = follows.copy()
+    r = against["round"].to_numpy()
+    trend = 0.2 + 2.1 * np.exp(-r / 4)
+    against["dissimilarity"] = 3 * trend - 0.3 * (against["train_loss"] - trend)  # against the loss's wiggles
+    claim = mu.fig4_claims(against, config)[1]
+    assert not claim.passed and "of the levels, which both fall: median 0." in claim.result
+    level = float(claim.result.split("which both fall: median ")[1].rstrip(")"))
+    assert level > 0.5
+
+
 def test_sent140_mu_claim_says_what_the_draft_says():
     """§5.3: μ stabilises "the four datasets except Sent140"; "on Sent140, μ does not help speed up convergence"."""
     config = mu.Fig3Config(datasets=("sent140",), mus=(0.01, 0.1, 1.0), seeds=(0, 1))

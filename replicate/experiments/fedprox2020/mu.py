@@ -198,14 +198,21 @@ def fig4_claims(data: pd.DataFrame, config: Fig3Config) -> list:
                   for d, (z, b) in pairs.items()),
         margin=f"best μ below μ = 0 by > {config.margin:.0%} in every dataset and seed",
         paper_value="qualitative (Fig. 4)"))
-    rho = (data[data.shown].sort_values("round").groupby(list(by))[["dissimilarity", "train_loss"]]
-           .apply(lambda p: spearmanr(p["dissimilarity"], p["train_loss"]).statistic))
+    # Both series fall as training goes on, so their levels correlate whatever the dissimilarity measures (a
+    # claim that could barely fail, issue #40 item 5): "tracks" is tested on their round-to-round changes, which
+    # move together only where the dissimilarity follows the loss's rises and falls. The margin was fixed before
+    # the committed numbers were read again.
+    shown = data[data.shown].sort_values("round").groupby(list(by))[["dissimilarity", "train_loss"]]
+    steps = shown.apply(lambda p: spearmanr(p["dissimilarity"].diff().iloc[1:], p["train_loss"].diff().iloc[1:])
+                        .statistic)
+    levels = shown.apply(lambda p: spearmanr(p["dissimilarity"], p["train_loss"]).statistic)
     claims.append(check(
-        "The dissimilarity is consistent with the training loss (it tracks the loss curve)",
-        bool((rho > 0).all() and rho.median() >= 0.5),
-        f"Spearman correlation over rounds of dissimilarity and training loss, per run (μ = 0 and best μ): "
-        f"median {rho.median():.2f}, min {rho.min():.2f} over {len(rho)} runs",
-        margin="positive in every run, median ≥ 0.5", paper_value="qualitative (Fig. 4 vs Fig. 3)"))
+        "The dissimilarity is consistent with the training loss (it rises and falls with the loss curve)",
+        bool((steps > 0).all() and steps.median() >= 0.3),
+        f"Spearman correlation over rounds of the round-to-round changes of dissimilarity and training loss, per "
+        f"run (μ = 0 and best μ): median {steps.median():.2f}, min {steps.min():.2f} over {len(steps)} runs "
+        f"(of the levels, which both fall: median {levels.median():.2f})",
+        margin="positive in every run, median ≥ 0.3", paper_value="qualitative (Fig. 4 vs Fig. 3)"))
     tune = data[data.seed.isin(config.seeds[:config.tune_seeds])]
     across = {}
     for d in pd.unique(tune["dataset"]):

@@ -18,8 +18,9 @@ from replicate.report.claims import (BASES, REDUCED_LABEL, bound_claim, check, c
 
 def test_the_kind_of_a_claim_follows_from_its_basis():
     assert kind_for("measured") == "replication"
-    assert {kind_for(b) for b in BASES if b not in ("measured", "external", "partial-data")} == {"consistency"}
-    assert kind_for("external") == kind_for("partial-data") == "context"  # shown beside a figure, never counted
+    context_bases = ("external", "partial-data", "cross-check")
+    assert {kind_for(b) for b in BASES if b not in ("measured", *context_bases)} == {"consistency"}
+    assert {kind_for(b) for b in context_bases} == {"context"}  # shown beside a figure (or the arena), never counted
     context = check("a", False, "1", basis="external")
     assert context.kind == "context" and context.verdict("paper") == "differs (not counted)"
     assert check("a", True, "1").kind == "replication"

@@ -48,6 +48,7 @@ FIGURES = {
     "notes/convex": "replicate.experiments.notes.convex:ConvexConfig",
     "notes/optimal_e": "replicate.experiments.notes.optimal_e:OptimalEConfig",
     "notes/nonconvex": "replicate.experiments.notes.nonconvex:NonconvexConfig",
+    "arena/leaderboard": "replicate.experiments.arena.board:ArenaConfig",  # not a paper's figure (issue #42)
 }
 
 

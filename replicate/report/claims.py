@@ -23,7 +23,7 @@ from replicate.report import plotting
 from replicate.core.fileio import atomic_write_text, check_writable
 from replicate.core.errors import ReplicateError
 
-PAPERS = ("li2020", "fedprox2020", "charles2021", "khanduri2021", "notes")
+PAPERS = ("li2020", "fedprox2020", "charles2021", "khanduri2021", "notes", "arena")  # arena: not a paper (issue #42)
 PROFILES = ("smoke", "paper")
 
 
@@ -44,15 +44,18 @@ BASES = {
                 "README): shown beside the figure, never counted",
     "partial-data": "the paper's number for data we hold only in part or in another version (a partial local copy): "
                     "it cannot match, so it is shown, never counted (the item is data-limited)",
+    "cross-check": "a statement of the five documents tested under the arena's protocol (its budgets, tuning and "
+                   "data, not the paper's): shown beside the arena, never counted",
 }
-CONTEXT_BASES = ("external", "partial-data")  # the bases of claims shown beside a figure and never counted
+CONTEXT_BASES = ("external", "partial-data", "cross-check")  # the bases of claims shown beside a figure and never counted
 KIND_RULE = ("A claim is a replication claim exactly when its verdict rests on a measurement: our numbers from "
              "running an algorithm or building a dataset, compared with what the paper states, with inputs not "
              "fitted to the compared numbers and a margin the measurement can miss. Every other claim (a property "
              "of a closed-form or reconstructed formula, an identity of our implementation, a comparison with "
              "numbers our inputs were fitted to, a bound with slack ≥ 1e3 everywhere, the paper's number inside a "
              "range of draws spanning a factor of ten or more) is a consistency check. "
-             "A comparison whose source lies outside the five documents, or with data we hold only in part, is "
+             "A comparison whose source lies outside the five documents, or with data we hold only in part, or a "
+             "paper's statement tested under the arena's protocol instead of the paper's, is "
              "context: shown beside its figure, counted nowhere. "
              "Each claim records this basis: claim construction refuses a kind that contradicts it, and a test applies "
              "the rule to every committed claim that records one.")

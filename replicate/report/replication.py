@@ -182,8 +182,9 @@ def _claim_text(c: dict) -> str:
 def records_in(root: Path) -> list[dict]:
     """The published claims records under ``root``, each with ``data_file``: the CSV beside it, which a coverage
     row's facts may read (``coverage.Item.facts``)."""
+    # the arena (figures/arena) compares algorithms under one protocol; it replicates no paper, so it is not here
     return [json.loads(p.read_text()) | {"data_file": str(p.with_name(p.name[:-len(".claims.json")] + ".csv"))}
-            for p in sorted(root.glob("*/*.claims.json"))]
+            for p in sorted(root.glob("*/*.claims.json")) if p.parent.name != "arena"]
 
 
 def render(root: Path | None = None) -> str:

@@ -10,7 +10,7 @@ from replicate.fl.algorithms.fedavg import SCHEMES, FedAvg
 from replicate.fl.algorithms.fedprox import FedProx
 from replicate.fl.algorithms.local_update import LocalUpdate
 from replicate.fl.algorithms.protocol import (ALGORITHMS, Algorithm, LocalWork, PlainSGD, Population, RoundContext,
-                                               RoundPlan, example)
+                                               RoundPlan, example, register)
 from replicate.fl.algorithms.scaffold import Scaffold
 from replicate.fl.algorithms.stem import Stem
 
@@ -24,5 +24,5 @@ def name_of(algorithm) -> str:
     raise ReplicateError(f"{algorithm!r} is not a registered algorithm's settings; use one of "
                          + ", ".join(f"{cls.__name__}(...)" for cls in ALGORITHMS.values()))
 
-__all__ = ["ALGORITHMS", "example", "name_of", "Algorithm", "FedAdam", "FedAvg", "FedProx", "LocalUpdate", "LocalWork", "PlainSGD",
+__all__ = ["ALGORITHMS", "example", "name_of", "register", "Algorithm", "FedAdam", "FedAvg", "FedProx", "LocalUpdate", "LocalWork", "PlainSGD",
            "Population", "RoundContext", "RoundPlan", "SCHEMES", "Scaffold", "Stem"]

@@ -46,6 +46,7 @@ class LocalUpdate:
     alpha: float = 0.0  # α, the proximal strength
 
     plain_sgd = None  # the message is a weighted sum of gradients, not the local model
+    vectors = (1, 1)  # the model down, the message Σ a_k g_k up
 
     def __post_init__(self):
         if self.a is not None and not any(self.a):

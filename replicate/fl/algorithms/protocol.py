@@ -34,6 +34,12 @@ which builds d_1 from an initial batch of b·I samples per worker).
 
 An algorithm whose client update is plain (proximal) SGD on the model says so through
 ``plain_sgd`` and lets a problem with a fused solver run the whole local solve at once.
+
+An algorithm also declares what a round costs in communication, ``vectors = (up, down)``: how many
+model-sized vectors a participating client uploads and downloads a round in the algorithm as its paper
+states it (FedAvg (1, 1); SCAFFOLD and STEM (2, 2): a model and a control variate or momentum direction
+each way). What the simulation keeps at the server for convenience (STEM's last iterates, which a real
+worker keeps itself) is not counted. Budgets in bytes (the arena) read it.
 """
 from __future__ import annotations
 
@@ -223,6 +229,8 @@ class LocalSGDClients:
     upload their local model (FedAvg, FedProx with its proximal step, FedAdam): inherit it, declare the
     update in ``plain_sgd`` and write the server half. The step is the declaration's (``PlainSGD.step``),
     and a fused solver runs the same declaration (``fused_update``): one statement of the update."""
+
+    vectors = (1, 1)  # the model down, the local model up
 
     @functools.cached_property  # read every local step: made once per algorithm object
     def plain_sgd(self) -> PlainSGD:

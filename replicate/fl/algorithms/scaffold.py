@@ -49,6 +49,7 @@ class Scaffold:
     option: str = "II"  # how c_i⁺ is formed (eq. 4): "I" full local gradient at x, "II" from the iterates
 
     plain_sgd = None  # the control-variate correction is not plain SGD
+    vectors = (2, 2)  # the model and the control variate c down, Δy and Δc up (Karimireddy et al., Alg. 1)
 
     def __post_init__(self):
         if self.clients_per_round is not None and self.clients_per_round < 1:

@@ -49,6 +49,7 @@ class Stem:
     momentum_c: float = 1.0  # c in a = min{1, c·η²}
 
     plain_sgd = None  # the momentum direction is not plain SGD
+    vectors = (2, 2)  # x̄ and d̄ down, each worker's model and direction up (§3, Alg. 1)
 
     def __post_init__(self):
         if not self.momentum_c > 0:

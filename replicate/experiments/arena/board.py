@@ -1,0 +1,224 @@
+"""The arena (issue #42): every algorithm on every dataset at one budget, tuned by one protocol.
+
+The comparison none of the five documents makes. Each entry (``entries.ENTRIES`` and a user's file) trains on
+each dataset with the model its paper uses there (logistic regression on the synthetic sets and Li et al.'s
+MNIST), every client taking part every round, for the rounds its budget buys (``entries.rounds``: equal rounds,
+bytes or samples). Tuning is the same for all: ``trials`` points of each entry's declared ranges, searched by
+successive halving (``runs.tune.Halving``) on the first ``tune_seeds`` seeds by final training loss; every number
+reported comes from the other seeds only, with their range. Runs are ordinary cached runs (batched, resumable,
+``--executor ray``, ``--time-budget``).
+
+Output: a leaderboard per dataset (final and best-so-far training loss, final test accuracy; mean and range over
+the held-out seeds; rank), training loss against the budget spent, a rank heat map across datasets; and
+cross-checks of the five documents where they overlap with the arena, shown and never counted (basis
+``cross-check``): they test a paper's statement under other budgets, tuning and data than the paper's.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import pandas as pd
+
+from replicate.core.errors import ReplicateError
+from replicate.experiments import knobs
+from replicate.experiments.arena.entries import BUDGET_KINDS, ENTRIES, Entry, cost, rounds, trials, user_entry
+from replicate.runs import config as run_config
+from replicate.runs.config import RunConfig
+from replicate.runs.measures import final
+from replicate.runs.tune import Halving, tune_then_run
+from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
+from replicate.report.claims import check
+
+DATASETS = {"synthetic(1,1)": 24, "synthetic(0,0)": 24, "mnist_balanced": 64}  # dataset → b (Li et al. App. D.2)
+LABELS = {"synthetic(1,1)": "synthetic(1,1)", "synthetic(0,0)": "synthetic(0,0)", "mnist_balanced": "mnist balanced"}
+DEVIATIONS = (
+    "Not a replication: no document runs this comparison. Every entry trains with every client every round "
+    "(STEM's setting) and aggregates as its paper does; constant client rates except STEM's per-epoch "
+    "diminishing rate (its eq. 2); the ranges searched are PROPOSED (replicate/experiments/arena/entries.py).",
+)
+
+
+@dataclass(frozen=True)
+class ArenaConfig(knobs.FigureConfig):
+    """The arena's knobs (``python -m replicate arena``; notebooks/arena_leaderboard.ipynb)."""
+
+    algorithms: tuple[str, ...] = tuple(ENTRIES)  # entries.ENTRIES names
+    user_algorithm: str | None = None  # "path/to/file.py:ClassName", a registered algorithm class, joins them
+    datasets: tuple[str, ...] = ("synthetic(1,1)", "mnist_balanced")
+    budget_kind: str = "bytes"  # "rounds", "bytes" (vectors sent and received) or "samples" (read by a client)
+    budget: int = 100  # in rounds of FedAvg: every entry gets the rounds that cost as much
+    local_steps: int = 20  # E, local SGD steps a round
+    trials: int = 8  # points of each entry's ranges tried (the same number for every entry)
+    halving_rungs: int = 3  # successive halving: rungs a factor 3 apart (1: every trial runs the whole budget)
+    seeds: tuple[int, ...] = (0, 1, 2)  # each seed its own data draw, initialisation and mini-batches
+    tune_seeds: int = 1  # the first seeds choose; the leaderboard reads only the others
+    evals: int = 20  # evaluations per run
+    tail: float = 0.1  # "final" = mean over the last 10% of evaluations
+    workers: int = 2
+    deviations: tuple[str, ...] = DEVIATIONS
+
+    CHOICES: ClassVar[dict] = {"budget_kind": BUDGET_KINDS}
+    ZERO_ALLOWED: ClassVar[tuple] = ()
+
+    @classmethod
+    def smoke(cls):
+        return cls(datasets=("synthetic(1,1)",), budget=6, local_steps=5, trials=2, halving_rungs=1, seeds=(0, 1),
+                   evals=3, workers=1)
+
+    def validate(self) -> None:
+        knobs.check_tune_seeds(self)
+        unknown = [a for a in self.algorithms if a not in ENTRIES]
+        if unknown:
+            raise ReplicateError(f"ArenaConfig.algorithms: unknown {', '.join(unknown)}; choose from "
+                                 + ", ".join(ENTRIES))
+        unknown = [d for d in self.datasets if d not in DATASETS]
+        if unknown:
+            raise ReplicateError(f"ArenaConfig.datasets: unknown {', '.join(unknown)}; choose from "
+                                 + ", ".join(DATASETS))
+        if not 0 < self.tail <= 1:
+            raise ReplicateError("ArenaConfig.tail must lie in (0, 1]")
+        self.entries()  # a user's file is checked here, before anything runs
+
+    def entries(self) -> dict[str, Entry]:
+        chosen = {name: ENTRIES[name] for name in self.algorithms}
+        if self.user_algorithm:
+            name, entry = user_entry(self.user_algorithm)
+            chosen[name] = entry
+        return chosen
+
+    def dataset_names(self) -> tuple[str, ...]:
+        """The datasets its runs load (``replicate.experiments.requirements``)."""
+        return tuple(d for d in self.datasets if not d.startswith("synthetic"))
+
+    def rounds(self, entry: Entry, dataset: str) -> int:
+        return rounds(entry, self.budget_kind, self.budget, self.local_steps, DATASETS[dataset])
+
+    def run_config(self, entry: Entry, dataset: str, seed: int, point: dict) -> RunConfig:
+        total = self.rounds(entry, dataset)
+        clients = _clients(dataset, seed)
+        decay = self.local_steps * DATASETS[dataset] / _mean_size(dataset, seed)  # epochs a round
+        return RunConfig(dataset=dataset, data_seed=seed, model="logistic",
+                         algorithm=entry.make(clients, **point), local_steps=self.local_steps,
+                         batch_size=DATASETS[dataset], client_lr=point["client_lr"], lr_schedule=entry.schedule,
+                         lr_decay=decay if entry.schedule != "constant" else 0.0, weight_decay=0.0, clip_norm=None,
+                         rounds=total, seed=seed, eval_every=max(1, total // self.evals))
+
+
+@functools.lru_cache(maxsize=None)
+def _sizes(dataset: str, seed: int):
+    return run_config.dataset(dataset, seed, None).train.sizes
+
+
+def _clients(dataset: str, seed: int) -> int:
+    return int(_sizes(dataset, seed).numel())
+
+
+def _mean_size(dataset: str, seed: int) -> float:
+    return float(_sizes(dataset, seed).double().mean())
+
+
+def arena(config: ArenaConfig, log=None) -> pd.DataFrame:
+    """Tidy rows: ``kind`` = trial (one per point tried, its score and the rounds it was scored at) and curve
+    (every evaluation of every entry's chosen point on every seed, with ``held_out``)."""
+    entries = config.entries()
+    groups = {(name, d): trials(name, entry, config.trials) for name, entry in entries.items() for d in config.datasets}
+    halving = Halving(eta=3, levels=config.halving_rungs) if config.halving_rungs > 1 else None
+    found = tune_then_run(groups, lambda g, point, s: config.run_config(entries[g[0]], g[1], s, point),
+                          config.seeds, config.tune_seeds,
+                          lambda run: final(run, "train_loss", fraction=config.tail), workers=config.workers, log=log,
+                          halving=halving)
+    scored_at = {(g, tuple(sorted(p.items()))): r for g, p, r in found.scored_at}
+    rows = [{"kind": "trial", "algorithm": name, "dataset": LABELS[d], **point, "score": score,
+             "scored_at_round": scored_at.get(((name, d), tuple(sorted(point.items()))))}
+            for (name, d), point, score in found.scores]
+    frames = [pd.DataFrame(rows)]
+    tuning = set(config.seeds[:config.tune_seeds])
+    for (name, d), seed, history in found.runs:
+        point, entry = found.chosen[(name, d)], entries[name]
+        b = DATASETS[d]  # a round's cost in rounds of FedAvg
+        per_round = cost(entry, config.budget_kind, config.local_steps, b) / cost(
+            ENTRIES["FedAvg"], config.budget_kind, config.local_steps, b)
+        edges = [k for k in point if entry.space[k].at_edge(point[k])]
+        frames.append(history.assign(kind="curve", algorithm=name, dataset=LABELS[d], seed=seed,
+                                     held_out=seed not in tuning, budget_spent=history["round"] * per_round,
+                                     chosen=", ".join(f"{k}={v:g}" for k, v in point.items()),
+                                     at_edge=", ".join(edges)))
+    return pd.concat(frames, ignore_index=True)
+
+
+def leaderboard(data: pd.DataFrame, config: ArenaConfig) -> pd.DataFrame:
+    """Per dataset and entry, over the held-out seeds: final and best-so-far training loss and final test
+    accuracy (mean, min, max), the rank by mean final training loss (a diverged entry ranks last)."""
+    curves = data[(data.kind == "curve") & data.held_out.astype(bool)]
+    rows = []
+    for (d, a), part in curves.groupby(["dataset", "algorithm"], sort=False):
+        runs = [p for _, p in part.groupby("seed")]
+        loss = np.array([final(p, "train_loss", fraction=config.tail) for p in runs])
+        best = np.array([p["train_loss"].min() for p in runs])
+        acc = np.array([final(p, "test_acc", fraction=config.tail) for p in runs])
+        rows.append({"dataset": d, "algorithm": a, "final_loss": loss.mean(), "final_loss_min": loss.min(),
+                     "final_loss_max": loss.max(), "best_loss": best.mean(), "final_acc": acc.mean(),
+                     "final_acc_min": acc.min(), "final_acc_max": acc.max(), "chosen": part.chosen.iloc[0],
+                     "at_edge": part.at_edge.iloc[0], "rounds": int(part["round"].max()), "seeds": len(runs)})
+    board = pd.DataFrame(rows)
+    board["rank"] = board.groupby("dataset")["final_loss"].rank(method="min", na_option="bottom").astype(int)
+    return board.sort_values(["dataset", "rank"], ignore_index=True)
+
+
+CROSS_CHECKS = {
+    "FedProx": ("FedProx", "FedAvg", "FedProx draft §5.3: an appropriate μ makes training on heterogeneous data stable "
+                                     "and converge faster than FedAvg (μ = 0)"),
+    "STEM": ("STEM", "SCAFFOLD-II", "Khanduri et al. §4: STEM outperforms FedAvg and SCAFFOLD (Figures 2-5)"),
+}
+
+
+def claims(board: pd.DataFrame, config: ArenaConfig) -> list:
+    """Cross-checks where the arena overlaps a document: the entry named ends with a lower mean final training
+    loss than the other on every dataset (strictly; a margin of none, fixed before any arena run)."""
+    out = []
+    for winner, other, source in CROSS_CHECKS.values():
+        if not {winner, other} <= set(board.algorithm):
+            continue
+        pivot = board.pivot(index="dataset", columns="algorithm", values="final_loss")
+        holds = bool((pivot[winner] < pivot[other]).all())
+        out.append(check(f"{winner} ends below {other} on every dataset ({config.budget_kind} budget)", holds,
+                         "; ".join(f"{d}: {winner} {pivot.loc[d, winner]:.4g} vs {other} {pivot.loc[d, other]:.4g}"
+                                   for d in pivot.index),
+                         basis="cross-check", margin="strictly lower mean final training loss over the held-out seeds",
+                         source=source))
+    return out
+
+
+def plot_arena(data: pd.DataFrame, board: pd.DataFrame, config: ArenaConfig):
+    """One panel per dataset (training loss of the held-out seeds' mean against the budget spent, in rounds
+    of FedAvg) and a rank heat map across datasets."""
+    import matplotlib.pyplot as plt
+
+    curves = data[(data.kind == "curve") & data.held_out.astype(bool)]
+    datasets = list(pd.unique(curves.dataset))
+    fig, axes = plt.subplots(1, len(datasets) + 1, figsize=(4.6 * (len(datasets) + 1), 4.2), squeeze=False)
+    for ax, d in zip(axes[0], datasets):
+        for a, part in curves[curves.dataset == d].groupby("algorithm", sort=False):
+            mean = part.groupby("budget_spent")["train_loss"].mean()
+            ax.plot(mean.index, mean.to_numpy(), label=a, lw=1.2)
+        ax.set(title=d, xlabel=f"budget spent ({config.budget_kind}, in rounds of FedAvg)", ylabel="training loss",
+               yscale="log")
+        ax.legend(fontsize=6, frameon=False)
+    ranks = board.pivot(index="algorithm", columns="dataset", values="rank")
+    ax = axes[0, -1]
+    ax.imshow(ranks.to_numpy(dtype=float), cmap="viridis_r", aspect="auto")
+    ax.set(xticks=range(ranks.shape[1]), yticks=range(ranks.shape[0]), title="rank (1 = lowest final loss)")
+    ax.set_xticklabels(ranks.columns, fontsize=7, rotation=20)
+    ax.set_yticklabels(ranks.index, fontsize=7)
+    ax.grid(False)
+    for (i, j), r in np.ndenumerate(ranks.to_numpy(dtype=float)):  # light ranks (1, 2, ...) in dark ink
+        ax.text(j, i, "" if math.isnan(r) else f"{r:.0f}", ha="center", va="center", fontsize=8,
+                color="k" if r <= ranks.shape[0] / 2 else "w")
+    fig.suptitle(f"The arena: equal {config.budget_kind} ({config.budget} rounds of FedAvg), {config.trials} trials "
+                 f"each, held-out seeds {list(config.seeds[config.tune_seeds:])}", fontsize=10)
+    fig.tight_layout()
+    return fig

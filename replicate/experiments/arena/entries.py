@@ -1,0 +1,152 @@
+"""Who competes in the arena, what each may tune, and what a round of each costs (issue #42).
+
+An ``Entry`` is one algorithm as its paper states it: a registered algorithm (``fl.algorithms.ALGORITHMS``) with
+its fixed settings and its search space, one ``Range`` per hyperparameter (the client rate always; FedProx's μ,
+STEM's c, the server rate and momentum of LocalUpdate and FedAdam). Every entry gets the same number of trials:
+points drawn from its ranges by a stream named (seed, "tuning", trial, the entry's name), the same on every machine.
+A user's algorithm joins as ``path/to/file.py:Name`` (``user_entry``): its class registered with
+``fl.algorithms.register``, tuned over the client rate only, its round cost read from its ``vectors``.
+
+Budgets (``rounds``): every entry gets the rounds that cost what ``budget`` rounds of FedAvg cost, counted in
+- ``rounds``: communication rounds;
+- ``bytes``: model-sized vectors a participating client sends and receives a round (``vectors``, owned by each
+  algorithm: FedAvg 1 + 1, SCAFFOLD and STEM 2 + 2, so they get half the rounds);
+- ``samples``: samples a client reads a round, local steps × batch size for every entry here (STEM's round 0
+  reads its initial batch of b·I samples and counts as a round; its second gradient per step reuses the step's
+  samples, so it is not charged).
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import math
+import sys
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from replicate.core import rng
+from replicate.core.errors import ReplicateError
+from replicate.fl.algorithms import ALGORITHMS
+
+BUDGET_KINDS = ("rounds", "bytes", "samples")
+
+
+@dataclass(frozen=True)
+class Range:
+    """A hyperparameter's range: log-uniform (rates, μ, c) or uniform (momentum)."""
+
+    low: float
+    high: float
+    log: bool = True
+
+    def draw(self, u: float) -> float:
+        """The value at quantile ``u`` ∈ [0, 1), rounded to 3 significant digits (readable, and one cache key)."""
+        value = (math.exp(math.log(self.low) + u * (math.log(self.high) - math.log(self.low))) if self.log
+                 else self.low + u * (self.high - self.low))
+        return float(f"{value:.3g}")
+
+    def at_edge(self, value: float, share: float = 0.1) -> bool:
+        """Whether ``value`` lies in the range's lowest or highest ``share`` (on its scale): the best may lie
+        beyond the range searched."""
+        if self.log:
+            u = (math.log(value) - math.log(self.low)) / (math.log(self.high) - math.log(self.low))
+        else:
+            u = (value - self.low) / (self.high - self.low)
+        return u < share or u > 1 - share
+
+
+RATE = Range(1e-3, 1.0)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One competitor: ``algorithm`` (a registry name), its fixed ``settings`` and its ``space`` (hyperparameter →
+    Range; ``client_lr`` is the run's client rate, every other name a field of the algorithm's settings)."""
+
+    algorithm: str
+    settings: dict = field(default_factory=dict)
+    space: dict = field(default_factory=lambda: {"client_lr": RATE})
+    schedule: str = "constant"  # STEM's rate diminishes per epoch (its eq. 2): "epoch_cube_root"
+
+    def make(self, clients: int, **tuned):
+        """The algorithm's settings object with every client taking part (STEM's setting; the others accept it)."""
+        cls = ALGORITHMS[self.algorithm]
+        names = {f.name for f in dataclasses.fields(cls)}
+        full = {"clients_per_round": clients} if "clients_per_round" in names else {}
+        return cls(**(full | self.settings | {k: v for k, v in tuned.items() if k != "client_lr"}))
+
+    def vectors(self) -> tuple[int, int]:
+        return tuple(getattr(ALGORITHMS[self.algorithm], "vectors", (1, 1)))
+
+
+ENTRIES: dict[str, Entry] = {
+    "FedAvg": Entry("fedavg", {"scheme": "full"}),
+    "FedProx": Entry("fedprox", {}, {"client_lr": RATE, "prox_mu": Range(1e-3, 1.0)}),
+    "SCAFFOLD-I": Entry("scaffold", {"option": "I"}),
+    "SCAFFOLD-II": Entry("scaffold", {"option": "II"}),
+    "STEM": Entry("stem", {}, {"client_lr": Range(1e-2, 1.0), "momentum_c": Range(1.0, 1e4)}, "epoch_cube_root"),
+    "LocalUpdate heavy-ball": Entry("local_update", {}, {"client_lr": RATE, "server_lr": Range(0.1, 3.0),
+                                                          "momentum": Range(0.0, 0.95, log=False)}),
+    "LocalUpdate Nesterov": Entry("local_update", {"nesterov": True},
+                                  {"client_lr": RATE, "server_lr": Range(0.1, 3.0), "momentum": Range(0.0, 0.95, log=False)}),
+    "FedAdam": Entry("fedadam", {}, {"client_lr": RATE, "server_lr": Range(1e-3, 0.3)}),
+}
+
+
+def trials(name: str, entry: Entry, count: int, seed: int = 0) -> list[dict]:
+    """``count`` points of the entry's space, trial t drawn from the stream (seed, "tuning", t, crc32(name))."""
+    points = []
+    for t in range(count):
+        stream = np.random.default_rng(rng.seed_for(seed, "tuning", t, zlib.crc32(name.encode())))
+        u = stream.random(len(entry.space))
+        points.append({key: space.draw(float(v)) for (key, space), v in zip(entry.space.items(), u)})
+    return points
+
+
+def cost(entry: Entry, kind: str, local_steps: int, batch_size: int) -> float:
+    """What one round of ``entry`` costs a participating client, in the unit of ``kind``."""
+    if kind == "rounds":
+        return 1.0
+    if kind == "bytes":
+        return float(sum(entry.vectors()))  # model-sized vectors: × 4 P bytes in float32
+    if kind == "samples":
+        return float(local_steps * batch_size)
+    raise ReplicateError(f"budget kind must be one of {', '.join(BUDGET_KINDS)}, got {kind!r}")
+
+
+def rounds(entry: Entry, kind: str, budget: int, local_steps: int, batch_size: int) -> int:
+    """The rounds of ``entry`` that cost what ``budget`` rounds of FedAvg cost (at least one)."""
+    reference = Entry("fedavg", {"scheme": "full"})
+    spend = budget * cost(reference, kind, local_steps, batch_size)
+    return max(1, math.floor(spend / cost(entry, kind, local_steps, batch_size) + 1e-9))
+
+
+def user_entry(spec: str) -> tuple[str, Entry]:
+    """``path/to/file.py:Name``: the file imported as a module (its folder put on ``sys.path``, so worker
+    processes import it too) and its class ``Name``, which must be registered (``fl.algorithms.register``)."""
+    path, _, name = spec.rpartition(":")
+    file = Path(path)
+    if not path or not name or file.suffix != ".py" or not file.is_file():
+        raise ReplicateError(f"user_algorithm takes path/to/file.py:ClassName, got {spec!r}"
+                             + ("" if not path or file.is_file() else f" ({path} is not a file)"))
+    folder = str(file.resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    try:
+        module = importlib.import_module(file.stem)
+    except Exception as exc:  # noqa: BLE001 - the user's file: whatever it raises, one line naming it
+        raise ReplicateError(f"{file} could not be imported: {type(exc).__name__}: {exc}") from None
+    cls = getattr(module, name, None)
+    if cls is None:
+        raise ReplicateError(f"{file} defines no {name!r}")
+    registered = [key for key, value in ALGORITHMS.items() if value is cls]
+    if not registered:
+        raise ReplicateError(f"{file}:{name} is not registered: decorate it with "
+                             "@replicate.fl.algorithms.register(\"its_name\", example={...})")
+    return name, Entry(registered[0])
+
+
+__all__ = ["BUDGET_KINDS", "ENTRIES", "Entry", "Range", "cost", "rounds", "trials", "user_entry"]

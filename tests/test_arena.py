@@ -1,0 +1,127 @@
+"""The arena (issue #42): equal budgets counted by hand, equal tuning, held-out seeds, a user's algorithm."""
+import sys
+
+import pytest
+
+from replicate.core.errors import ReplicateError
+from replicate.experiments.arena import ArenaConfig, arena, claims, leaderboard
+from replicate.experiments.arena.entries import ENTRIES, cost, rounds, trials
+from replicate.fl.algorithms import ALGORITHMS
+from replicate.fl.algorithms.protocol import EXAMPLES
+from replicate.runs import cache
+from replicate.runs.measures import final
+
+# (vectors up + down a round, by hand from each paper's algorithm): FedAvg sends the model down and the local model
+# up; SCAFFOLD adds the control variate each way (Karimireddy et al., Alg. 1); STEM the momentum direction
+# (Khanduri et al., Alg. 1); LocalUpdate the message Σ a_k g_k up; FedAdam the local model up
+BY_HAND = {"FedAvg": 2, "FedProx": 2, "SCAFFOLD-I": 4, "SCAFFOLD-II": 4, "STEM": 4, "LocalUpdate heavy-ball": 2,
+           "LocalUpdate Nesterov": 2, "FedAdam": 2}
+
+
+def test_every_registered_algorithm_competes():
+    assert {entry.algorithm for entry in ENTRIES.values()} == set(ALGORITHMS)
+
+
+@pytest.mark.parametrize("name", list(BY_HAND))
+def test_equal_budgets_are_counted_as_by_hand(name):
+    entry = ENTRIES[name]
+    assert cost(entry, "bytes", 20, 24) == BY_HAND[name]
+    assert cost(entry, "samples", 20, 24) == 20 * 24  # E steps of b samples, every entry (STEM's round 0 too)
+    assert rounds(entry, "rounds", 100, 20, 24) == 100 and rounds(entry, "samples", 100, 20, 24) == 100
+    assert rounds(entry, "bytes", 100, 20, 24) == 100 * 2 // BY_HAND[name]  # SCAFFOLD and STEM: 50
+    assert rounds(entry, "bytes", 1, 20, 24) == 1  # at least one round
+
+
+def test_every_entry_gets_the_same_trials_drawn_inside_its_ranges():
+    drawn = {name: trials(name, entry, 8) for name, entry in ENTRIES.items()}
+    assert {len(points) for points in drawn.values()} == {8}
+    assert drawn == {name: trials(name, entry, 8) for name, entry in ENTRIES.items()}  # named streams: repeatable
+    for name, points in drawn.items():
+        space = ENTRIES[name].space
+        assert all(set(p) == set(space) for p in points)
+        assert all(space[k].low * 0.999 <= p[k] <= space[k].high * 1.001 for p in points for k in p)
+        assert len({tuple(p.items()) for p in points}) == 8
+
+
+def test_bad_knobs_are_refused_before_anything_runs():
+    with pytest.raises(ReplicateError, match="unknown SGD"):
+        ArenaConfig.for_profile("smoke", algorithms=["SGD"])
+    with pytest.raises(ReplicateError, match="budget_kind"):
+        ArenaConfig.for_profile("smoke", budget_kind="flops")
+    with pytest.raises(ReplicateError, match="is not a file"):
+        ArenaConfig.for_profile("smoke", user_algorithm="nowhere.py:Alg")
+
+
+TINY = dict(algorithms=["FedAvg", "SCAFFOLD-II"], budget=4, local_steps=3, trials=3, seeds=[0, 1, 2], evals=2)
+
+
+def test_held_out_seeds_never_choose_and_the_board_reads_only_them():
+    config = ArenaConfig.for_profile("smoke", **TINY)
+    data = arena(config)
+    chosen = data[data.kind == "curve"].drop_duplicates("algorithm").set_index("algorithm")["chosen"]
+    for name in TINY["algorithms"]:
+        entry = ENTRIES[name]
+        rows = data[(data.kind == "trial") & (data.algorithm == name)]
+        for point, score in zip(trials(name, entry, 3), rows["score"]):  # scored on seed 0 alone
+            run = cache.load(config.run_config(entry, "synthetic(1,1)", 0, point))
+            assert score == final(run, "train_loss", fraction=config.tail)
+        best = min(zip(rows["score"], trials(name, entry, 3)))[1]
+        assert chosen[name] == ", ".join(f"{k}={v:g}" for k, v in best.items())
+    board = leaderboard(data, config)
+    assert set(board.seeds) == {2}  # seeds 1 and 2
+    fedavg = data[(data.kind == "curve") & (data.algorithm == "FedAvg") & data.seed.isin([1, 2])]
+    mean = sum(final(p, "train_loss", fraction=config.tail) for _, p in fedavg.groupby("seed")) / 2
+    assert board.set_index("algorithm").loc["FedAvg", "final_loss"] == pytest.approx(mean, rel=1e-12)
+    assert board.set_index("algorithm").loc["SCAFFOLD-II", "rounds"] == 2  # half of FedAvg's 4 at equal bytes
+    assert all(c.kind == "context" and c.basis == "cross-check" for c in claims(board, config))
+
+
+USER_FILE = '''
+from dataclasses import dataclass
+
+from replicate.fl.algorithms import FedAvg, register
+
+
+@register("half_step_avg", example=dict(clients_per_round=4))
+@dataclass(frozen=True)
+class HalfStepAvg(FedAvg):
+    """FedAvg whose server moves half way to the clients' average."""
+
+    server_lr: float = 0.5
+'''
+
+
+@pytest.fixture
+def user_algorithm(tmp_path):
+    file = tmp_path / "elsewhere" / "my_algorithms.py"  # outside the package
+    file.parent.mkdir()
+    file.write_text(USER_FILE)
+    yield f"{file}:HalfStepAvg"
+    ALGORITHMS.pop("half_step_avg", None)
+    EXAMPLES.pop("half_step_avg", None)
+    sys.modules.pop("my_algorithms", None)
+    sys.path.remove(str(file.parent))
+
+
+def test_a_users_algorithm_file_joins_the_leaderboard(user_algorithm):
+    config = ArenaConfig.for_profile("smoke", **TINY | {"algorithms": ["FedAvg"]}, user_algorithm=user_algorithm)
+    board = leaderboard(arena(config), config)
+    assert list(board.algorithm.sort_values()) == ["FedAvg", "HalfStepAvg"] and board.final_loss.notna().all()
+    file = user_algorithm.rpartition(":")[0]
+    with pytest.raises(ReplicateError, match="defines no 'Nope'"):
+        ArenaConfig.for_profile("smoke", user_algorithm=f"{file}:Nope")
+    with open(file, "a") as out:  # a class nobody registered cannot name its runs
+        out.write("\n\nclass Unregistered(FedAvg):\n    pass\n")
+    sys.modules.pop("my_algorithms", None)  # imported again: its first class registers again, under its name
+    with pytest.raises(ReplicateError, match="could not be imported: ValueError: two algorithms registered"):
+        ArenaConfig.for_profile("smoke", user_algorithm=f"{file}:Unregistered")
+    ALGORITHMS.pop("half_step_avg"), EXAMPLES.pop("half_step_avg"), sys.modules.pop("my_algorithms", None)
+    with pytest.raises(ReplicateError, match="is not registered"):
+        ArenaConfig.for_profile("smoke", user_algorithm=f"{file}:Unregistered")
+
+
+def test_successive_halving_scores_the_eliminated_at_their_last_rung():
+    config = ArenaConfig.for_profile("smoke", **TINY | {"algorithms": ["FedAvg"], "budget": 9, "halving_rungs": 2,
+                                                       "evals": 9})
+    rows = arena(config).query("kind == 'trial'")
+    assert sorted(rows.scored_at_round) == [3, 3, 9]  # rungs 9/3 and 9: three trials, one kept

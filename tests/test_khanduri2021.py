@@ -125,7 +125,7 @@ def test_figure5_config_checks_and_run_configs():
     assert config.rounds(10) == 375 and config.rounds(100) == 38  # ⌈30,000 / (8·I)⌉
     assert (0.1, 200.0) not in config.stem_grid() and (0.1, 100.0) in config.stem_grid()  # a = c·η_1² < 1
     stem = config.run_config("stem", 10, 2, lr=0.1, c=10.0)
-    assert (stem.algorithm, stem.clients_per_round, stem.lr_schedule) == (Stem(momentum_c=10.0), None, "stem")
+    assert (stem.algorithm, stem.clients_per_round, stem.lr_schedule) == (Stem(momentum_c=10.0), None, "epoch_cube_root")
     assert stem.lr_decay == pytest.approx(80 / 540) and stem.data_seed == stem.seed == 2
     assert config.run_config("fedavg", 10, 0, lr=0.05).clients_per_round == 100
     with pytest.raises(ReplicateError, match="c·η²"):

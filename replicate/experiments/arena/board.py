@@ -82,6 +82,9 @@ class ArenaConfig(knobs.FigureConfig):
         if not 0 < self.tail <= 1:
             raise ReplicateError("ArenaConfig.tail must lie in (0, 1]")
         self.entries()  # a user's file is checked here, before anything runs
+        for d in self.datasets:  # and every data draw the runs read (e.g. a partition a seed cannot make)
+            for seed in self.seeds:
+                _sizes(d, data_seed(d, seed))
 
     def entries(self) -> dict[str, Entry]:
         chosen = {name: ENTRIES[name] for name in self.algorithms}
@@ -98,26 +101,32 @@ class ArenaConfig(knobs.FigureConfig):
         return rounds(entry, self.budget_kind, self.budget, self.local_steps, DATASETS[dataset])
 
     def run_config(self, entry: Entry, dataset: str, seed: int, point: dict) -> RunConfig:
-        total = self.rounds(entry, dataset)
-        clients = _clients(dataset, seed)
-        decay = self.local_steps * DATASETS[dataset] / _mean_size(dataset, seed)  # epochs a round
-        return RunConfig(dataset=dataset, data_seed=seed, model="logistic",
+        total, draw = self.rounds(entry, dataset), data_seed(dataset, seed)
+        clients = _clients(dataset, draw)
+        decay = self.local_steps * DATASETS[dataset] / _mean_size(dataset, draw)  # epochs a round
+        return RunConfig(dataset=dataset, data_seed=draw, model="logistic",
                          algorithm=entry.make(clients, **point), local_steps=self.local_steps,
                          batch_size=DATASETS[dataset], client_lr=point["client_lr"], lr_schedule=entry.schedule,
                          lr_decay=decay if entry.schedule != "constant" else 0.0, weight_decay=0.0, clip_norm=None,
                          rounds=total, seed=seed, eval_every=max(1, total // self.evals))
 
 
+def data_seed(dataset: str, seed: int) -> int | None:
+    """A synthetic set's draw is the seed's own (another draw per seed, as Li et al.'s figures use several);
+    MNIST keeps its one partition (the builder's, the paper's) and the seed varies the rest."""
+    return seed if dataset.startswith("synthetic") else None
+
+
 @functools.lru_cache(maxsize=None)
-def _sizes(dataset: str, seed: int):
+def _sizes(dataset: str, seed: int | None):
     return run_config.dataset(dataset, seed, None).train.sizes
 
 
-def _clients(dataset: str, seed: int) -> int:
+def _clients(dataset: str, seed: int | None) -> int:
     return int(_sizes(dataset, seed).numel())
 
 
-def _mean_size(dataset: str, seed: int) -> float:
+def _mean_size(dataset: str, seed: int | None) -> float:
     return float(_sizes(dataset, seed).double().mean())
 
 

@@ -90,17 +90,10 @@ def test_a_cached_run_resumes_from_its_checkpoint_file_and_clears_it(monkeypatch
     """Through the run layer: a stop file makes the run save and stop; the next call resumes from the file
     (fewer rounds trained) and stores the run bitwise as computed in one go; the file is then removed."""
     whole = cache.compute(CONFIG)[0]
-    stop = paths.cache_dir() / "checkpoints" / "stop.test"
-    monkeypatch.setenv(checkpoints.STOP_VARIABLE, str(stop))
-    monkeypatch.setenv("REPLICATE_CHECKPOINT_S", "0")
-    checkpoints.request_stop(stop)
-    with pytest.raises(Checkpointed):
-        cache.run(CONFIG, progress=False)
+    file = _cut_off(monkeypatch)
     name = cache.entry(CONFIG)
-    file = checkpoints.folder() / f"{name}.pt"
     saved = torch.load(file, weights_only=False)
     assert saved["round"] == 1 and saved["name"] == name  # stopped at the first round boundary
-    stop.unlink()
     from replicate.fl import engine
     trained = []
     real = engine._begin

@@ -11,7 +11,7 @@ import pytest
 
 from replicate.core import paths
 from replicate.core.errors import ReplicateError
-from replicate.report import coverage, replication
+from replicate.report import coverage, facts, replication
 from replicate.report.claims import (BASES, REDUCED_LABEL, bound_claim, check, consistency, kind_for, publish,
                                      scale_of)
 
@@ -321,7 +321,7 @@ def test_straggler_and_convex_rows_follow_their_records():
     records = {k: json.loads((paths.figures_dir() / f"{k}.claims.json").read_text())
                for k in ("fedprox2020/stragglers", "notes/convex")}
     rows = {i.facts: i for i in coverage.ITEMS if i.facts}
-    stragglers, convex = rows[coverage._stragglers], rows[coverage._convex]
+    stragglers, convex = rows[facts.stragglers], rows[facts.convex]
     text = stragglers.text(records)
     assert "+13.7 points on average, 7.2 / 10.6 / 23.4 per dataset" in text and "8.9 without FEMNIST" in text
     assert "bound/measured 2e7-1e12" in convex.text(records) and "slopes −0.13 to −0.59" in convex.text(records)
@@ -337,7 +337,7 @@ def test_fedprox_table1_row_follows_its_record():
     """Issue #40 item 8: the synthetic sets' total (22,349), its largest device's share and the authors'
     implied totals are the record's, not typed by hand."""
     record = json.loads((paths.figures_dir() / "fedprox2020" / "table1.claims.json").read_text())
-    row, = [i for i in coverage.ITEMS if i.facts is coverage._fedprox_table1]
+    row, = [i for i in coverage.ITEMS if i.facts is facts.fedprox_table1]
     assert "with 22,349 samples (heavy-tailed; one device holds 23 %)" in row.text({"fedprox2020/table1": record})
     claim = next(c for c in record["claims"] if c["claim"].startswith("synthetic: devices / samples"))
     claim["result"] = claim["result"].replace("ours: 30 / 22,349 /", "ours: 30 / 20,001 /")
@@ -350,9 +350,9 @@ def test_table2_and_nonconvex_rows_follow_their_records():
     records = {k: json.loads((paths.figures_dir() / f"{k}.claims.json").read_text())
                for k in ("charles2021/table1_2", "notes/nonconvex")}
     rows = {i.facts: i for i in coverage.ITEMS if i.facts}
-    assert "(agreement to 2e-16 … 3e-7)" in rows[coverage._table2].text(records)
-    assert "fails from T = 180–220 on" in rows[coverage._nonconvex].text(records)
-    assert "?" in rows[coverage._table2].text({}) and "?" in rows[coverage._nonconvex].text({})
+    assert "(agreement to 2e-16 … 3e-7)" in rows[facts.table2].text(records)
+    assert "fails from T = 180–220 on" in rows[facts.nonconvex].text(records)
+    assert "?" in rows[facts.table2].text({}) and "?" in rows[facts.nonconvex].text({})
 
 
 def test_stem_measured_row_follows_its_figures_csv(tmp_path):
@@ -362,7 +362,7 @@ def test_stem_measured_row_follows_its_figures_csv(tmp_path):
     import shutil
 
     by_key = {f"{r['paper']}/{r['figure']}": r for r in replication.records_in(paths.figures_dir())}
-    row, = [i for i in coverage.ITEMS if i.facts is coverage._stem_measured]
+    row, = [i for i in coverage.ITEMS if i.facts is facts.stem_measured]
     text = row.text(by_key)
     assert "(2, 10) 500 / 24; on the curve (8, 10) 800 / 9 and (2, 40) 720 / 8" in text
     assert "ends at 0.79" in text and "misses it too (0.71-0.95)" in text and "72 runs, 186 min" in text
@@ -382,7 +382,7 @@ def test_stem_figure5_row_follows_its_figures_csv(tmp_path):
     import pandas as pd
 
     by_key = {f"{r['paper']}/{r['figure']}": r for r in replication.records_in(paths.figures_dir())}
-    row, = [i for i in coverage.ITEMS if i.facts is coverage._stem_fig5]
+    row, = [i for i in coverage.ITEMS if i.facts is facts.stem_fig5]
     text = row.text(by_key)
     assert "over 34 STEM (κ̄, c) pairs" in text and "(68 of 68 tuning runs)" in text and "104 runs" in text
     assert "first pair (lr=0.01, c=1)" in text and "tuned final training losses 0.023-0.051" in text

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
+from replicate.report import facts
+
 RUNS = {
     "paper": "the paper's experiment at the paper's scale (every panel the item names)",
     "reduced": "below the paper's scale, or only some of its panels (what is reduced is in the notes)",
@@ -109,142 +111,6 @@ class _Missing(dict):
         return "?"
 
 
-def _result(by_key: dict, key: str, claim: str) -> str:
-    """The result text of the claim of record ``key`` (``paper/figure``) that opens with ``claim``."""
-    return next(c["result"] for c in by_key[key]["claims"] if c["claim"].startswith(claim))
-
-
-def _grab(pattern: str, text: str) -> str:
-    return re.search(pattern, text).group(1)
-
-
-def _li_fig1a(by_key: dict) -> dict:
-    key = "li2020/fig1a"
-    return {"mnist_balanced": _grab(r"median relative difference (\d+%)",
-                                    _result(by_key, key, "mnist balanced: our required rounds")),
-            "mnist_unbalanced": _grab(r"median relative difference (\d+%)",
-                                      _result(by_key, key, "mnist unbalanced: our required rounds")),
-            "inside_00": _grab(r"paper inside at (\d+/\d+) E",
-                               _result(by_key, key, "synthetic(0,0): the paper's required rounds")),
-            "ratio_00": _grab(r"paper/our median ≈ ([\d.]+×)",
-                              _result(by_key, key, "synthetic(0,0): the paper's required rounds")),
-            "spread_00": _grab(r"our draws span (×[\d.]+)",
-                               _result(by_key, key, "synthetic(0,0): the paper's required rounds")),
-            "ratio_11": _grab(r"paper/our median ≈ ([\d.]+×)",
-                              _result(by_key, key, "synthetic(1,1): the paper's required rounds"))}
-
-
-def _optimal_e(by_key: dict) -> dict:
-    """E* and the measured near-optimal range on each synthetic set (``E_00``, ``near_00``, ...), as its claim states."""
-    facts = {}
-    for name, short in (("synthetic(0,0)", "00"), ("synthetic(1,1)", "11")):
-        result = _result(by_key, "notes/optimal_e", name)
-        facts[f"E_{short}"] = _grab(r"E\* = (\d+) steps", result)
-        facts[f"near_{short}"] = "–".join(re.search(r"E ∈ \[(\d+), (\d+)\]", result).groups())
-    return facts
-
-
-def _stragglers(by_key: dict) -> dict:
-    """The 90 %-straggler accuracy gains the claim measured: the average, per dataset, and μ = 0's share."""
-    result = _result(by_key, "fedprox2020/stragglers", "FedProx improves absolute test accuracy")
-    gains, partial = result.split("already gets:")
-    per = [float(v) for v in re.findall(r": (-?[\d.]+) \[", gains.split("per dataset:")[1])]
-    alone = [float(v) for v in re.findall(r": (-?[\d.]+) \[", partial)]
-    return {"average": _grab(r"\+([\d.]+) points", gains), "per": " / ".join(f"{v:.1f}" for v in per),
-            "alone": " / ".join(f"{v:.1f}" for v in alone), "no_femnist": f"{sum(per[:-1]) / len(per[:-1]):.1f}"}
-
-
-def _fedprox_table1(by_key: dict) -> dict:
-    """The synthetic sets' sample total, its largest device's share and the authors' implied totals."""
-    result = _result(by_key, "fedprox2020/table1", "synthetic: devices / samples")
-    return {"samples": _grab(r"ours: \d+ / ([\d,]+) /", result), "share": _grab(r"(\d+ %)\)", result),
-            "theirs": _grab(r"at ≈ ([\d,]+-[\d,]+) samples", result)}
-
-
-def _table2(by_key: dict) -> dict:
-    """How closely Table 2's rate runs equal the formula: the smallest and largest error the claims state."""
-    values = [float(v) for c in by_key["charles2021/table1_2"]["claims"] if c["claim"].startswith("Table 2")
-              for v in re.findall(r"(?:measured|radius) ([\d.]+e[-+]\d+)", c["result"])]
-    return {"agreement": f"{_e_power(min(values))} … {_e_power(max(values))}"}
-
-
-def _nonconvex(by_key: dict) -> dict:
-    """The logged T from which eq. (14) fails, over the four runs."""
-    starts = [int(v) for c in by_key["notes/nonconvex"]["claims"]
-              for v in re.findall(r"violated from T = (\d+) on", c["result"])]
-    return {"fails_from": f"{min(starts)}–{max(starts)}"}
-
-
-def _stem_measured(by_key: dict) -> dict:
-    """STEM Figure 1 measured: each pair's mean samples / rounds to the target on the test seeds, the losses of
-    the pairs that miss it, the smallest κ̄ that diverged for the I = 2 splits, and the figure's cost. Read from
-    the figure's CSV (its record's ``data_file``: ``replication.records_in``)."""
-    import pandas as pd  # here, not at the top: the report's other rows and `figures --list` need no pandas
-
-    record = by_key["khanduri2021/fig1_measured"]
-    data = pd.read_csv(record["data_file"])
-    test, tuning = data[data.role == "test"], data[data.role == "tuning"]
-    pair = {(b, i): part for (b, i), part in test.groupby(["b", "I"])}
-
-    def cost(b, i):
-        part = pair[(b, i)]
-        return f"{part.samples.mean():,.0f} / {part.rounds.mean():g}"
-
-    def diverged_from(b, i):
-        return f"{tuning[(tuning.b == b) & (tuning.I == i) & (tuning.outcome == 'diverged')].stem_lr.min():g}"
-
-    missed = pair[(128, 10)].last_train_loss
-    facts = {f"c_{b}_{i}": cost(b, i) for b, i in pair if (b, i) not in ((40, 2), (128, 10))}
-    return facts | {"loss_40_2": f"{pair[(40, 2)].last_train_loss.mean():.2f}",
-                    "loss_128_10": f"{missed.min():.2f}-{missed.max():.2f}",
-                    "div_40_2": diverged_from(40, 2), "div_10_2": diverged_from(10, 2),
-                    "runs": f"{record['runs']}", "minutes": f"{record['runs_compute_s'] / 60:.0f}"}
-
-
-def _stem_fig5(by_key: dict) -> dict:
-    """STEM Figure 5 at the paper profile: how many STEM candidates the tuning seed ran and how many diverged,
-    the pair its finals ran, where those diverged, FedAvg's and SCAFFOLD's tuned losses, and the figure's runs.
-    Read from the figure's CSV (its record's ``data_file``)."""
-    import math
-
-    import pandas as pd  # here, not at the top (see _stem_measured)
-
-    record = by_key["khanduri2021/fig5"]
-    data = pd.read_csv(record["data_file"])
-    tuning, curves = data[data.kind == "tuning"], data[data.kind == "curve"]
-    stem = tuning[tuning.algorithm == "STEM"]
-    finals = curves[curves.algorithm == "STEM"]
-    nan_at = finals[finals.train_loss.isna()].groupby(["local_updates", "seed"]).samples.min()
-    others = tuning[tuning.algorithm != "STEM"].groupby(["algorithm", "local_updates"]).final_train_loss.min()
-    return {"stem_pairs": f"{len(stem) // stem.local_updates.nunique()}",
-            "stem_diverged": f"{int((~stem.final_train_loss.map(math.isfinite)).sum())} of {len(stem)}",
-            "stem_first": ", ".join(sorted(finals.chosen.unique())),
-            "nan_from": f"{nan_at.min():,.0f}" if len(nan_at) else "?",
-            "nan_to": f"{nan_at.max():,.0f}" if len(nan_at) else "?",
-            "others": f"{others.min():.3f}-{others.max():.3f}", "runs": f"{record['runs']}"}
-
-
-def _e_power(x: float) -> str:
-    mantissa, exponent = f"{x:.0e}".split("e")
-    return f"{mantissa}e{int(exponent)}"
-
-
-def _convex(by_key: dict) -> dict:
-    """The notes' convex bounds against the runs: bound/measured over every bound claim, the measured slopes."""
-    claims = by_key["notes/convex"]["claims"]
-    ratios = [float(v) for c in claims if "the bound holds" in c["claim"]
-              for pair in re.findall(r"bound/measured ([\d.e+]+)–([\d.e+]+)", c["result"]) for v in pair]
-    slopes = [float(v) for c in claims if "decays like 1/T" in c["claim"]
-              for v in re.findall(r"(-[\d.]+) \[", c["result"])]
-    rates = [c["result"] for c in claims if "decays like 1/T" in c["claim"]]
-    gammas = [float(_grab(r"γ = 8κ = ([\d.e+]+)", r)) for r in rates]
-    horizons = sorted({int(_grab(r"≫ T = (\d+)", r)) for r in rates}, reverse=True)
-    return {"ratios": f"{_e_power(min(ratios))}-{_e_power(max(ratios))}",
-            "gammas": f"{_e_power(min(gammas))}-{_e_power(max(gammas))}",
-            "horizons": " / ".join(f"{t:,}" for t in horizons),
-            "slopes": f"{max(slopes):.2f} to {min(slopes):.2f}".replace("-", "−")}
-
-
 ITEMS: tuple[Item, ...] = (
     # Li et al. 2020 (seed 000)
     Item("li2020", "Table 1", "sampling and averaging schemes", "analytic", "full",
@@ -261,7 +127,7 @@ ITEMS: tuple[Item, ...] = (
          "median (a consistency check, not counted: those draws span {spread_00}, so a wrong number lands inside "
          "too); synthetic(1,1)'s paper rounds are {ratio_11} our median: investigated, the authors' unseeded draw "
          "lies beyond all of ours (see Fig 1a's note in the notebook)",
-         ("li2020/fig1a",), facts=_li_fig1a),
+         ("li2020/fig1a",), facts=facts.li_fig1a),
     Item("li2020", "Figure 1b", "fewer active devices barely matter, synthetic(0,0)", "paper", "redrawn",
          "the synthetic(0,0) panel of the Figure 3 notebook (same experiment), with claims of its own",
          ("li2020/fig3",), select=r"^Figure 1b"),
@@ -283,7 +149,7 @@ ITEMS: tuple[Item, ...] = (
     Item("charles2021", "Table 2", "rates of ServerOpt on the surrogate", "analytic", "full",
          "LocalUpdate run on tight quadratic instances: their rates are Table 2's ρ(κ) by construction (agreement "
          "to {agreement}), so identities of our implementation (consistency checks), not measurements that could "
-         "miss", ("charles2021/table1_2",), select=r"^(Table 2|Server momentum)", facts=_table2),
+         "miss", ("charles2021/table1_2",), select=r"^(Table 2|Server momentum)", facts=facts.table2),
     Item("charles2021", "Figures 1–4", "analytic Pareto frontiers (γ/K, momentum, α, MAML)", "analytic", "full",
          "ε of eq. (17) reconstructed (spec §5); numbers of L/μ, K and γ PROPOSED where lost",
          ("charles2021/fig1", "charles2021/fig2", "charles2021/fig3", "charles2021/fig4")),
@@ -324,7 +190,7 @@ ITEMS: tuple[Item, ...] = (
          "paper's Synthetic row (30 devices, 10,204 samples) is compared too: our synthetic sets share one draw "
          "of lognormal(4, 2) + 50 device sizes with {samples} samples (heavy-tailed; one device holds {share}), the "
          "authors' committed test files imply ≈ {theirs}",
-         ("fedprox2020/table1",), facts=_fedprox_table1),
+         ("fedprox2020/table1",), facts=facts.fedprox_table1),
     Item("fedprox2020", "Figures 1 and 5", "heterogeneity on four synthetic sets", "paper", "redrawn",
          "paper settings (30 devices, E = 20, μ ∈ {0, 1}, 200 rounds); our seeded draws of the unseeded generators",
          ("fedprox2020/fig1",)),
@@ -354,7 +220,7 @@ ITEMS: tuple[Item, ...] = (
          "average' is tested against the paper's number (±25 %, set from the paper: its average is over 5 "
          "datasets), per dataset, beside the final paper's μ > 0 vs μ = 0 claim (the committed run: +{average} "
          "points on average, {per} per dataset, of which μ = 0 alone gets {alone}; {no_femnist} without FEMNIST)",
-         ("fedprox2020/stragglers",), panels="Synthetic (1,1), MNIST, FEMNIST columns", facts=_stragglers),
+         ("fedprox2020/stragglers",), panels="Synthetic (1,1), MNIST, FEMNIST columns", facts=facts.stragglers),
     Item("fedprox2020", "final paper, Figure 1", "0 / 50 / 90 % stragglers, FedAvg vs FedProx", "reduced", "limited",
          "the Sent140 column at the CPU scale of Figures 2-4 (200 of 800 rounds: reduced-scale section below; only "
          "the LEAF test split and no GloVe exist here: a frozen random embedding); the Shakespeare column runnable, "
@@ -386,7 +252,7 @@ ITEMS: tuple[Item, ...] = (
          "after averaging, the worker's own pre-averaging iterate: with the average of those iterates instead, "
          "(10, 2) at κ̄ = 0.03 reaches 0.5 in 1,460 samples and (40, 2) stays stable (0.51-0.54 at 80 rounds), "
          "where the package's STEM diverges, and (8, 10) is unchanged; not adopted (not the algorithm as written)",
-         ("khanduri2021/fig1_measured",), facts=_stem_measured),
+         ("khanduri2021/fig1_measured",), facts=facts.stem_measured),
     Item("khanduri2021", "Figures 2–4", "STEM vs FedAvg vs SCAFFOLD on CIFAR-10", "reduced", "limited",
          "notebooks (khanduri2021_fig2/3/4) at the spec's PROPOSED settings: K = 100 class-shard workers (490 / 90 "
          "images each; moderate: all classes, high: 5 of 10), LeNet-5 (2 conv + 3 linear), (b, I) = (8, 61), (64, 7), "
@@ -419,7 +285,7 @@ ITEMS: tuple[Item, ...] = (
          "reconstruction or the grid, not a verdict on the paper. The labelled CPU-scale run (3,200 samples, where "
          "STEM still trains at κ̄ = 0.1, c = 150, a pair the PROPOSED grid does not hold) is in the reduced-scale "
          "section below",
-         ("khanduri2021/fig5",), facts=_stem_fig5),
+         ("khanduri2021/fig5",), facts=facts.stem_fig5),
     # Lecture notes (seed 003): no figures; the items are its theorems, evaluated on measured runs
     Item("notes", "Theorem 1 (convex bound)", "Li et al.'s bound against measured FedAvg runs", "paper", "redrawn",
          "Li et al. Thms 1-3 and the notes' eq. (3) (γ with 8κ and 5κ) vs FedAvg with the theorem's η_t on "
@@ -427,18 +293,18 @@ ITEMS: tuple[Item, ...] = (
          "vacuous (bound/measured {ratios}, B ≈ 8(E−1)²G²); γ = 8κ ~ {gammas} ≫ feasible T ({horizons} steps), "
          "so the 1/T rate is not reached (slopes {slopes}). The 'bound holds' checks are consistency checks "
          "(slack ≥ 1e3 everywhere: only a bug could break them); the rate claims are the replication claims",
-         ("notes/convex",), facts=_convex),
+         ("notes/convex",), facts=facts.convex),
     Item("notes", "Li et al. eq. (8) (§3.4)", "optimal E from estimated constants vs Figure 1a", "paper", "redrawn",
          "Li et al.'s eq. (8) (§3.4; the notes' eq. (8) is the L-smoothness inequality), which the notes' Theorem 1 "
          "leads to. E* = {E_00} / {E_11} steps vs Figure 1a's near-optimal {near_00} / {near_11} steps on "
          "synthetic(0,0) / (1,1); on mnist balanced Figure 1a has no interior optimum (its minimum sits at the "
          "grid's largest E, and Li et al. §3.4: the trade-off 'does not appear in mnist balanced'), so there is "
          "nothing to match: its E* is shown in the figure, not claimed; E* ≈ √(κ/(1 + 1/K)) is set by λ",
-         ("notes/optimal_e",), facts=_optimal_e),
+         ("notes/optimal_e",), facts=facts.optimal_e),
     Item("notes", "Theorem 2 / eq. (14)", "non-convex bound on a small MLP", "paper", "redrawn",
          "measured on a tanh MLP (L by Hessian power iteration) and a logistic control (certified L), E = 1 and "
          "10: eq. (14) fails from T = {fails_from} on, where its right side turns negative (ηL < 1) — a finding about "
-         "the notes' proof", ("notes/nonconvex",), facts=_nonconvex),
+         "the notes' proof", ("notes/nonconvex",), facts=facts.nonconvex),
 )
 
 

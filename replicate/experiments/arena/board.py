@@ -178,18 +178,18 @@ def leaderboard(data: pd.DataFrame, config: ArenaConfig) -> pd.DataFrame:
     return board.sort_values(["dataset", "rank"], ignore_index=True)
 
 
-CROSS_CHECKS = {
-    "FedProx": ("FedProx", "FedAvg", "FedProx draft §5.3: an appropriate μ makes training on heterogeneous data stable "
-                                     "and converge faster than FedAvg (μ = 0)"),
-    "STEM": ("STEM", "SCAFFOLD-II", "Khanduri et al. §4: STEM outperforms FedAvg and SCAFFOLD (Figures 2-5)"),
-}
+CROSS_CHECKS = (  # (the entry the document says wins, the one it beats, where it says so)
+    ("FedProx", "FedAvg", "FedProx draft §5.3: an appropriate μ makes training on heterogeneous data stable and "
+                          "converge faster than FedAvg (μ = 0)"),
+    ("STEM", "SCAFFOLD-II", "Khanduri et al. §4: STEM outperforms FedAvg and SCAFFOLD (Figures 2-5)"),
+)
 
 
 def claims(board: pd.DataFrame, config: ArenaConfig) -> list:
     """Cross-checks where the arena overlaps a document: the entry named ends with a lower mean final training
     loss than the other on every dataset (strictly; a margin of none, fixed before any arena run)."""
     out = []
-    for winner, other, source in CROSS_CHECKS.values():
+    for winner, other, source in CROSS_CHECKS:
         if not {winner, other} <= set(board.algorithm):
             continue
         pivot = board.pivot(index="dataset", columns="algorithm", values="final_loss")

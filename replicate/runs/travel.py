@@ -34,16 +34,14 @@ def pack(folder: Path, limit: int = LIMIT, parts: int = PARTS) -> tuple[list[Pat
     """Write every checkpoint of this cache into ``folder/checkpoints-<i>.tar`` (at most ``parts`` files of
     ``limit`` bytes, largest runs' states first left out); returns the files written and the checkpoints
     left out."""
-    files = sorted(p for p in checkpoints.folder().glob("*.pt") if _MEMBER.fullmatch(p.name)) \
-        if checkpoints.folder().is_dir() else []
+    sizes = {p: p.stat().st_size for p in checkpoints.folder().glob("*.pt") if _MEMBER.fullmatch(p.name)}
     bins: list[list[Path]] = []
     left = []
-    for path in sorted(files, key=lambda p: p.stat().st_size):  # smallest first: the most runs carried
-        size = path.stat().st_size
-        room = [b for b in bins if sum(p.stat().st_size for p in b) + size <= limit]
+    for path in sorted(sizes, key=lambda p: (sizes[p], p.name)):  # smallest first: the most runs carried
+        room = [b for b in bins if sum(sizes[p] for p in b) + sizes[path] <= limit]
         if room:
             room[0].append(path)
-        elif len(bins) < parts and size <= limit:
+        elif len(bins) < parts and sizes[path] <= limit:
             bins.append([path])
         else:
             left.append(path.stem)

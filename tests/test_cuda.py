@@ -171,3 +171,61 @@ def test_the_counter_stream_is_bitwise_the_cpus_on_the_device():
     for key, first in ((0, 0), (2**63 + 12345, 2**40)):
         assert torch.equal(counter_rng.words(key, first, 4096, DEVICE).cpu(), counter_rng.words(key, first, 4096))
     assert torch.equal(counter_rng.uniform(7, (10, 20, 9344), DEVICE).cpu(), counter_rng.uniform(7, (10, 20, 9344)))
+
+
+def test_a_static_round_replays_the_lstm_step_from_a_cuda_graph():
+    """Issue #38 item 1: with one shape a round (``execution="static"``, the LSTMs' choice on CUDA), the stacked
+    LSTM gradient is captured once and replayed (``core.cuda_graphs``): the run equals the stacked one to
+    float32 rounding (finished clients' rows compute and are discarded), and a replay gives bitwise what the
+    eager call gives, for inputs other than the captured ones. On the CPU nothing is captured."""
+    from replicate.fl.engine import preferred_execution
+
+    problem = MODELS["lstm"]()
+    algo, work = ALGORITHMS["fedprox-stragglers"]  # epochs over unequal clients, stragglers: unequal steps
+    assert preferred_execution(problem) == ("static" if DEVICE.startswith("cuda") else problem.cpu_execution())
+    (h_static, w_static), (h_stacked, w_stacked) = (one(problem, algo, work, execution=e) for e in ("static", "stacked"))
+    torch.testing.assert_close(w_static, w_stacked, rtol=RTOL, atol=ATOL)
+    pd.testing.assert_frame_equal(h_static, h_stacked, rtol=RTOL, atol=ATOL)
+    if not DEVICE.startswith("cuda"):
+        assert problem.graphs is None
+        return
+    graphs = problem.graphs
+    assert graphs.captures >= 1 and graphs.replays > graphs.captures and not graphs._eager, "the step ran eagerly"
+    flat = problem.init(2).unsqueeze(0).repeat(4, 1)
+    flat += 0.01 * torch.arange(4, device=flat.device, dtype=flat.dtype).unsqueeze(1)
+    index = torch.arange(8, device=flat.device).view(4, 2) % problem.x.shape[0]
+    for shift in (0, 3):  # the second call replays the first call's graph on other inputs
+        rows = (index + shift) % problem.x.shape[0]
+        eager = problem.grad(flat + shift, None, (rows, None))
+        replayed = problem.grad(flat + shift, None, (rows, None), static=True)
+        assert torch.equal(eager, replayed), float((eager - replayed).abs().max())
+
+
+def test_a_static_round_never_waits_for_the_device(monkeypatch):
+    """The graphed LSTM steps after the capture: no device-to-host read inside them (issue #38 item 2)."""
+    import warnings
+
+    from replicate.fl import engine
+
+    problem = MODELS["lstm"]()
+    algo, work = ALGORITHMS["fedprox-stragglers"]
+    run(problem, algo, work, LRSchedule("constant", 0.05), rounds=2, seed=0, eval_every=None,
+        execution="static")  # captures the graphs (capturing synchronises once)
+    waits, real_step = [], engine._step
+
+    def counted_step(*args, **kwargs):
+        if DEVICE.startswith("cuda"):
+            torch.cuda.set_sync_debug_mode("warn")
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                out = real_step(*args, **kwargs)
+            waits.extend(w for w in caught if "synchroniz" in str(w.message).lower())
+            return out
+        finally:
+            if DEVICE.startswith("cuda"):
+                torch.cuda.set_sync_debug_mode("default")
+
+    monkeypatch.setattr(engine, "_step", counted_step)
+    run(problem, algo, work, LRSchedule("constant", 0.05), rounds=2, seed=0, eval_every=None, execution="static")
+    assert waits == [], [str(w.message) for w in waits[:3]]

@@ -11,7 +11,8 @@ import torch
 
 from replicate.core import rng
 from replicate.data.federated import FederatedDataset, Split
-from replicate.fl.algorithms import FedAvg, FedProx, LocalWork
+from replicate.fl.algorithms import ALGORITHMS as REGISTERED
+from replicate.fl.algorithms import FedAvg, FedProx, LocalWork, example
 from replicate.fl.engine import LocalObjective, run
 from replicate.fl.models import CNN, CharLSTM, ConvDropout
 from replicate.fl.oracle import run_sequential
@@ -272,3 +273,48 @@ def test_per_layer_gradients_are_bitwise_the_gradients_of_the_flat_row():
             flat, x, y, mask, noise)
         losses, grads = net.loss_and_grad(flat, x, y, mask, noise)
         assert torch.equal(losses, want_losses) and torch.equal(grads, want_grads)
+
+
+@pytest.mark.parametrize("name", sorted(REGISTERED))
+@pytest.mark.parametrize("model", ["logistic64", "lstm", "conv_dropout"])
+def test_static_shapes_compute_what_the_stacked_round_computes(model, name):
+    """``execution="static"`` (issue #38 item 1: one shape a round, so a GPU can replay the step from a CUDA
+    graph) runs a finished client's rows and discards them: every registered algorithm, over epochs of
+    unequal clients, ends where the stacked rounds end — bitwise in float64 (the logistic model, generic
+    step), to float32 rounding for the neural models (kernels of another batch count)."""
+    from test_algorithms import logistic64
+
+    problem = logistic64(small_clients=2) if model == "logistic64" else PROBLEMS[model]()
+    algo, work = example(name), LocalWork(2, "epochs", 4)
+    plan = algo.plan(problem.population(), work, 1, 1)
+    steps = work.steps(problem.sizes[plan.clients], plan.work)
+    assert name == "stem" or len(set(steps.tolist())) > 1  # clients finish at different steps
+    kwargs = dict(objective=LocalObjective(weight_decay=1e-3, clip_norm=5.0), rounds=2, seed=1, return_params=True,
+                  fused=False)
+    schedule = LRSchedule("constant", 0.1)
+    (h_static, w_static), (h_stacked, w_stacked) = (run(problem, algo, work, schedule, execution=e, **kwargs)
+                                                    for e in ("static", "stacked"))
+    assert torch.isfinite(w_static).all() and (w_static - problem.init(1)).abs().max() > 1e-4
+    if model == "logistic64":
+        assert torch.equal(w_static, w_stacked)
+        assert h_static.equals(h_stacked)
+    else:
+        torch.testing.assert_close(w_static, w_stacked, rtol=RTOL, atol=ATOL)
+        assert h_static["train_loss"].tolist() == pytest.approx(h_stacked["train_loss"].tolist(), rel=RTOL)
+
+
+def test_graphs_are_a_gpu_matter():
+    """On a CPU a problem keeps no graphs and the cache calls its function; on CUDA the LSTMs' step is graphed
+    and the engine gives them one shape a round (tests/test_cuda.py replays it there)."""
+    from types import SimpleNamespace
+
+    from replicate.core.cuda_graphs import GraphCache
+    from replicate.fl.engine import preferred_execution
+
+    assert SampleProblem(token_dataset(), lstm()).graphs is None
+    cache = GraphCache(lambda a, b: a * 2 + b)
+    assert torch.equal(cache(torch.ones(3), torch.arange(3.0)), torch.tensor([2.0, 3.0, 4.0]))
+    assert cache.captures == cache.replays == 0
+    on_gpu = {m: preferred_execution(SimpleNamespace(device=torch.device("cuda"), model=make()))
+              for m, make in (("lstm", lstm), ("cnn", cnn))}
+    assert on_gpu == {"lstm": "static", "cnn": "stacked"}

@@ -15,10 +15,12 @@ gradient path (what non-linear models use), and the sequential autograd oracle. 
 evaluation is excluded (``eval_every=None``) so only training is timed (before 2026-11-22 the
 runs evaluated the initial and final models inside the timing).
 
-The FedProx LSTMs (issue #11; real data, skipped when not staged) have no fused solver: the
-engine stacked (the model's batched recurrence over clients, weight gradients formed once per
-layer since 2026-11-23), the engine's client loop (PyTorch's fused LSTM kernel, one device at a
-time) and the oracle, FedProx with K = 10, b = 10; medians of 4 repeats of 2 rounds. These
+The FedProx LSTMs (issue #11; real data, skipped when not staged, and the Shakespeare model on random
+windows of its shape, which a GPU slot can always time) have no fused solver: the engine stacked (the
+model's batched recurrence over clients, weight gradients formed once per layer since 2026-11-23),
+static (the same with one shape a round; on a GPU the step replays from a CUDA graph: issue #38
+item 1), the engine's client loop (PyTorch's fused LSTM kernel, one device at a time) and the oracle,
+FedProx with K = 10, b = 10; medians of 4 repeats of 2 rounds. These
 timings move between runs on this machine more than the others: on one idle afternoon five bench
 runs gave Sent140's oracle 0.79-1.6 s/round and its stacked engine 1.0-1.2 s/round, so read the
 LSTM ratios to ±50%.
@@ -48,7 +50,7 @@ import torch
 from replicate.fl import engine
 from replicate.fl import oracle
 from replicate.core.errors import ReplicateError
-from replicate.fl import models
+from replicate.fl import models, problems
 from replicate.fl.algorithms import FedAvg, FedProx, Stem
 from replicate.fl.algorithms.protocol import fused_update
 from replicate.fl.models import opcount
@@ -66,6 +68,7 @@ WORKLOADS = {
                   local_steps=None, local_epochs=20, batch_size=10, client_lr=0.01,
                   lr_schedule="constant", weight_decay=0.0, clip_norm=None), (10,)),
 }
+SHAKESPEARE_SHAPED = "Shakespeare-shaped LSTM 2×256 (random 80-character windows), 5 steps"
 LSTM_WORKLOADS = {
     "Shakespeare LSTM 2×256, 5 steps": RunConfig(
         dataset="shakespeare", model="char_lstm", algorithm=FedProx(0.001, 10, sampling="uniform"),
@@ -75,6 +78,11 @@ LSTM_WORKLOADS = {
         dataset="sent140", model="sent_lstm", algorithm=FedProx(0.01, 10, sampling="uniform"),
         local_steps=20, batch_size=10, client_lr=0.3, lr_schedule="constant",
         weight_decay=0.0, clip_norm=None),
+    # the Shakespeare step's shapes without its data (a GPU slot carries no Shakespeare: its time does not
+    # depend on which characters the windows hold): 10 clients of 200 random 80-character windows
+    SHAKESPEARE_SHAPED: RunConfig(
+        dataset="given", model="char_lstm", algorithm=FedProx(0.001, 10, sampling="uniform"),
+        local_steps=5, batch_size=10, client_lr=0.8, lr_schedule="constant", weight_decay=0.0, clip_norm=None),
 }
 def _stem_cifar(batch_size: int, local_updates: int) -> RunConfig:
     from replicate.data.shards import cifar10_stem_name
@@ -86,8 +94,10 @@ def _stem_cifar(batch_size: int, local_updates: int) -> RunConfig:
 
 STEM_WORKLOADS = {"STEM CIFAR-10 LeNet-5, K=100, b=8, I=61 (Fig. 2)": (8, 61),
                   "STEM CIFAR-10 LeNet-5, K=100, b=64, I=7 (Fig. 3)": (64, 7)}
-LSTM_SOLVERS = {"stacked": {"execution": "stacked"}, "client loop": {"execution": "sequential"},
-                "oracle": {"trainer": oracle.SEQUENTIAL}}
+# static: one shape a round, the step replayed from a CUDA graph on a GPU (issue #38 item 1; on a CPU the
+# stacked step with finished clients' rows kept, which these equal-step workloads never have)
+LSTM_SOLVERS = {"stacked": {"execution": "stacked"}, "static": {"execution": "static"},
+                "client loop": {"execution": "sequential"}, "oracle": {"trainer": oracle.SEQUENTIAL}}
 SOLVERS = {
     "fused": {},
     "generic": {"fused": False},
@@ -95,8 +105,23 @@ SOLVERS = {
 }
 
 
+def _shakespeare_shaped(device):
+    """The FedProx Shakespeare model (80 characters, embed 8, 2 × 256) on 10 clients of random windows."""
+    from replicate.data.federated import FederatedDataset, Split
+
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randint(0, 80, (2000, 80), generator=g), torch.randint(0, 80, (2000,), generator=g)
+    split = Split(x=x, y=y, offsets=torch.arange(0, 2001, 200))
+    model = models.CharLSTM(80, **models._LSTM_PRESETS["char_lstm"])
+    return problems.SampleProblem(FederatedDataset("shakespeare-shaped", split, None, 80), model, device=device)
+
+
+def _built(config: RunConfig, device):
+    return build(config, device=device, problem=_shakespeare_shaped(device) if config.dataset == "given" else None)
+
+
 def _seconds_per_round(solver: dict, config: RunConfig, rounds: int, repeats: int, device) -> float:
-    problem, algorithm, work, schedule, objective = build(config, device=device)
+    problem, algorithm, work, schedule, objective = _built(config, device)
     times = []
     for repeat in range(repeats + 1):  # the first repeat warms up and is discarded
         start = time.perf_counter()
@@ -142,13 +167,13 @@ def run(rounds: int = 5, repeats: int = 3, device=None, workloads=None) -> list[
 
 
 def lstm_run(rounds: int = 2, repeats: int = 4, device=None) -> list[dict]:
-    """One row per LSTM workload: seconds per round stacked, client by client and in the oracle,
-    and which of the two engine executions ``execution="auto"`` picks on this device."""
+    """One row per LSTM workload: seconds per round stacked, static (graphed on a GPU), client by client
+    and in the oracle, and which engine execution ``execution="auto"`` picks on this device."""
     device = torch.device(device) if device else engine.default_device()
     results = []
     for name, config in LSTM_WORKLOADS.items():
         try:
-            problem = build(config, device=device)[0]
+            problem = _built(config, device)[0]
         except ReplicateError as exc:
             print(f"skipping {name}: {exc}")
             continue
@@ -156,8 +181,9 @@ def lstm_run(rounds: int = 2, repeats: int = 4, device=None) -> list[dict]:
         for solver, fn in LSTM_SOLVERS.items():
             row[solver] = _seconds_per_round(fn, config, rounds, repeats, device)
             _timed(name, solver, row[solver])
-        auto = row["stacked" if row["auto"] == "stacked" else "client loop"]
+        auto = row["client loop" if row["auto"] == "sequential" else row["auto"]]
         row["speedup"], row["stacked_gain"] = row["oracle"] / auto, row["client loop"] / row["stacked"]
+        row["graph_gain"] = row["stacked"] / row["static"]
         results.append(row)
     return results
 
@@ -208,10 +234,11 @@ def stem_table(results: list[dict]) -> str:
 
 
 def lstm_table(results: list[dict]) -> str:
-    return _markdown(["workload", "stacked s/round", "client loop s/round", "oracle s/round", "auto picks",
-                      "engine (auto) vs oracle", "stacked vs client loop"],
-                     [[r["workload"], f"{r['stacked']:.3f}", f"{r['client loop']:.3f}", f"{r['oracle']:.3f}",
-                       r["auto"], f"{r['speedup']:.2f}×", f"{r['stacked_gain']:.2f}×"] for r in results])
+    return _markdown(["workload", "stacked s/round", "static s/round", "client loop s/round", "oracle s/round",
+                      "auto picks", "engine (auto) vs oracle", "stacked vs client loop", "static vs stacked"],
+                     [[r["workload"], f"{r['stacked']:.3f}", f"{r['static']:.3f}", f"{r['client loop']:.3f}",
+                       f"{r['oracle']:.3f}", r["auto"], f"{r['speedup']:.2f}×", f"{r['stacked_gain']:.2f}×",
+                       f"{r['graph_gain']:.2f}×"] for r in results])
 
 
 def _markdown(header: list[str], rows: list[list[str]]) -> str:

@@ -10,7 +10,8 @@ client with autograd; tests check the two agree for every algorithm.
 
 How a round's clients execute is a strategy, not a second implementation of the maths:
 ``stacked`` (all at once; ``torch.func.vmap`` or a model's own batched path for neural
-models) or ``sequential`` (one client after another through the same algorithm code, which
+models), ``static`` (stacked with one shape a round: a finished client's rows keep computing and
+are discarded, so a model's step can be replayed from a CUDA graph: ``core.cuda_graphs``) or ``sequential`` (one client after another through the same algorithm code, which
 is faster for large neural models on a CPU). A plain-SGD algorithm, whose client step is its
 ``plain_sgd`` declaration's (``protocol.fused_update``), may hand the whole local solve to a model's
 fused solver (``fused=True``, the logistic regression's): the same declared update either way.
@@ -36,7 +37,7 @@ from replicate.fl.problems import Problem
 from replicate.fl.resume import Checkpointed, Checkpoints, on_device
 from replicate.fl.schedules import LRSchedule
 
-EXECUTIONS = ("stacked", "sequential", "auto")
+EXECUTIONS = ("stacked", "static", "sequential", "auto")
 # cuBLAS's condition for deterministic GEMMs; it must be set before the process's first CUDA GEMM
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
@@ -50,10 +51,12 @@ def preferred_execution(problem) -> str:
     Shakespeare 2 × 256 LSTM batched 117 ms vs 24-32 ms per client on PyTorch's fused kernel,
     Sent140's small LSTM on 25 words 5.1 vs 7.8 ms (``lstm`` module; remeasured after the LSTM's
     hand-written backward, one thread: Shakespeare 80 vs 45 ms, Sent140 5.9 vs 6.8 ms). On CUDA the stacked path
-    is the point of the design.
+    is the point of the design, with one shape a round (``static``) for a model whose step replays from a CUDA
+    graph (``Model.graphed``: the LSTMs, ≈ 1,900 launches a Shakespeare step); a finished client's rows then
+    keep computing, which costs the device little where the step is bound by launches.
     """
     if torch.device(problem.device).type == "cuda":
-        return "stacked"
+        return "static" if getattr(getattr(problem, "model", None), "graphed", False) else "stacked"
     return problem.cpu_execution()
 
 
@@ -116,23 +119,30 @@ def train_clients(problem, algorithm, state, ctx: RoundContext, clients, batches
 
     ``stacked``: one group of all m clients; ``sequential``: m groups of one, through the same
     algorithm code. Within a group, the clients still working at step s are the active rows.
+    ``static``: one group, every row computed at every step and a finished client's new rows
+    discarded (``torch.where``: its state stays bitwise what it was), so the step keeps one shape.
     ``noise(s, batch)`` draws step s's dropout noise for all m rows (``batching.Round.noise``; None:
     no dropout).
     """
-    m = clients.numel()
-    groups = [None] if execution == "stacked" else [torch.tensor([j], device=clients.device) for j in range(m)]
+    m, static = clients.numel(), execution == "static"
+    groups = [None] if execution != "sequential" else [torch.tensor([j], device=clients.device) for j in range(m)]
     for group in groups:
         rows = torch.arange(m, device=clients.device) if group is None else group
         sub = state if group is None else _select(state, group)
         sub_ctx = ctx if group is None else ctx.rows(group)
         steps = sub_ctx.steps.cpu()  # read once a round: no device-to-host wait inside the local steps
+        working = sub_ctx.steps.to(clients.device) if static else None  # the same on the device, for the masks
         for s in range(int(steps.max())):
             batch = None if batches is None else batches.step(s)
             step_noise = None if batch is None or noise is None else noise(s, batch)
             live = steps > s
-            if bool(live.all()):
+            if bool(live.all()) or static:
+                before = None if bool(live.all()) else {k: v.clone() for k, v in sub.items()}  # steps update in place
                 sub = _step(problem, algorithm, sub, replace(sub_ctx, step=s), clients, batch, step_noise, objective,
-                            rows)
+                            rows, static)
+                if before is not None:
+                    keep = working > s
+                    sub = {k: torch.where(keep.view(-1, *[1] * (v.dim() - 1)), v, before[k]) for k, v in sub.items()}
                 continue
             local = live.nonzero().squeeze(1).to(clients.device)  # rows of ``sub`` still working
             moved = _step(problem, algorithm, _select(sub, local), replace(sub_ctx.rows(local), step=s), clients,
@@ -146,8 +156,9 @@ def _select(state, index):
     return {k: v.index_select(0, index) for k, v in state.items()}
 
 
-def _step(problem, algorithm, state, ctx, clients, batch, noise, objective, rows):
-    """One local step of the clients at ``rows`` (rows of the round's stacked tensors); returns their state."""
+def _step(problem, algorithm, state, ctx, clients, batch, noise, objective, rows, static=False):
+    """One local step of the clients at ``rows`` (rows of the round's stacked tensors); returns their state.
+    ``static``: the step has the round's one shape, so the problem may replay its gradient from a CUDA graph."""
     every = rows.numel() == clients.numel()  # all of the round's clients: no gather needed
     if not every:
         clients = clients.index_select(0, rows)
@@ -156,7 +167,7 @@ def _step(problem, algorithm, state, ctx, clients, batch, noise, objective, rows
         noise = None if noise is None else noise.index_select(0, rows)
 
     def grad(w):
-        return objective.gradient(problem.grad(w, clients, batch, noise), w)
+        return objective.gradient(problem.grad(w, clients, batch, noise, static=static), w)
 
     return algorithm.client_step(state, grad, ctx)
 

@@ -12,7 +12,7 @@ from typing import Callable, Protocol, runtime_checkable
 
 import torch
 
-from replicate.core import counter_rng, rng
+from replicate.core import counter_rng, cuda_graphs, rng
 from replicate.core.errors import ReplicateError
 from replicate.data.federated import FederatedDataset
 from replicate.data.quadratic import QuadraticClients
@@ -44,7 +44,8 @@ class Problem(Protocol):
 
     def dropout_noise(self, batch, key: int) -> torch.Tensor | None: ...
 
-    def grad(self, flat: torch.Tensor, clients: torch.Tensor, batch, noise=None) -> torch.Tensor: ...
+    # static: the engine's ``static`` execution calls with the round's one shape (it may replay a CUDA graph)
+    def grad(self, flat: torch.Tensor, clients: torch.Tensor, batch, noise=None, static=False) -> torch.Tensor: ...
 
     def client_loss(self, flat: torch.Tensor, client: int, rows, noise=None) -> torch.Tensor: ...
 
@@ -79,6 +80,8 @@ class SampleProblem:
             self.row_norms = torch.linalg.vector_norm(self.x_prepared, dim=1)
             self.grad_bound = model.grad_norm_bound(self.row_norms)
         self.fused_sgd = self.local_sgd if model.fused else None
+        # one graph per step shape, kept with the problem so that its rounds and batched runs replay it
+        self.graphs = cuda_graphs.GraphCache(model.grad) if device.type == "cuda" and model.graphed else None
         test = self.dataset.test
         self.test = None if test is None else (test.x, test.y)
 
@@ -125,11 +128,15 @@ class SampleProblem:
             return None
         return counter_rng.uniform(key, (*batch[0].shape, *self.model.dropout_shape), device=self.device)
 
-    def grad(self, flat: torch.Tensor, clients: torch.Tensor, batch, noise=None):
+    def grad(self, flat: torch.Tensor, clients: torch.Tensor, batch, noise=None, static=False):
+        """Each client's gradient on its mini-batch; ``static`` (a local step of the round's one shape): a
+        model that says ``graphed`` replays it from a CUDA graph on a GPU (``core.cuda_graphs``)."""
         index, mask = batch
         rows = index.reshape(-1)  # index_select on flat rows is several times faster than x[index]
         x = self.x_prepared.index_select(0, rows).view(*index.shape, *self.x_prepared.shape[1:])
         y = self.y_prepared.index_select(0, rows).view(*index.shape, *self.y_prepared.shape[1:])
+        if static and self.graphs is not None:
+            return self.graphs(flat, x, y, mask, noise)
         return self.model.grad(flat, x, y, mask, noise)
 
     def local_sgd(self, global_flat: torch.Tensor, clients: torch.Tensor, steps: torch.Tensor, lr: torch.Tensor,
@@ -336,7 +343,7 @@ class QuadraticFederatedProblem:
     def cpu_execution(self) -> str:
         return "stacked"
 
-    def grad(self, flat, clients, batch, noise=None):
+    def grad(self, flat, clients, batch, noise=None, static=False):
         if clients is not getattr(self, "_round_clients", None):  # gather once per round, not per step
             self._round_clients, self._H, self._r = clients, self.H[clients], self.r[clients]
         return torch.bmm(self._H, flat.unsqueeze(-1)).squeeze(-1).sub_(self._r)

@@ -34,6 +34,9 @@ class Model:
     # Runs batched as one stack of rows (fl/batching) compute bitwise what each computes alone, one thread
     # (tests/test_batched_runs.py); False: kernels of another batch shape may round differently.
     batch_exact: bool = False
+    # The stacked gradient may be captured as a CUDA graph and replayed (``core.cuda_graphs``): pure device
+    # work, no host sync or host draw inside; the engine then runs it with one shape a round (``static``).
+    graphed: bool = False
 
     @property
     def num_params(self) -> int:

@@ -238,3 +238,29 @@ def test_checkpoint_packs_stay_under_the_size_a_slot_returns(monkeypatch, tmp_pa
     assert [p.name for p in written] == ["checkpoints-1.tar", "checkpoints-2.tar"]
     assert left == [f"{3:020x}", f"{4:020x}"]  # the largest left out, named
     assert all(p.stat().st_size <= 1000 + 10 * 1024 for p in written)  # the tar's headers aside
+
+
+def test_the_slot_planner_counts_a_checkpointed_run_from_the_round_it_reached(monkeypatch, tmp_path):
+    """Issue #36: a run cut off in one slot costs the next only its rounds left. ``travel.reached`` reads the
+    round of each checkpoint this machine holds (its cache's, and the packs it will carry; a damaged pack is
+    no head start), and ``plan.progress`` scales that run's projected seconds by the share of rounds left."""
+    from replicate.experiments import plan
+    from replicate.runs import travel
+
+    saved = _cut_off(monkeypatch)
+    assert travel.reached() == {saved.stem: 1}
+    (pack,), _ = travel.pack(tmp_path / "carry")
+    saved.unlink()
+    assert travel.reached() == {} and travel.reached(tmp_path / "carry") == {saved.stem: 1}
+    pack.write_bytes(pack.read_bytes()[:pack.stat().st_size // 2])  # cut: left out, as unpack would refuse it
+    assert travel.reached(tmp_path / "carry") == {}
+
+    monkeypatch.setenv("REPLICATE_LEDGER", str(paths.figures_dir() / "ledger"))
+    row = next(r for r in plan.table("cuda") if not r.done and r.tuning[0] < r.tuning[1])
+    tuning = {cache.key(c, device="cuda"): c for c in plan._figure(row.unit.key).plan()[0]}
+    key = next(k for k in row.left if k in tuning)
+    half = tuning[key].rounds // 2
+    again = next(r for r in plan.table("cuda", {key: half}) if r.unit == row.unit)
+    assert again.resumed == 1 and row.resumed == 0
+    assert again.left[key] == pytest.approx(row.left[key] * (1 - half / tuning[key].rounds))
+    assert {k: s for k, s in again.left.items() if k != key} == {k: s for k, s in row.left.items() if k != key}

@@ -68,19 +68,21 @@ def ledger_command(args) -> int:
 def status_table(device: str = "cuda") -> str:
     from replicate.experiments import plan
 
-    rows, rate = plan.table(device), plan.concurrency()
+    rows, rate = plan.table(device, plan.head_starts()), plan.concurrency()
     lines = [f"GPU-scale work on {device}, in the order GPU slots take it (runs in the ledger / runs of the "
              "figure; minutes of a slot at the measured concurrency "
              f"{rate:.1f} run-seconds per second)",
              "", f"{'figure [panels]':44s} {'tuning':>9s} {'final':>7s} {'spent':>11s} {'left':>13s}"]
     for row in rows:
-        left = "done" if row.done else plan.minutes(row.left_s / rate) + ("" if row.measured else " *")
+        left = "done" if row.done else plan.minutes(row.left_s / rate) + ("" if row.measured else " *") + (
+            f" ({row.resumed} resume)" if row.resumed else "")
         lines.append(f"{row.unit.label:44s} {row.tuning[0]:>4d}/{row.tuning[1]:<4d} {row.final[0]:>3d}/{row.final[1]:<3d} "
                      f"{plan.minutes(row.spent_s / rate):>11s} {left:>13s}")
     total = plan.left_s(rows) / rate
     lines += ["", f"left in all: {plan.minutes(total)} of slots (a run shared by figures counted once); * not "
               f"measured in the ledger on {device}: from a bench timing or modelled from op counts, a lower bound "
-              "(replicate/experiments/plan.py)"]
+              "(replicate/experiments/plan.py); a run that resumes from a checkpoint this machine holds (its cache's "
+              "or .carry/checkpoints) counts from the round it reached"]
     return "\n".join(lines)
 
 
@@ -91,7 +93,7 @@ def plan_command(args) -> int:
 
     device = args.device or "cuda"
     seconds = budget.parse(args.time_budget) if args.time_budget else 600.0
-    rows, rate = plan.table(device), plan.concurrency()
+    rows, rate = plan.table(device, plan.head_starts()), plan.concurrency()
     chosen = plan.slot(rows, seconds, rate)
     if args.commands:
         for row, share in chosen:

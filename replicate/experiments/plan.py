@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from replicate.core import paths
 from replicate.core.fileio import atomic_write_text
 from replicate.experiments import catalog, knobs, work
-from replicate.runs import cache, ledger
+from replicate.runs import cache, ledger, travel
 
 OP_SECONDS = 8e-6  # host dispatch + launch of one op on the GPU machine (issue #38: 3.5-6.5 µs + launch)
 # FEMNIST's dropout noise a step: the 22 ops core.counter_rng.uniform dispatches (counted with a
@@ -86,6 +86,7 @@ class Progress:
     spent_s: float  # run-seconds of the done runs, as recorded
     left: dict  # run key (a final run's: its template's) → run-seconds projected, for the runs left
     measured: bool  # the projection rests on this device's own runs (else modelled)
+    resumed: int = 0  # runs left that resume from a checkpoint this machine holds (counted from its round)
 
     @property
     def left_s(self) -> float:
@@ -132,8 +133,13 @@ def _is_final_done(template, ledger_flat: list[dict]) -> bool:
     return any(all(run.get(k) == v for k, v in want.items()) for run in ledger_flat)
 
 
-def progress(unit: Unit, runs: dict[str, dict], device: str = "cuda", epochs: dict | None = None) -> Progress:
-    """Done / left of ``unit`` against the ledger's ``runs`` (``ledger.runs()``) computed on ``device``."""
+def progress(unit: Unit, runs: dict[str, dict], device: str = "cuda", epochs: dict | None = None,
+             reached: dict[str, int] | None = None) -> Progress:
+    """Done / left of ``unit`` against the ledger's ``runs`` (``ledger.runs()``) computed on ``device``;
+    ``reached``: run key → the round a checkpoint of it reached (``runs.travel.reached``): such a run costs
+    only its rounds left. A final run's checkpoint is named by the rates its tuning chose, so only a final
+    run whose template is its config (none is tuned) is matched."""
+    reached = reached or {}
     epochs = epochs if epochs is not None else _epoch_steps()
     keep = (lambda c: True) if unit.datasets is None else (lambda c: c.dataset in unit.datasets)
     tuning, final = (list(dict.fromkeys(filter(keep, part))) for part in _figure(unit.key).plan())
@@ -145,11 +151,15 @@ def progress(unit: Unit, runs: dict[str, dict], device: str = "cuda", epochs: di
     rate = _seconds_per_step(on_device, epochs)
     spent = sum(on_device[k]["elapsed_s"] for k in keys if k in on_device)
     left = [c for k, c in keys.items() if k not in on_device] + [c for c in final if c not in done_final]
-    cost = {cache.key(c, device=device): steps(c, epochs) * (rate[(c.model, c.dataset)] if (c.model, c.dataset) in rate
-                                                              else _modelled(c)) for c in left}
+    cost = {}
+    for c in left:
+        k = cache.key(c, device=device)
+        share = max(0.0, 1.0 - reached[k] / c.rounds) if k in reached else 1.0
+        cost[k] = share * steps(c, epochs) * (rate[(c.model, c.dataset)] if (c.model, c.dataset) in rate
+                                              else _modelled(c))
     measured = all((c.model, c.dataset) in rate for c in left)
     return Progress(unit, (sum(k in on_device for k in keys), len(keys)), (len(done_final), len(final)), spent, cost,
-                    measured)
+                    measured, sum(k in reached for k in cost))
 
 
 def left_s(rows: list[Progress]) -> float:
@@ -191,9 +201,17 @@ def concurrency(pieces: list[dict] | None = None) -> float:
     return sum(p["run_s"] for p in timed) / sum(p["wall_s"] for p in timed) if timed else 1.0
 
 
-def table(device: str = "cuda") -> list[Progress]:
+def table(device: str = "cuda", reached: dict[str, int] | None = None) -> list[Progress]:
+    """Every unit's progress against the ledger (``reached``: as ``progress``; the committed status leaves
+    machine-local checkpoints out)."""
     runs, epochs = ledger.runs(), _epoch_steps()
-    return [progress(unit, runs, device, epochs) for unit in PRIORITY]
+    return [progress(unit, runs, device, epochs, reached) for unit in PRIORITY]
+
+
+def head_starts() -> dict[str, int]:
+    """The rounds reached by the checkpoints this machine holds: its cache's, and the packs in
+    ``.carry/checkpoints`` that the next slot carries (``.ci/device-bundle``)."""
+    return travel.reached(paths.REPO / ".carry" / "checkpoints")
 
 
 def slot(rows: list[Progress], budget_s: float, rate: float) -> list[tuple[Progress, float]]:
@@ -229,5 +247,5 @@ def minutes(seconds: float) -> str:
     return f"{seconds / 60:,.1f} min" if seconds < 6000 else f"{seconds / 3600:,.1f} h"
 
 
-__all__ = ["OP_SECONDS", "PRIORITY", "Progress", "Unit", "concurrency", "left_s", "minutes", "progress", "slot",
+__all__ = ["OP_SECONDS", "PRIORITY", "Progress", "Unit", "concurrency", "head_starts", "left_s", "minutes", "progress", "slot",
            "steps", "table", "write_status"]

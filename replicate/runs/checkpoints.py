@@ -80,6 +80,14 @@ class FileCheckpoints(Checkpoints):
             out.write(buffer.getvalue())
 
 
+def round_of(data: bytes) -> int | None:
+    """The round a checkpoint's bytes reached (its run resumes there), or None if they do not load."""
+    try:
+        return int(torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)["round"])
+    except Exception:  # noqa: BLE001 - an unreadable checkpoint is no head start (and is ignored when loaded)
+        return None
+
+
 def clear(name: str) -> None:
     """The run ``name`` is stored: its checkpoint is no longer needed."""
     (folder() / f"{name}.pt").unlink(missing_ok=True)
@@ -95,4 +103,4 @@ def request_stop(path: Path) -> None:
     path.touch()
 
 
-__all__ = ["FileCheckpoints", "STOP_VARIABLE", "clear", "every_s", "folder", "request_stop", "stop_file"]
+__all__ = ["FileCheckpoints", "STOP_VARIABLE", "clear", "every_s", "folder", "request_stop", "round_of", "stop_file"]

@@ -102,4 +102,24 @@ def unpack(file: Path) -> list[str]:
     return written
 
 
-__all__ = ["LIMIT", "PARTS", "pack", "unpack"]
+def reached(carried: Path | None = None) -> dict[str, int]:
+    """The round each checkpoint this machine holds reached, by run (its cache entry's name): the cache's own
+    (``runs.checkpoints.folder``) and those in the packs of ``carried`` (``.carry/checkpoints``, which the next
+    slot unpacks); a pack that does not check is left out, as ``unpack`` would refuse it. The slot planner
+    counts such a run from that round (``experiments.plan``)."""
+    found = {p.stem: data for p in checkpoints.folder().glob("*.pt") if _MEMBER.fullmatch(p.name)
+             for data in [p.read_bytes()]}
+    for file in sorted(Path(carried).glob("checkpoints-*.tar")) if carried is not None else []:
+        try:
+            with tarfile.open(file, mode="r:") as tar:
+                members = {i.name: tar.extractfile(i).read() for i in tar if i.isfile()}
+            sums = json.loads(members.pop(MANIFEST))["checkpoints"]
+        except (tarfile.TarError, EOFError, OSError, KeyError, ValueError, TypeError):
+            continue
+        if sums.keys() == members.keys() and all(hashlib.sha256(d).hexdigest() == sums[n] for n, d in members.items()):
+            for name, data in members.items():
+                found.setdefault(Path(name).stem, data)  # the cache's own is as recent, or more
+    return {name: r for name, data in found.items() if (r := checkpoints.round_of(data)) is not None}
+
+
+__all__ = ["LIMIT", "PARTS", "pack", "reached", "unpack"]

@@ -1,5 +1,7 @@
 """The arena (issue #42): equal budgets counted by hand, equal tuning, held-out seeds, a user's algorithm."""
+import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -88,6 +90,7 @@ class HalfStepAvg(FedAvg):
     """FedAvg whose server moves half way to the clients' average."""
 
     server_lr: float = 0.5
+    arena_space = {"server_lr": (0.1, 1.0, "linear")}  # tuned beside the client rate
 '''
 
 
@@ -105,9 +108,22 @@ def user_algorithm(tmp_path):
 
 def test_a_users_algorithm_file_joins_the_leaderboard(user_algorithm):
     config = ArenaConfig.for_profile("smoke", **TINY | {"algorithms": ["FedAvg"]}, user_algorithm=user_algorithm)
-    board = leaderboard(arena(config), config)
+    data = arena(config)
+    board = leaderboard(data, config)
     assert list(board.algorithm.sort_values()) == ["FedAvg", "HalfStepAvg"] and board.final_loss.notna().all()
+    tried = data.query("kind == 'trial' and algorithm == 'HalfStepAvg'")  # its declared range, drawn as any entry's
+    assert tried.server_lr.between(0.1, 1.0).all() and tried.server_lr.nunique() == len(tried) == config.trials
+    assert "server_lr=" in board.set_index("algorithm").chosen["HalfStepAvg"]
     file = user_algorithm.rpartition(":")[0]
+    for bad, why in (("{'momentum': (0.1, 1.0)}", "names 'momentum', not a field"),
+                     ("{'server_lr': (0.0, 1.0)}", "must be \\(low, high\\) with 0 < low < high"),
+                     ("{'server_lr': (1.0,)}", "must be"), ("{'server_lr': (0.1, 1.0, 'cubic')}", "must be")):
+        broken = Path(file).with_name(f"broken_{abs(hash(bad))}.py")
+        broken.write_text(USER_FILE.replace('"half_step_avg"', f'"{broken.stem}"').replace(
+            '{"server_lr": (0.1, 1.0, "linear")}', bad))
+        with pytest.raises(ReplicateError, match=why):
+            ArenaConfig.for_profile("smoke", user_algorithm=f"{broken}:HalfStepAvg")
+        ALGORITHMS.pop(broken.stem), EXAMPLES.pop(broken.stem), sys.modules.pop(broken.stem)
     with pytest.raises(ReplicateError, match="defines no 'Nope'"):
         ArenaConfig.for_profile("smoke", user_algorithm=f"{file}:Nope")
     with open(file, "a") as out:  # a class nobody registered cannot name its runs
@@ -125,3 +141,32 @@ def test_successive_halving_scores_the_eliminated_at_their_last_rung():
                                                        "evals": 9})
     rows = arena(config).query("kind == 'trial'")
     assert sorted(rows.scored_at_round) == [3, 3, 9]  # rungs 9/3 and 9: three trials, one kept
+
+
+@pytest.mark.smoke  # runs the notebook three times
+def test_every_arena_number_is_reproduced_from_the_cache_and_from_nothing(tmp_path, monkeypatch):
+    """Issue #42's "every number reproducible (`--check` bitwise)": the arena notebook published once, then
+    again from the run cache (re-plotted), then again from an empty cache (recomputed): each time the check
+    that `figures --check` applies passes, and the tidy CSV and the claim verdicts are the same bytes."""
+    import shutil
+
+    from replicate.cli import check, runner
+    from replicate.core import paths
+
+    monkeypatch.setenv("REPLICATE_BUILD", str(tmp_path / "build"))
+    outputs = {}
+    for name in ("first", "from_cache", "from_nothing"):
+        if name == "from_nothing":
+            shutil.rmtree(paths.cache_dir())
+        assert runner.run(["arena/leaderboard"], "smoke", {"out_dir": str(tmp_path / name)}) == 0
+        outputs[name] = tmp_path / name
+    data = (outputs["first"] / "arena" / "leaderboard.csv").read_bytes()
+    verdicts = [c["verdict"] for c in json.loads((outputs["first"] / "arena" / "leaderboard.claims.json")
+                                               .read_text())["claims"]]
+    assert data.count(b"\n") == 1 + len(ENTRIES) and verdicts  # the board: a row per entry
+    for name in ("from_cache", "from_nothing"):
+        result = check.compare("arena/leaderboard", outputs["first"], outputs[name], scale="smoke")
+        assert result.ok, check.report([result])
+        assert (outputs[name] / "arena" / "leaderboard.csv").read_bytes() == data, name
+        again = json.loads((outputs[name] / "arena" / "leaderboard.claims.json").read_text())["claims"]
+        assert [c["verdict"] for c in again] == verdicts

@@ -5,7 +5,8 @@ its fixed settings and its search space, one ``Range`` per hyperparameter (the c
 STEM's c, the server rate and momentum of LocalUpdate and FedAdam). Every entry gets the same number of trials:
 points drawn from its ranges by a stream named (seed, "tuning", trial, the entry's name), the same on every machine.
 A user's algorithm joins as ``path/to/file.py:Name`` (``user_entry``): its class registered with
-``fl.algorithms.register``, tuned over the client rate only, its round cost read from its ``vectors``.
+``fl.algorithms.register``, tuned over the client rate and the ranges its class declares in ``arena_space``
+(field → ``(low, high)``, log-uniform, or ``(low, high, "linear")``), its round cost read from its ``vectors``.
 
 Budgets (``rounds``): every entry gets the rounds that cost what ``budget`` rounds of FedAvg cost, counted in
 - ``rounds``: communication rounds;
@@ -146,7 +147,28 @@ def user_entry(spec: str) -> tuple[str, Entry]:
     if not registered:
         raise ReplicateError(f"{file}:{name} is not registered: decorate it with "
                              "@replicate.fl.algorithms.register(\"its_name\", example={...})")
-    return name, Entry(registered[0])
+    return name, Entry(registered[0], {}, {"client_lr": RATE} | _declared_space(cls, f"{file}:{name}"))
+
+
+def _declared_space(cls, where: str) -> dict:
+    """A user's class's ``arena_space``: each of its settings' fields → ``(low, high)`` searched log-uniformly,
+    or ``(low, high, "linear")`` uniformly; every entry is checked here, before anything runs."""
+    declared = getattr(cls, "arena_space", None) or {}
+    fields = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
+    space = {}
+    for key, value in dict(declared).items():
+        if key not in fields:
+            raise ReplicateError(f"{where}: arena_space names {key!r}, not a field of its settings "
+                                 f"({', '.join(sorted(fields)) or 'none'})")
+        parts = tuple(value) if isinstance(value, (tuple, list)) and len(value) in (2, 3) else (None, None, "?")
+        low, high, scale = (parts + (None,))[:3]
+        log = scale in (None, "log")
+        if scale not in (None, "log", "linear") or not all(isinstance(v, (int, float)) for v in (low, high)) \
+                or not low < high or (log and low <= 0):
+            raise ReplicateError(f"{where}: arena_space[{key!r}] must be (low, high) with 0 < low < high, or "
+                                 f"(low, high, \"linear\") with low < high; got {value!r}")
+        space[key] = Range(float(low), float(high), log)
+    return space
 
 
 __all__ = ["BUDGET_KINDS", "ENTRIES", "Entry", "Range", "cost", "rounds", "trials", "user_entry"]

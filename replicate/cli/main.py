@@ -84,7 +84,7 @@ def _check(args, overrides) -> int:
 
 
 def _bench(args) -> int:
-    from replicate.cli import bench, bench_batched, bench_executors, bench_noise
+    from replicate.cli import bench, bench_batched, bench_executors, bench_noise, bench_stem
     from replicate.core import paths
     from replicate.fl import engine
 
@@ -94,7 +94,7 @@ def _bench(args) -> int:
         "lstm": ("FedProx LSTMs:", lambda: bench.lstm_table(bench.lstm_run(device=args.device))),
         "ops": ("", bench.op_table),
         "executors": ("Sweep executors, local pool vs Ray:", lambda: bench_executors.table(bench_executors.run())),
-        "stem": ("STEM on CIFAR-10 (one thread):", lambda: bench.stem_table(bench.stem_run(device=args.device))),
+        "stem": ("STEM on CIFAR-10 (one thread):", lambda: bench_stem.table(bench_stem.run(device=args.device))),
         "batched": ("## Runs as a tensor dimension\n\n" + bench_batched.__doc__.strip(),
                     lambda: bench_batched.table(bench_batched.run(device=args.device))),
         "noise": ("Dropout noise:", lambda: bench_noise.table(bench_noise.run(device=args.device))),

@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup figures smoke check test test-library test-notebooks test-unit guard bench report clean clean-cache
+.PHONY: setup figures smoke check test test-library test-notebooks test-cluster test-unit guard bench report clean clean-cache
 
 # The cheapest paper figures, regenerated from an empty run cache by `make test` (≈ 5 min on 2 cores):
 # FedAvg on Li et al.'s quadratic and LocalUpdate on Charles & Konečný's, through the engine.
@@ -33,24 +33,29 @@ figures: setup
 smoke: setup
 	$(BIN)/python -m replicate figures --profile smoke
 
-## Unit, equivalence and data tests, every notebook at smoke scale through nbval, then the number guard, as
-## two halves side by side (each prints when it ends, with its slowest tests: where CI time goes):
-## test-library (tests/) and test-notebooks (the notebooks, then the guard). Each half writes its own build
-## folder, never the run cache of your own figures (build/cache), and computes with half the cores' threads,
-## so that the two do not contend for cores (two 2-thread pools on 2 cores slowed small tensor ops up to 100×).
+## Unit, equivalence and data tests, every notebook at smoke scale through nbval, and the number guard, as two
+## halves side by side (each prints when it ends, with its slowest tests: where CI time goes): test-library
+## (tests/, then the guard) and test-notebooks (nbval); then test-cluster (the executors' tests, which start a
+## real Ray head node: alone, as a loaded machine makes it miss its health checks). Each half writes its own
+## build folder, never the run cache of your own figures (build/cache), and computes with half the cores'
+## threads, so the halves do not contend for cores (two 2-thread pools on 2 cores slowed small ops up to 100×).
 HALF_THREADS := $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n > 1 ? n / 2 : 1 )))
 test: setup $(VENV)/.ray
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-library test-notebooks
+	$(MAKE) --no-print-directory test-cluster
 
 test-library: setup $(VENV)/.ray
 	OMP_NUM_THREADS=$(HALF_THREADS) REPLICATE_BUILD=$(CURDIR)/build/test \
-	    $(BIN)/python -m pytest -q -rs tests -p no:cacheprovider --durations=20
+	    $(BIN)/python -m pytest -q -rs tests --ignore=tests/test_executors.py -p no:cacheprovider --durations=20
+	OMP_NUM_THREADS=$(HALF_THREADS) $(MAKE) --no-print-directory guard
 
 # tests/ is named so that its conftest.py (data-aware skips of notebooks) applies; its test files are not run here
 test-notebooks: setup
 	OMP_NUM_THREADS=$(HALF_THREADS) REPLICATE_BUILD=$(CURDIR)/build/test-notebooks \
 	    $(BIN)/python -m pytest -q -rs tests notebooks --nbval-lax --ignore-glob='tests/test_*.py' -p no:cacheprovider --durations=10
-	OMP_NUM_THREADS=$(HALF_THREADS) $(MAKE) --no-print-directory guard
+
+test-cluster: setup $(VENV)/.ray
+	REPLICATE_BUILD=$(CURDIR)/build/test $(BIN)/python -m pytest -q -rs tests/test_executors.py -p no:cacheprovider
 
 ## The unit tier alone (no notebook executed, no guard): what a change to the library needs first (minutes).
 test-unit: setup

@@ -137,15 +137,23 @@ def test_the_local_steps_never_wait_for_the_device(algorithm, monkeypatch):
     """Issue #38: no device-to-host read inside a round's local steps (the step counts are read once, before
     them). The CNN with dropout, through ``train_clients``, with CUDA's sync debug mode counting every wait;
     on the CPU (REPLICATE_TEST_DEVICE=cpu) the mode does nothing and the count is 0."""
+    problem = MODELS["cnn"]()
+    algo, work = ALGORITHMS[algorithm]
+    waits = _watch_local_steps(monkeypatch)
+    run(problem, algo, work, LRSchedule("constant", 0.05), rounds=2, seed=0, eval_every=None)
+    assert waits == [], [str(w.message) for w in waits[:3]]
+
+
+def _watch_local_steps(monkeypatch) -> list:
+    """Every device wait inside ``engine._step`` from now on (CUDA's sync debug mode, only around the local
+    steps, not the round's set-up); on the CPU the mode does nothing and the list stays empty."""
     import warnings
 
     from replicate.fl import engine
 
-    problem = MODELS["cnn"]()
-    algo, work = ALGORITHMS[algorithm]
     waits, real_step = [], engine._step
 
-    def counted_step(*args, **kwargs):  # only the local steps are watched, not the round's set-up
+    def counted_step(*args, **kwargs):
         if DEVICE.startswith("cuda"):
             torch.cuda.set_sync_debug_mode("warn")
         try:
@@ -159,8 +167,7 @@ def test_the_local_steps_never_wait_for_the_device(algorithm, monkeypatch):
                 torch.cuda.set_sync_debug_mode("default")
 
     monkeypatch.setattr(engine, "_step", counted_step)
-    run(problem, algo, work, LRSchedule("constant", 0.05), rounds=2, seed=0, eval_every=None)
-    assert waits == [], [str(w.message) for w in waits[:3]]
+    return waits
 
 
 def test_the_counter_stream_is_bitwise_the_cpus_on_the_device():
@@ -203,29 +210,10 @@ def test_a_static_round_replays_the_lstm_step_from_a_cuda_graph():
 
 def test_a_static_round_never_waits_for_the_device(monkeypatch):
     """The graphed LSTM steps after the capture: no device-to-host read inside them (issue #38 item 2)."""
-    import warnings
-
-    from replicate.fl import engine
-
     problem = MODELS["lstm"]()
     algo, work = ALGORITHMS["fedprox-stragglers"]
     run(problem, algo, work, LRSchedule("constant", 0.05), rounds=2, seed=0, eval_every=None,
         execution="static")  # captures the graphs (capturing synchronises once)
-    waits, real_step = [], engine._step
-
-    def counted_step(*args, **kwargs):
-        if DEVICE.startswith("cuda"):
-            torch.cuda.set_sync_debug_mode("warn")
-        try:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                out = real_step(*args, **kwargs)
-            waits.extend(w for w in caught if "synchroniz" in str(w.message).lower())
-            return out
-        finally:
-            if DEVICE.startswith("cuda"):
-                torch.cuda.set_sync_debug_mode("default")
-
-    monkeypatch.setattr(engine, "_step", counted_step)
+    waits = _watch_local_steps(monkeypatch)
     run(problem, algo, work, LRSchedule("constant", 0.05), rounds=2, seed=0, eval_every=None, execution="static")
     assert waits == [], [str(w.message) for w in waits[:3]]

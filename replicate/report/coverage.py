@@ -329,8 +329,6 @@ _TRACKS = ("its claim that the dissimilarity tracks the training loss now tests 
            "changes, not their levels, which both fall whatever the dissimilarity measures (issue #40 item 5); the "
            "committed CSV passes the restated claim in every run, so the verdict stays; republish with {command}")
 STALE: dict[str, str] = {**{f"cpu_scale/khanduri2021/{fig}": _HELD_OUT for fig in ("fig2", "fig3", "fig4", "fig5")},
-                         "fedprox2020/fig4": _TRACKS.format(command="`python -m replicate figures fedprox2020/fig4 "
-                                                            "--profile paper` (its 16 runs: ≈ 2 h of one core)"),
                          "cpu_scale/fedprox2020/fig4": _TRACKS.format(command="its command in the reduced-scale "
                                                                       "section"),
                          **{f"cpu_scale/charles2021/{fig}": _NEW_MASKS for fig in ("fig6", "fig12", "fig13")}}

@@ -136,8 +136,9 @@ def train_clients(problem, algorithm, state, ctx: RoundContext, clients, batches
             batch = None if batches is None else batches.step(s)
             step_noise = None if batch is None or noise is None else noise(s, batch)
             live = steps > s
-            if bool(live.all()) or static:
-                before = None if bool(live.all()) else {k: v.clone() for k, v in sub.items()}  # steps update in place
+            everyone = bool(live.all())
+            if everyone or static:
+                before = None if everyone else {k: v.clone() for k, v in sub.items()}  # steps update in place
                 sub = _step(problem, algorithm, sub, replace(sub_ctx, step=s), clients, batch, step_noise, objective,
                             rows, static)
                 if before is not None:

@@ -28,6 +28,7 @@ from replicate.core import paths
 from replicate.core.errors import ReplicateError
 from replicate.fl import engine
 from replicate.core.fileio import atomic_write_text, check_writable
+from replicate.core.threads import threads
 from replicate.runs import checkpoints
 from replicate.runs.config import RunConfig, build
 # entries are named by runs/keys.py (its versions are read there: keys.VERSION, keys.NUMERICS, keys.DRAWS);
@@ -340,9 +341,14 @@ def train(problem, jobs: list, work, objective, *, progress: bool = False, saved
     start = time.perf_counter() if start is None else start
     desc = (f"{first.dataset} {first.algorithm_name} E={work.amount} K={first.clients_per_round}" if len(jobs) == 1
             else f"{first.dataset} {first.algorithm_name} × {len(jobs)} runs")
-    histories = engine.run_batch(problem, specs, work, objective=objective, rounds=first.rounds,
-                                 eval_every=first.eval_every, execution=first.execution, progress=progress,
-                                 extra_metrics=jobs[0][2], checkpoints=saved, desc=desc)
+    # One intra-op thread, whoever computes the run (a worker, this process, a Ray node, a GPU host): a
+    # CPU's reductions split across threads round differently (FedProx MNIST differs from round 1 at 1 vs
+    # 2 threads), and the key names no thread count. On a busy CPU it is also the faster choice for
+    # these small ops (a second thread waiting at every small conv's barrier made a LeNet step 5× slower).
+    with threads(1):
+        histories = engine.run_batch(problem, specs, work, objective=objective, rounds=first.rounds,
+                                     eval_every=first.eval_every, execution=first.execution, progress=progress,
+                                     extra_metrics=jobs[0][2], checkpoints=saved, desc=desc)
     share = (time.perf_counter() - start) / len(jobs)  # each run's share of the batch's time
     notes = {"batch": len(jobs)} if len(jobs) > 1 else {}
     return [(history, *entry_of(config, target, metrics, history, share, problem.device, serialize, **notes))

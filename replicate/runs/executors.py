@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Callable
 
 from replicate.core import paths
-from replicate.core.threads import threads
 from replicate.core.errors import ReplicateError
 from replicate.runs import checkpoints
 
@@ -39,13 +38,12 @@ ATTEMPTS = 2  # a task that raises is tried once more, then reported
 
 
 def compute_task(jobs: list, device: str | None = None) -> list[tuple[str, dict]]:
-    """A worker's whole job: compute each run of the task (``(config, target, extra_metrics)``) with one
-    torch thread, on ``device`` (None: this process's default), and return its cache CSV text and
-    sidecar fields; nothing is written here."""
+    """A worker's whole job: compute each run of the task (``(config, target, extra_metrics)``) on
+    ``device`` (None: this process's default; one intra-op thread, as every run: ``cache.train``) and
+    return its cache CSV text and sidecar fields; nothing is written here."""
     from replicate.runs import batched
 
-    with threads(1):  # a batch's rows then round as each run alone in a worker (runs/batched.py)
-        return batched.compute([tuple(job) for job in jobs], device)  # one batch of runs (batched.group's)
+    return batched.compute([tuple(job) for job in jobs], device)  # one batch of runs (batched.group's)
 
 
 @dataclass

@@ -101,22 +101,15 @@ def _no_cuda() -> bool:
 
 
 def frame(labelled: list[tuple[dict, RunConfig]], *, columns=None, extra_metrics=None, workers: int = 1,
-          progress: bool = True, log: cache.RunLog | None = None, single_threaded: bool = False) -> pd.DataFrame:
+          progress: bool = True, log: cache.RunLog | None = None) -> pd.DataFrame:
     """Tidy per-round metrics of every ``(labels, config)``: the label columns, then ``columns`` of the
     history (None = all of them). Missing runs are computed first (``compute``, ``workers`` processes);
-    what is left is computed here, with one intra-op thread if ``single_threaded`` (as the workers do)."""
-    import torch
-
+    what is left is computed here (with one intra-op thread, as every run: ``cache.train``)."""
     compute([Job(c, None, extra_metrics) for _, c in labelled], workers, progress, log)
-    frames, threads = [], torch.get_num_threads()
-    try:
-        if single_threaded:
-            torch.set_num_threads(1)
-        for labels, config in labelled:
-            history = cache.run(config, progress=False, log=log, extra_metrics=extra_metrics)
-            frames.append((history if columns is None else history[list(columns)]).assign(**labels))
-    finally:
-        torch.set_num_threads(threads)
+    frames = []
+    for labels, config in labelled:
+        history = cache.run(config, progress=False, log=log, extra_metrics=extra_metrics)
+        frames.append((history if columns is None else history[list(columns)]).assign(**labels))
     data = pd.concat(frames, ignore_index=True)
     return data[[*labelled[0][0], *(c for c in data.columns if c not in labelled[0][0])]]
 

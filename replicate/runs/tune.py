@@ -27,7 +27,6 @@ from typing import Any, Callable, Hashable
 import numpy as np
 import pandas as pd
 
-from replicate.core.threads import threads
 from replicate.runs import cache, pool
 
 
@@ -82,22 +81,20 @@ def lowest(scored: list[tuple[float, Any]]):
 
 def tune_then_run(groups: dict[Hashable, list], config_of: Callable, seeds, tune_seeds: int,
                   score: Callable[[pd.DataFrame], float], *, pick: Callable = lowest, workers: int = 2,
-                  log=None, extra_metrics=None, single_threaded: bool = False,
+                  log=None, extra_metrics=None,
                   stop_loss: float | None = None, halving: Halving | None = None) -> Tuned:
     """Tune each group's candidates on ``seeds[:tune_seeds]`` and run its choice on every seed.
 
     ``config_of(group, candidate, seed)`` is the run's ``RunConfig``; ``pick`` gets a group's
     ``[(mean score, candidate), ...]`` in candidate order and returns the chosen candidate.
-    ``extra_metrics`` and ``single_threaded`` are ``pool.frame``'s (the runs' keyed hook; runs left to
-    this process compute with one intra-op thread, as workers do); with ``stop_loss`` every run ends at
+    ``extra_metrics`` is ``pool.frame``'s (the runs' keyed hook); with ``stop_loss`` every run ends at
     its first evaluation whose training loss is at most that (rounds-to-target figures); with ``halving``
     the candidates are tuned by successive halving (module docstring)."""
     tuning = tuple(seeds[:tune_seeds])
     if halving is not None and stop_loss is not None:
         raise ValueError("halving scores runs at fixed horizons: it does not combine with stop_loss")
-    with threads(1 if single_threaded else None):
-        return _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, extra_metrics, stop_loss,
-                              halving or Halving(levels=1))
+    return _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, extra_metrics, stop_loss,
+                          halving or Halving(levels=1))
 
 
 def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, extra_metrics, stop_loss,

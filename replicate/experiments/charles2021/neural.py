@@ -191,7 +191,7 @@ def sweep(config: Fig12Config, log=None) -> pd.DataFrame:
                           config.tune_seeds if tuned else 0,
                           lambda run: final(run, "train_loss", rounds=config.tail_rounds),
                           pick=lambda scored: min(scored, key=lambda se: (se[0], se[1]))[1],
-                          workers=config.workers, log=log, single_threaded=True)  # as the pool's workers
+                          workers=config.workers, log=log)
     rows = [{"kind": "tuning", "dataset": d, "client_lr": g, "server_lr": e, "final_train_loss": score}
             for (d, g), e, score in found.scores]
     frames = []

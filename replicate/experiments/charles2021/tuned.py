@@ -99,7 +99,7 @@ def tuned(config: Fig6Config, log=None) -> pd.DataFrame:
     found = tune_then_run({v: grid for v in variants}, lambda v, lr, seed: config.config(v[0], v[1], lr, seed),
                           config.seeds, config.tune_seeds, lambda run: _tail_accuracy(run, config.tail_rounds),
                           pick=lambda scored: max(scored, key=lambda sl: (sl[0], -sl[1][0], -sl[1][1]))[1],
-                          workers=config.workers, log=log, single_threaded=True)  # as the pool's workers
+                          workers=config.workers, log=log)
     rows = [{"kind": "tuning", "panel": variants[v], "variant": _label(*v), "client_lr": g, "server_lr": e,
              "score": score} for v, (g, e), score in found.scores]
     frames = []

@@ -180,12 +180,9 @@ def run(config: RunConfig, log=None) -> pd.DataFrame:
 
 
 def runs(labelled: list[tuple[dict, RunConfig]], workers: int = 2, progress: bool = True, log=None) -> pd.DataFrame:
-    """Tidy per-round metrics of every ``(labels, config)``: the labels, round and ``METRICS``.
-
-    Computed single-threaded, in worker processes or here: these models' small matrix products gain
-    nothing from a second thread, and on a busy machine the threads only wait for each other."""
+    """Tidy per-round metrics of every ``(labels, config)``: the labels, round and ``METRICS``."""
     return pool.frame(labelled, columns=("round", *METRICS), extra_metrics=dissimilarity, workers=workers,
-                      progress=progress, log=log, single_threaded=True)
+                      progress=progress, log=log)
 
 
 # ---- curve measures ------------------------------------------------------------------------

@@ -85,7 +85,7 @@ def fig3(config: Fig3Config, progress: bool = True, workers: int = 2, log=None) 
     found = tune_then_run({d: list(config.mus) for d in config.datasets},
                           lambda d, mu, seed: config.labelled(d, mu, seed)[1], config.seeds, config.tune_seeds,
                           lambda run: final(run, "train_loss", fraction=config.tail), workers=workers, log=log,
-                          extra_metrics=dissimilarity, single_threaded=True)
+                          extra_metrics=dissimilarity)
     best = {LABELS[d]: mu for d, mu in found.chosen.items()}
     data = runs(config.tuning() + config.tuned(best), workers, progress, log)  # all cached now: read in order
     data.insert(2, "best", data.mu == data.dataset.map(best))

@@ -13,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from replicate.core.threads import threads
 from replicate.data.shards import WORKERS
 from replicate.fl.algorithms import FedAvg, Scaffold, Stem
 from replicate.runs.tune import at_grid_edge, tune_then_run
@@ -76,12 +75,9 @@ def tune_and_run(config, local_updates, log=None) -> tuple[list[dict], list[tupl
     loss, ``runs.tune``), then run the chosen rates on every seed. Returns the tuning rows (one per candidate)
     and ``(algorithm, I, seed, history, chosen, at_edge)`` for every final run."""
     groups = {(a, i): config.candidates(a) for i in local_updates for a in ALGORITHMS}
-    # one intra-op thread, as the pool's workers: on a shared CPU a second thread waiting at every small
-    # conv's barrier made a LeNet step 5× slower
-    with threads(1):
-        found = tune_then_run(groups, lambda g, h, s: config.run_config(g[0], g[1], s, **h), config.seeds,
-                              config.tune_seeds, lambda run: final(run, "train_loss", fraction=config.tail),
-                              workers=config.workers, log=log)
+    found = tune_then_run(groups, lambda g, h, s: config.run_config(g[0], g[1], s, **h), config.seeds,
+                          config.tune_seeds, lambda run: final(run, "train_loss", fraction=config.tail),
+                          workers=config.workers, log=log)
     rows = [{"kind": "tuning", "algorithm": LABELS[a], "local_updates": i, **h, "final_train_loss": score}
             for (a, i), h, score in found.scores]
     trained = {group for group, _, score in found.scores if np.isfinite(score)}

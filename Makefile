@@ -35,8 +35,9 @@ smoke: setup
 
 ## Unit, equivalence and data tests, every notebook at smoke scale through nbval, and the number guard, as two
 ## halves side by side (each prints when it ends, with its slowest tests: where CI time goes): test-library
-## (tests/, then the guard) and test-notebooks (nbval); then test-cluster (the executors' tests, which start a
-## real Ray head node: alone, as a loaded machine makes it miss its health checks). Each half writes its own
+## (tests/, then the guard) and test-notebooks (nbval, then the official-data end-to-end test); then
+## test-cluster (the executors' tests, which start a real Ray head node: alone, as a loaded machine makes it
+## miss its health checks). Each half writes its own
 ## build folder, never the run cache of your own figures (build/cache), and computes with half the cores'
 ## threads, so the halves do not contend for cores (two 2-thread pools on 2 cores slowed small ops up to 100×).
 HALF_THREADS := $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n > 1 ? n / 2 : 1 )))
@@ -46,13 +47,18 @@ test: setup $(VENV)/.ray
 
 test-library: setup $(VENV)/.ray
 	OMP_NUM_THREADS=$(HALF_THREADS) REPLICATE_BUILD=$(CURDIR)/build/test \
-	    $(BIN)/python -m pytest -q -rs tests --ignore=tests/test_executors.py -p no:cacheprovider --durations=20
+	    $(BIN)/python -m pytest -q -rs tests --ignore=tests/test_executors.py --ignore=$(E2E) -p no:cacheprovider --durations=20
 	OMP_NUM_THREADS=$(HALF_THREADS) $(MAKE) --no-print-directory guard
 
-# tests/ is named so that its conftest.py (data-aware skips of notebooks) applies; its test files are not run here
+# tests/ is named so that its conftest.py (data-aware skips of notebooks) applies; its test files are not run here,
+# except, after the notebooks, the official-data end-to-end test (twelve notebooks on fabricated downloads: ≈ 4 min,
+# which balances the halves)
+E2E := tests/test_official_data_e2e.py
 test-notebooks: setup
 	OMP_NUM_THREADS=$(HALF_THREADS) REPLICATE_BUILD=$(CURDIR)/build/test-notebooks \
 	    $(BIN)/python -m pytest -q -rs tests notebooks --nbval-lax --ignore-glob='tests/test_*.py' -p no:cacheprovider --durations=10
+	OMP_NUM_THREADS=$(HALF_THREADS) REPLICATE_BUILD=$(CURDIR)/build/test-notebooks \
+	    $(BIN)/python -m pytest -q -rs $(E2E) -p no:cacheprovider
 
 test-cluster: setup $(VENV)/.ray
 	REPLICATE_BUILD=$(CURDIR)/build/test $(BIN)/python -m pytest -q -rs tests/test_executors.py -p no:cacheprovider

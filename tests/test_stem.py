@@ -116,6 +116,15 @@ def test_mnist_stem_counts_match_the_paper():
     assert ds.num_clients == 100
     assert set(ds.train.sizes.tolist()) == {540} and set(ds.test.sizes.tolist()) == {80}  # §4: 540 / 80
     assert ds.train.x.shape[1] == 784 and abs(float(ds.train.x.mean())) < 0.2
+    few = load("mnist_stem_high", num_clients=10)  # smoke scale: the first workers of the same partition
+    assert few.num_clients == 10
+    for part in ("train", "test"):
+        whole, first = getattr(ds, part), getattr(few, part)
+        end = int(whole.offsets[10])
+        assert torch.equal(first.offsets, whole.offsets[:11])
+        assert torch.equal(first.x, whole.x[:end]) and torch.equal(first.y, whole.y[:end])
+    with pytest.raises(ReplicateError, match="num_clients"):
+        load("mnist_stem_high", num_clients=101)
 
 
 def test_lenet_has_the_proposed_shape():

@@ -58,6 +58,11 @@ def class_shards(labels: np.ndarray, heterogeneity: str, seed: int, stream: int,
     return parts
 
 
+def _check_workers(num_clients: int) -> None:
+    if not 1 <= num_clients <= WORKERS:
+        raise ReplicateError(f"num_clients must be between 1 and {WORKERS}, got {num_clients}")
+
+
 def _mnist_features(images: np.ndarray) -> np.ndarray:
     return ((images.astype(np.float32) / 255.0) - MNIST_MEAN) / MNIST_STD
 
@@ -78,25 +83,27 @@ def _split(images: np.ndarray, labels: np.ndarray, parts: list[np.ndarray], feat
 
 
 @builder("mnist_stem_high", reads=("mnist",))
-def mnist_stem_high(seed: int = 0) -> FederatedDataset:
+def mnist_stem_high(seed: int = 0, num_clients: int = WORKERS) -> FederatedDataset:
     """STEM's MNIST at high heterogeneity (5 classes per worker): Figure 5's data."""
-    return mnist_stem("high", seed)
+    return mnist_stem("high", seed, num_clients)
 
 
 @builder("mnist_stem_moderate", reads=("mnist",))
-def mnist_stem_moderate(seed: int = 0) -> FederatedDataset:
+def mnist_stem_moderate(seed: int = 0, num_clients: int = WORKERS) -> FederatedDataset:
     """STEM's MNIST at moderate heterogeneity (every class at every worker)."""
-    return mnist_stem("moderate", seed)
+    return mnist_stem("moderate", seed, num_clients)
 
 
 @builder("mnist_stem", reads=("mnist",))
-def mnist_stem(heterogeneity: str = "high", seed: int = 0) -> FederatedDataset:
-    """STEM's MNIST: 100 workers × 540 train / 80 test images (5 classes each at ``high``)."""
+def mnist_stem(heterogeneity: str = "high", seed: int = 0, num_clients: int = WORKERS) -> FederatedDataset:
+    """STEM's MNIST: 100 workers × 540 train / 80 test images (5 classes each at ``high``).
+    ``num_clients`` < 100 keeps the first workers of the same 100-worker partition (smoke scale)."""
     from replicate.data.mnist import load_mnist
 
+    _check_workers(num_clients)
     m = load_mnist()
-    train = class_shards(m.train_labels, heterogeneity, seed, stream=0)
-    test = class_shards(m.test_labels, heterogeneity, seed, stream=1)
+    train = class_shards(m.train_labels, heterogeneity, seed, stream=0)[:num_clients]
+    test = class_shards(m.test_labels, heterogeneity, seed, stream=1)[:num_clients]
     return FederatedDataset(
         name=f"mnist_stem_{heterogeneity}",
         train=_split(m.train_images, m.train_labels, train),
@@ -148,8 +155,7 @@ def cifar10_stem(heterogeneity: str = "moderate", seed: int = 0, num_clients: in
     ``num_clients`` < 100 keeps the first workers of the same 100-worker partition (smoke scale)."""
     from replicate.data.cifar import cifar10_jpeg, cifar10_official
 
-    if not 1 <= num_clients <= WORKERS:
-        raise ReplicateError(f"num_clients must be between 1 and {WORKERS}, got {num_clients}")
+    _check_workers(num_clients)
     if variant not in (OFFICIAL, LOSSY_JPEG):
         raise ReplicateError(f"variant must be {OFFICIAL!r} or {LOSSY_JPEG!r}, got {variant!r}")
     c = cifar10_official() if variant == OFFICIAL else cifar10_jpeg()

@@ -114,8 +114,7 @@ class Fig2Config(knobs.DataChoice, StemRuns, knobs.FigureConfig):
         knobs.check_tune_seeds(self)
         if not 0 < self.tail <= 1 or not 0 <= self.loss_margin < 1 or not 0 <= self.acc_margin < 1:
             raise ReplicateError(f"{type(self).__name__}: tail must lie in (0, 1], loss_margin and acc_margin in [0, 1)")
-        if self.num_clients > WORKERS:
-            raise ReplicateError(f"{type(self).__name__}.num_clients must be at most {WORKERS}")
+        self.check_clients()
         if any(first_momentum_weight(k, c) >= 1 for k, c in self.stem_pairs):
             raise ReplicateError(f"{type(self).__name__}.stem_pairs: every (κ̄, c) pair needs c·η² < 1 in the first "
                                  "epoch (momentum left); got " + ", ".join(f"({k:g}, {c:g})" for k, c in self.stem_pairs
@@ -132,12 +131,6 @@ class Fig2Config(knobs.DataChoice, StemRuns, knobs.FigureConfig):
 
     def rounds(self, local_updates: int) -> int:
         return self.num_rounds
-
-    def clients(self) -> int:
-        return self.num_clients
-
-    def data_options(self) -> dict:
-        return {} if self.num_clients == WORKERS else {"num_clients": self.num_clients}
 
     def run_options(self) -> dict:
         return {"execution": self.execution}

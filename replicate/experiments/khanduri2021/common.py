@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from replicate.core.errors import ReplicateError
 from replicate.data.shards import WORKERS
 from replicate.fl.algorithms import FedAvg, Scaffold, Stem
 from replicate.runs.tune import at_grid_edge, tune_then_run
@@ -27,11 +28,15 @@ class StemRuns:
     """Run configs, STEM's (κ̄, c) grid and each algorithm's tuning candidates of a figure config."""
 
     def clients(self) -> int:
-        """Workers taking part (all of them, every round)."""
-        return WORKERS
+        """Workers taking part, every round: ``num_clients`` (K), the first of the 100-worker partition."""
+        return self.num_clients
 
     def data_options(self) -> dict:
-        return {}
+        return {} if self.num_clients == WORKERS else {"num_clients": self.num_clients}
+
+    def check_clients(self) -> None:
+        if not 1 <= self.num_clients <= WORKERS:
+            raise ReplicateError(f"{type(self).__name__}.num_clients must be between 1 and {WORKERS}")
 
     def run_options(self) -> dict:
         """Further ``RunConfig`` fields (e.g. the execution) where the figure sets them."""

@@ -68,6 +68,7 @@ class Fig1MeasuredConfig(knobs.FigureConfig):
     seeds: tuple[int, ...] = (0, 1, 2)
     equal_factor: float = 2.0  # "similar along the curve": every split within this factor of the others
     rounds_margin: float = 0.1  # "more rounds below the curve": by more than this fraction
+    num_clients: int = WORKERS  # K; fewer keeps the first workers of the 100-worker partition (smoke)
     workers: int = 2  # processes computing runs side by side
     deviations: tuple[str, ...] = DEVIATIONS
 
@@ -76,7 +77,7 @@ class Fig1MeasuredConfig(knobs.FigureConfig):
     @classmethod
     def smoke(cls):
         return cls(product=4, pairs=((1, 2), (2, 2), (4, 4)), target_loss=2.25, samples_per_worker=16,
-                   eval_samples=8, stem_grid=((0.1, 150.0), (0.2, 35.0)), seeds=(0, 1), workers=1)
+                   eval_samples=8, stem_grid=((0.1, 150.0), (0.2, 35.0)), seeds=(0, 1), num_clients=10, workers=1)
 
     def validate(self) -> None:
         products = {b * i for b, i in self.pairs}
@@ -87,6 +88,8 @@ class Fig1MeasuredConfig(knobs.FigureConfig):
         if not self.stem_grid or any(len(kc) != 2 or first_momentum_weight(*kc) >= 1 for kc in self.stem_grid):
             raise ReplicateError("Fig1MeasuredConfig: stem_grid needs (κ̄, c) pairs with c·η² < 1 in the first epoch "
                                  "(no momentum left otherwise)")
+        if not 1 <= self.num_clients <= WORKERS:
+            raise ReplicateError(f"Fig1MeasuredConfig.num_clients must be between 1 and {WORKERS}")
         if not self.test_seeds():
             raise ReplicateError(f"Fig1MeasuredConfig: tune_seeds = {self.tune_seeds} leaves no seed of {self.seeds} "
                                  "to test the claims on (they use only seeds that did not tune)")
@@ -104,7 +107,7 @@ class Fig1MeasuredConfig(knobs.FigureConfig):
         evaluation grain set here."""
         rounds = math.ceil(self.samples_per_worker / (b * I))
         evals = max(1, math.ceil(self.samples_per_worker / self.eval_samples))
-        fig5 = replace(Fig5Config(), heterogeneity=self.heterogeneity, batch_size=b,
+        fig5 = replace(Fig5Config(), heterogeneity=self.heterogeneity, batch_size=b, num_clients=self.num_clients,
                        samples_per_worker=self.samples_per_worker, evals=min(evals, rounds))
         return fig5.run_config("stem", I, seed, stem_lr, stem_c).replace(rounds=rounds)
 
@@ -267,7 +270,7 @@ def plot_measured(data: pd.DataFrame, config: Fig1MeasuredConfig):
     axes[1].set_title("(b) samples per worker (runs that reached the target)", fontsize=9)
     axes[2].set_title("(c) communication rounds (runs that reached the target)", fontsize=9)
     fig.suptitle(f"Khanduri et al. 2021, Figure 1 measured (beyond the paper): STEM on MNIST "
-                 f"({config.heterogeneity} heterogeneity, K = {WORKERS}) to training loss {config.target_loss:g};\n"
+                 f"({config.heterogeneity} heterogeneity, K = {config.num_clients}) to training loss {config.target_loss:g};\n"
                  f"(κ̄, c) tuned per (b, I) on seeds {list(config.tuning_seeds())} over {len(config.stem_grid)} "
                  f"settings; shown: test seeds {list(config.test_seeds())}, mean and range", fontsize=10)
     fig.tight_layout()

@@ -64,6 +64,7 @@ class Fig5Config(StemRuns, knobs.FigureConfig):
     seeds: tuple[int, ...] = (0, 1, 2)
     tune_seeds: int = 1  # the first seeds choose the rates by final training loss
     target_accuracy: float = 0.9  # samples per worker to reach it are reported (the paper's target is lost)
+    num_clients: int = WORKERS  # K; fewer keeps the first workers of the 100-worker partition (smoke)
     evals: int = 60  # evaluations per run
     tail: float = 0.1  # "final" = mean over the last 10% of evaluations
     workers: int = 2  # processes computing runs side by side
@@ -76,10 +77,11 @@ class Fig5Config(StemRuns, knobs.FigureConfig):
     @classmethod
     def smoke(cls):
         return cls(local_updates=(1, 4), samples_per_worker=16, stem_lr=(0.1,), stem_c=(10.0,), client_lr=(0.05,),
-                   seeds=(0,), evals=2, workers=1)
+                   seeds=(0,), evals=2, num_clients=10, workers=1)
 
     def validate(self) -> None:
         knobs.check_tune_seeds(self)
+        self.check_clients()
         if not 0 < self.target_accuracy < 1 or not 0 < self.tail <= 1:
             raise ReplicateError("Fig5Config.target_accuracy and tail must lie in (0, 1]")
         if not self.stem_grid():
@@ -194,7 +196,7 @@ def plot_samples(data: pd.DataFrame, config: Fig5Config):
             ax.set(ylabel={"train_loss": "training loss", "test_acc": "test accuracy"}[metric] if col == 0 else None,
                    title=f"b = {config.batch_size}, I = {i}" if row == 0 else None)
             ax.legend(fontsize=7, frameon=False)
-    fig.suptitle(f"Khanduri et al. 2021, Figure 5: MNIST, {config.heterogeneity} heterogeneity, K = {WORKERS} "
+    fig.suptitle(f"Khanduri et al. 2021, Figure 5: MNIST, {config.heterogeneity} heterogeneity, K = {config.num_clients} "
                  f"(seeds {list(config.seeds)}: mean and range)", fontsize=10)
     fig.tight_layout()
     return fig

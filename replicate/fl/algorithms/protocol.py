@@ -142,6 +142,13 @@ class RoundContext:
     warmup: bool = False  # RoundPlan.warmup
     full_grad: GradFn | None = None  # (m, P) -> each client's full-batch local gradient (client_init)
 
+    def at_step(self, step: int) -> "RoundContext":
+        """This context at local step ``step``: ``replace(self, step=step)`` without its checks, which cost
+        more than a small problem's whole step (≈ 14 µs against ≈ 20 µs of a quadratic client's gradient step)."""
+        ctx = object.__new__(RoundContext)
+        ctx.__dict__.update(self.__dict__, step=step)
+        return ctx
+
     def rows(self, index: torch.Tensor) -> "RoundContext":
         """The context seen by the clients at ``index`` (rows of the round's stacked tensors)."""
         params = self.params  # (rows, P) when runs are batched (``replicate.fl.batching``): select rows too

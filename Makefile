@@ -54,11 +54,14 @@ test-library: setup $(VENV)/.ray
 # except, after the notebooks, the official-data end-to-end test (twelve notebooks on fabricated downloads: ≈ 4 min,
 # which balances the halves)
 E2E := tests/test_official_data_e2e.py
+# and what the notebooks' smoke figures show: a measured point in every panel (issue #37 item 9)
+FIRST_LOOK := tests/test_first_look.py
 test-notebooks: setup
 	OMP_NUM_THREADS=$(HALF_THREADS) REPLICATE_BUILD=$(CURDIR)/build/test-notebooks \
 	    $(BIN)/python -m pytest -q -rs tests notebooks --nbval-lax --ignore-glob='tests/test_*.py' -p no:cacheprovider --durations=10
 	OMP_NUM_THREADS=$(HALF_THREADS) REPLICATE_BUILD=$(CURDIR)/build/test-notebooks \
-	    $(BIN)/python -m pytest -q -rs $(E2E) -p no:cacheprovider
+	REPLICATE_SMOKE_FIGURES=$(CURDIR)/build/test-notebooks/figures \
+	    $(BIN)/python -m pytest -q -rs $(FIRST_LOOK) $(E2E) -p no:cacheprovider
 
 test-cluster: setup $(VENV)/.ray
 	REPLICATE_BUILD=$(CURDIR)/build/test $(BIN)/python -m pytest -q -rs tests/test_executors.py -p no:cacheprovider

@@ -76,12 +76,12 @@ def test_stem_settings_are_checked():
 
 
 def test_stem_schedule_diminishes_per_epoch():
-    schedule = LRSchedule("epoch_cube_root", 0.5, decay=0.25)  # 4 rounds an epoch
+    schedule = LRSchedule("epoch_cube_root", 0.5, lr_decay=0.25)  # 4 rounds an epoch
     rates = [schedule(r) for r in range(9)]
     assert rates[:4] == [0.5 / 2 ** (1 / 3)] * 4 and rates[4:8] == [0.5 / 3 ** (1 / 3)] * 4
     assert rates[8] == pytest.approx(0.5 / 4 ** (1 / 3))
     with pytest.raises(ReplicateError, match="epoch_cube_root schedule"):
-        LRSchedule("epoch_cube_root", 0.5, decay=-1.0)
+        LRSchedule("epoch_cube_root", 0.5, lr_decay=-1.0)
 
 
 @pytest.mark.parametrize("heterogeneity, classes_each", [("moderate", 10), ("high", 5)])
@@ -175,7 +175,7 @@ def test_stem_on_a_tiny_two_hidden_layer_cnn_engine_matches_oracle():
     model = CNN((3, 16, 16), 3, channels=(2, 3), hidden=(6, 5), padding=0)
     assert model.dense == 3 and model.shapes["fc3.w"] == (3, 5)
     problem = SampleProblem(ds, model)
-    work, schedule = LocalWork(3, "steps", 4), LRSchedule("epoch_cube_root", 0.3, decay=0.5)
+    work, schedule = LocalWork(3, "steps", 4), LRSchedule("epoch_cube_root", 0.3, lr_decay=0.5)
     kwargs = dict(rounds=3, seed=2, return_params=True)
     algorithm = Stem(5.0)
     stacked, w_stacked = run(problem, algorithm, work, schedule, execution="stacked", **kwargs)

@@ -316,6 +316,18 @@ def test_sent140_mu_claim_says_what_the_draft_says():
     assert "four datasets except Sent140" in mnist.source
 
 
+def test_sent140_mu_does_not_help_only_where_mu_0_trains():
+    """Issue #40 item 5: "μ does not help" held for runs in which nothing trains (every μ's curve flat), which a
+    broken model or too little data per device gives too; μ = 0 must train by the margin for the claim to hold."""
+    config = mu.Fig3Config(datasets=("sent140",), mus=(0.01, 0.1, 1.0), seeds=(0, 1))
+    flat = _mu_frame(0.6, 0.3, 2.0).replace({"dataset": {"MNIST": "Sent140"}})
+    flat["train_loss"] = 0.69 + 0.001 * np.sin(flat["round"])  # nothing trains, whatever μ
+    claim, = mu.fig3_claims(flat, config)
+    assert not claim.passed and "μ = 0 at its first evaluation" in claim.result
+    trains, = mu.fig3_claims(_mu_frame(0.6, 0.3, 2.0).replace({"dataset": {"MNIST": "Sent140"}}), config)
+    assert trains.passed  # 2.3 -> 0.6: μ = 0 trains, and the best μ ends no lower
+
+
 def test_straggler_claims_fail_when_fedavg_wins():
     config = stragglers.StragglersConfig(datasets=("mnist",), seeds=(0, 1), check_rounds=3)
     rows = []

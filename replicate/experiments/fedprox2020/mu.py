@@ -156,8 +156,8 @@ NO_HELP_DATASETS = ("Sent140",)  # the draft's exception to "an appropriate μ s
 
 def fig3_claims(data: pd.DataFrame, config: Fig3Config) -> list:
     """Per dataset, as §5.3 says it: on every dataset but Sent140 the best μ stabilises (fluctuates less and
-    ends lower than μ = 0 on every seed); on Sent140 μ does not help (the best μ does not end lower than
-    μ = 0 by the margin on every seed)."""
+    ends lower than μ = 0 on every seed); on Sent140 μ does not help (μ = 0 trains by the margin, and the
+    best μ does not end lower than μ = 0 by the margin on every seed)."""
     by = ("dataset", "mu", "seed")
     wiggle, final = fluctuations(data, by), finals(data, "train_loss", by, fraction=config.tail)
     best = _best(data)
@@ -170,10 +170,18 @@ def fig3_claims(data: pd.DataFrame, config: Fig3Config) -> list:
         result = (f"best μ = {best[d]:g}{edge}; fluctuation μ = 0: {fmt_seeds(w0)} vs best μ: {fmt_seeds(wb)}; final "
                   f"training loss {fmt_seeds(f0)} vs {fmt_seeds(fb)} ({len(w0)} seed(s): mean [min, max])")
         if d in NO_HELP_DATASETS:
+            # "μ does not help" alone held for any run in which nothing trains (issue #40 item 5: at ≈ 4 tweets a
+            # device a flat curve is plausible): μ = 0 must itself train, by the figure's margin, so that a
+            # speed-up could have been seen. The margin is the figure's own, fixed before the numbers were read.
+            first = data[data.dataset == d].sort_values("round").groupby(["mu", "seed"])["train_loss"].first()
+            start = first[0.0][f0.index]
+            trains = bool((f0 < start * (1 - config.margin)).all())
             claims.append(check(
-                f"{d}: μ does not help speed up convergence (the best μ does not end clearly below μ = 0)",
-                not lower, result,
-                margin=f"not on every seed does the best μ end > {config.margin:.0%} below μ = 0",
+                f"{d}: μ does not help speed up convergence (μ = 0 trains, and the best μ does not end clearly "
+                f"below it)",
+                trains and not lower, f"{result}; μ = 0 at its first evaluation {fmt_seeds(start)}",
+                margin=f"μ = 0 ends > {config.margin:.0%} below its first evaluation on every seed, and not on "
+                       f"every seed does the best μ end > {config.margin:.0%} below μ = 0",
                 paper_value="qualitative (Fig. 3, §5.3)", source=MU_NO_HELP))
             continue
         claims.append(check(

@@ -469,3 +469,23 @@ def test_every_fedprox_claim_quotes_a_seed_sentence():
     claims = [c["claim"] for k in keys for c in
               json.loads((paths.figures_dir() / "fedprox2020" / f"{k}.claims.json").read_text())["claims"]]
     assert claims and all(any(words in claim for words, _ in common.SOURCES) for claim in claims), claims
+
+
+def test_mu_claims_test_only_the_seeds_that_did_not_choose_mu():
+    """Issue #40 item 7: seed 0 chose μ (the grid runs there); the claims test seed 1 alone. Here the best μ
+    stabilises on seed 1 but not on the tuning seed 0: the claim holds, and says which seed it tested."""
+    rows = [({"dataset": "MNIST", "mu": 0.0, "seed": s}, 2.3, 0.6, 0.3, 2.0) for s in (0, 1)]
+    rows += [({"dataset": "MNIST", "mu": m, "seed": 0}, 2.3, 0.8, 0.3, 2.0) for m in (0.01, 0.1)]
+    rows += [({"dataset": "MNIST", "mu": 1.0, "seed": 0}, 2.3, 0.7, 0.4, 2.5),  # worse than μ = 0 on seed 0
+             ({"dataset": "MNIST", "mu": 1.0, "seed": 1}, 2.3, 0.2, 0.0, 0.5)]
+    data = _curves(rows)
+    data["best"] = data.mu == 1.0
+    data["shown"] = data.best | (data.mu == 0)
+    config = mu.Fig3Config(datasets=("mnist",), mus=(0.01, 0.1, 1.0), seeds=(0, 1), tune_seeds=1)
+    claim, = mu.fig3_claims(data, config)
+    assert claim.passed and "(1 seed(s)" in claim.result and "seed 1, which chose nothing" in claim.margin
+    similar = mu.fig4_claims(data, config)[0]
+    assert similar.passed and "seed 1, which chose nothing" in similar.margin
+    alone, = mu.fig3_claims(data[data.seed == 0], mu.Fig3Config(datasets=("mnist",), mus=(0.01, 0.1, 1.0),
+                                                                  seeds=(0,)))
+    assert not alone.passed and "on the tuning seed alone" in alone.margin

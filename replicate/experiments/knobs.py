@@ -169,3 +169,14 @@ def check_tune_seeds(config) -> None:
     if not 1 <= config.tune_seeds <= len(config.seeds):
         raise ReplicateError(f"{type(config).__name__}.tune_seeds must be between 1 and the number of seeds "
                              f"({len(config.seeds)}), got {config.tune_seeds}")
+
+
+def held_out(frame, config):
+    """The rows of ``frame`` from the seeds that chose no setting (``config.seeds`` after the first ``tune_seeds``:
+    issue #40, a tuning seed is never a test seed) and the claims' note on them; with no such seed (a one-seed
+    smoke run) every row, and the note says so."""
+    test = list(config.seeds[config.tune_seeds:])
+    if not test:
+        return frame, "; on the tuning seed alone (no seed left out of the tuning)"
+    note = f"; seed{'s' if len(test) > 1 else ''} {', '.join(map(str, test))}, which chose nothing"
+    return frame[frame["seed"].isin(test)], note + (" (one seed)" if len(test) == 1 else "")

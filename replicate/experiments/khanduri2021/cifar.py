@@ -48,7 +48,7 @@ from replicate.core.errors import ReplicateError
 from replicate.data.shards import HETEROGENEITY, WORKERS
 from replicate.experiments import knobs
 from replicate.experiments.khanduri2021.common import (LABELS, StemRuns, chosen_text, edge_note, first_momentum_weight,
-                                                       held_out, legend_label, seeds_text, tune_and_run)
+                                                       legend_label, seeds_text, tune_and_run)
 from replicate.runs.measures import final
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check, quoting
@@ -213,7 +213,7 @@ def finals(data: pd.DataFrame, tail: float = 0.1) -> pd.DataFrame:
 
 @quoting(SOURCES)
 def cifar_claims(data: pd.DataFrame, config: Fig2Config) -> list:
-    table, seeds = held_out(finals(data, config.tail), config)
+    table, seeds = knobs.held_out(finals(data, config.tail), config)
     own = table[table.figure == config.FIGURE]
     loss = own.pivot(index="seed", columns="algorithm", values="final_train_loss")
     acc = own.pivot(index="seed", columns="algorithm", values="final_test_acc")

@@ -96,16 +96,6 @@ def tune_and_run(config, local_updates, log=None) -> tuple[list[dict], list[tupl
 ALL_DIVERGED = "every candidate diverged"
 
 
-def held_out(frame: pd.DataFrame, config) -> tuple[pd.DataFrame, str]:
-    """The rows of the seeds that chose no setting (issue #40: a tuning seed is never a test seed) and the
-    claims' note on them; with no such seed (a one-seed smoke run) every row, and the note says so."""
-    test = [s for s in config.seeds[config.tune_seeds:]]
-    if not test:
-        return frame, "; on the tuning seed alone (no seed left out of the tuning)"
-    note = f"; seed{'s' if len(test) > 1 else ''} {', '.join(map(str, test))}, which chose nothing"
-    return frame[frame["seed"].isin(test)], note + (" (one seed)" if len(test) == 1 else "")
-
-
 def chosen_text(chosen: dict) -> str:
     return ", ".join(f"{k}={v:g}" for k, v in chosen.items())
 

@@ -30,7 +30,7 @@ import pandas as pd
 from replicate.core.errors import ReplicateError
 from replicate.data.shards import HETEROGENEITY, WORKERS
 from replicate.experiments import knobs
-from replicate.experiments.khanduri2021.common import (LABELS, StemRuns, chosen_text, edge_note, held_out, legend_label,
+from replicate.experiments.khanduri2021.common import (LABELS, StemRuns, chosen_text, edge_note, legend_label,
                                                        seeds_text, tune_and_run)
 from replicate.experiments.khanduri2021.common import grid_edges  # noqa: F401  (kept importable from here)
 from replicate.runs.measures import final
@@ -143,7 +143,7 @@ BEST_SOURCE = ("§4: \"We note that STEM outperforms FedAvg and SCAFFOLD in this
 
 
 def samples_claims(data: pd.DataFrame, config: Fig5Config) -> list:
-    reached, seeds = held_out(to_target(data, config.target_accuracy, config.tail), config)
+    reached, seeds = knobs.held_out(to_target(data, config.target_accuracy, config.tail), config)
     small, large = min(config.local_updates), max(config.local_updates)
     claims = []
     pivot = reached.pivot_table(index=["algorithm", "seed"], columns="local_updates", values="samples_to_target")

@@ -5,6 +5,7 @@ profiles."""
 from __future__ import annotations
 
 import math
+import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -280,3 +281,23 @@ def test_neural_claims_quote_appendix_f_and_section_6():
     paper = _fig6_frame({("gd", 0.0): [0.0, 0.2, 0.4, 0.5, 0.6], ("nesterov", 0.0): [0.0, 0.4, 0.6, 0.7, 0.7],
                          ("heavyball", 0.0): [0.0, 0.5, 0.6, 0.7, 0.7], ("gd", 0.1): [0.0, 0.2, 0.4, 0.5, 0.61]})
     assert all("little to no effect" in c.source for c in tuned.tuned_claims(paper, FIG6))
+
+
+def test_tuned_figures_test_only_the_seeds_that_chose_no_rate():
+    """Issue #40 item 7: Figure 13 and Figure 6 choose their rates on seed 0; their claims test seed 1 alone.
+    Here the tuning seed 0 contradicts the paper and seed 1 agrees: the claims hold, and name the seed they test."""
+    fig13 = dataclasses.replace(CONFIG, server_lrs=(0.01, 0.1), seeds=(0, 1), tune_seeds=1)
+    agree = curves({0.01: [4.0, 3.5, 3.0, 2.0, 1.0, 0.5], 0.1: [4.0, 2.5, 2.0, 1.5, 1.4, 1.3]}, seeds=(1,))
+    contradict = curves({0.01: [4.0, 2.0, 1.5, 1.0, 0.9, 0.8], 0.1: [4.0, 3.0, 2.5, 1.5, 1.4, 1.3]}, seeds=(0,))
+    claims = exp.sweep_claims(pd.concat([contradict, agree], ignore_index=True), fig13)
+    assert all(c.passed for c in claims) and all("seed 1, which chose nothing" in c.margin for c in claims)
+    fig12 = exp.sweep_claims(pd.concat([contradict, agree], ignore_index=True), CONFIG)  # one η: nothing was tuned
+    assert not fig12[0].passed and "chose nothing" not in fig12[0].margin
+    paper = _fig6_frame({("gd", 0.0): [0.0, 0.2, 0.4, 0.5, 0.6], ("nesterov", 0.0): [0.0, 0.4, 0.6, 0.7, 0.7],
+                         ("heavyball", 0.0): [0.0, 0.5, 0.6, 0.7, 0.7], ("gd", 0.1): [0.0, 0.2, 0.4, 0.5, 0.61]},
+                        seeds=(1,))
+    slow = _fig6_frame({("gd", 0.0): [0.0, 0.2, 0.4, 0.5, 0.6], ("nesterov", 0.0): [0.0, 0.1, 0.2, 0.3, 0.4],
+                        ("heavyball", 0.0): [0.0, 0.1, 0.3, 0.5, 0.6], ("gd", 0.1): [0.0, 0.2, 0.4, 0.45, 0.5]},
+                       seeds=(0,))
+    faster, alpha = tuned.tuned_claims(pd.concat([slow, paper], ignore_index=True), dataclasses.replace(FIG6, tune_seeds=1))
+    assert faster.passed and alpha.passed and "seed 1, which chose nothing" in faster.margin

@@ -345,4 +345,7 @@ STALE: dict[str, str] = {**{f"cpu_scale/khanduri2021/{fig}": _HELD_OUT for fig i
                          "cpu_scale/fedprox2020/fig4": _TRACKS.format(command="its command in the reduced-scale "
                                                                       "section"),
                          **{f"cpu_scale/charles2021/{fig}": _NEW_MASKS for fig in ("fig6", "fig12", "fig13")}}
+for _fig in ("fig6", "fig13"):  # they tune rates on seed 0
+    STALE[f"cpu_scale/charles2021/{_fig}"] += ("; its claims also test seed 1 alone now, which chose no rate (issue #40 "
+                                               "item 7), with the same verdicts on the committed CSV")
 

@@ -166,6 +166,20 @@ def test_fig4_claims_pass_on_the_papers_picture_and_fail_otherwise():
     assert passed == [False, False, False, False]
 
 
+def test_scheme_claims_test_only_the_seeds_that_did_not_tune_the_original():
+    """Issue #40 item 7: seed 0 tunes the Original's η0; the claims compare the schemes on seeds 1 and 2 alone.
+    Here seed 0 contradicts the paper's picture and seeds 1, 2 agree: the claims hold, and say which seeds."""
+    config = schemes.Fig4Config(rounds=60, seeds=(0, 1, 2))
+    paper = {"scheme1": smooth(0.8), "original": smooth(0.9), "transformed2": smooth(1.0),
+             "scheme2": lambda r, s: 1.5 + (0.8 if (r + s) % 3 == 0 else 0.0)}
+    swapped = {"scheme1": smooth(0.95), "original": smooth(1.2), "transformed2": smooth(0.9), "scheme2": smooth(0.5)}
+    data = pd.concat([_schemes_frame(swapped, "synthetic(0,0)", seeds=(0,)),
+                      _schemes_frame(paper, "synthetic(0,0)", seeds=(1, 2))], ignore_index=True)
+    claims = schemes.fig4_claims(data, config)
+    assert [c.passed for c in claims] == [True, True, True, True]
+    assert "means over 2 seeds; seeds 1, 2, which chose nothing" in claims[0].result
+
+
 def test_fig1cd_claims():
     config = schemes.Fig1cdConfig(seeds=(0, 1, 2))
     balanced = _schemes_frame({"scheme1": smooth(0.40), "scheme2": smooth(0.41), "transformed2": smooth(0.41),

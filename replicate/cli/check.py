@@ -10,7 +10,10 @@ promise agreement within the tolerance below and **the same verdict for every cl
 
 Tolerance: a value agrees when ``|ours − committed| ≤ ATOL + RTOL·|committed|`` (numpy's
 ``isclose``). RTOL = 1e-2 by default; rounds-to-target counts (Li et al. Fig 1a) may move by a
-round where a loss crosses its target a hair earlier or later, hence 5e-2 there.
+round where a loss crosses its target a hair earlier or later, hence 5e-2 there. Li et al. Fig 4's Original
+at η0 ≥ 0.5 trains unstably: a one-ulp change of its initial model moves its loss by 0.26 % after one round
+(measured), and two CPUs (an AMD EPYC and an Intel Xeon with AVX-512, 2026-11-28) gave curves up to 13 % apart
+with the same verdicts; there the promise is the verdicts, with values within 15 %.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ import pandas as pd
 
 ATOL = 1e-8
 RTOL = 1e-2
-RTOL_BY_FIGURE = {"li2020/fig1a": 5e-2}
+RTOL_BY_FIGURE = {"li2020/fig1a": 5e-2, "li2020/fig4": 0.15}
 # Columns that record how long something took on the machine that ran it, not a result: never compared.
 TIMINGS = frozenset({"constants_s"})
 

@@ -338,14 +338,9 @@ _TRAINS = ("its claim that on Sent140 μ does not help now tests seed 1 alone, w
            "trains (issue #40 item 5); the committed CSV fails the restated claim (μ = 0's training loss rises from "
            "0.687 to 0.792 over the 200 rounds on seed 1: nothing trains at ≈ 4 tweets a device), so republishing turns this "
            "claim from holding to failing; republish with its command in the reduced-scale section")
-STALE: dict[str, str] = {**{f"cpu_scale/khanduri2021/{fig}": _HELD_OUT for fig in ("fig3", "fig4", "fig5")},
+STALE: dict[str, str] = {**{f"cpu_scale/khanduri2021/{fig}": _HELD_OUT for fig in ("fig4", "fig5")},
                          "fedprox2020/fig3": _MU_SEEDS + "; republish with `python -m replicate figures fedprox2020/fig3 "
                                              "--profile paper` (≈ 2 h of one core's compute here)",
-                         "li2020/fig1cd": ("its claims now compare the schemes on seed 1 alone, which did not tune the "
-                                           "Original's η0 (issue #40 item 7: the record used seeds 0 and 1); on the "
-                                           "committed CSV the restated claims give the same verdicts; republish with "
-                                           "`python -m replicate figures li2020/fig1cd --profile paper` (≈ 37 min of "
-                                           "one core's compute here)"),
                          "cpu_scale/fedprox2020/fig3": _TRAINS,
                          "cpu_scale/fedprox2020/fig4": _TRACKS.format(command="its command in the reduced-scale "
                                                                       "section"),

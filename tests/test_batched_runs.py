@@ -117,6 +117,33 @@ def test_batched_runs_equal_runs_one_by_one(case, execution):
     assert len(set(finals)) == len(finals)  # the runs really differ
 
 
+
+def test_a_batch_takes_the_sequential_steps_its_runs_round_steps_count(monkeypatch):
+    """The work model of the planner (``batching.round_steps``/``batch_steps``, issue #38 item 4) is what the
+    engine does: a stacked round takes its busiest client's local steps, stragglers' shorter work included,
+    and a batch's round lasts as long as its longest run's."""
+    from replicate.fl import batching, engine
+
+    problem, work = logistic64(), LocalWork(3, "epochs", 16)
+    runs = specs([FedProx(0.1, 5, straggler_fraction=0.5), FedProx(0.3, 3, "proportional"),
+                  FedProx(0.1, 4, straggler_fraction=0.9)])
+    calls = []
+    step = engine._step
+    monkeypatch.setattr(engine, "_step", lambda *a, **k: calls.append(1) or step(*a, **k))
+    lengths = [batching.round_steps(s.algorithm, problem.population(), work, s.seed, s.rounds) for s in runs]
+    for spec, length in zip(runs, lengths):  # each run alone (the generic step: the fused solver steps inside)
+        calls.clear()
+        run(problem, spec.algorithm, work, spec.schedule, rounds=spec.rounds, seed=spec.seed, fused=False)
+        assert len(calls) == int(length.sum()) > 0
+    calls.clear()
+    run_batch(problem, runs, work, rounds=3, fused=False)
+    assert len(calls) == batching.batch_steps(lengths)
+    assert len({tuple(t.tolist()) for t in lengths}) == 3  # other seeds, other laws, other stragglers: other rounds
+    two = lengths[1:]
+    assert max(int(t.sum()) for t in two) < batching.batch_steps(two) < sum(int(t.sum()) for t in two)
+    same_seed = [batching.round_steps(FedProx(mu, 5), problem.population(), work, 7, 3) for mu in (0.1, 0.5)]
+    assert batching.batch_steps(same_seed) == int(same_seed[0].sum())  # one seed: the clients of one run
+
 def test_a_stopped_run_leaves_the_batch_and_the_others_go_on():
     problem = logistic64()
     work, algorithms = LocalWork(2, "steps", 8), [FedAvg("scheme2", 4)] * 3

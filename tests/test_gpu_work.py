@@ -46,6 +46,30 @@ def test_fixed_step_figures_count_rounds_times_local_updates():
     assert work.runs(fig2)[0:2] == (34 + 6 + 6, 3 * 2)  # 34 STEM (κ̄, c) pairs, 6 rates each, then 2 more seeds
 
 
+
+def test_an_epoch_figure_counts_its_busiest_clients_exactly(monkeypatch):
+    """FedProx Figures 2/6's LSTM panels: a stacked round lasts as long as its busiest sampled client, so the
+    committed sequential steps are today's count from the algorithm's plan (issue #38: the mean client's
+    epoch, the earlier count, is ≈ 5× short here), and the slot's pieces never take more than the runs alone."""
+    from replicate.experiments import requirements
+
+    monkeypatch.setenv("REPLICATE_STAND_INS", "1")  # the GPU work is enumerated on the stand-ins (work.SOURCE)
+    figure = next(f for f in work.FIGURES if f.key == "fedprox2020/fig2")
+    absent = requirements.missing(figure.key, "paper")
+    if absent:
+        pytest.skip(f"{', '.join(sorted(absent))} not available: the count reads the clients' sizes")
+    row = next(r for r in _committed() if r["figure"] == figure.figure)
+    tuning, final = figure.plan()
+    _, _, every = work.runs(figure)
+    lengths: dict = {}
+    steps = [int(work.round_steps(c, lengths).sum()) for c in every]
+    assert (row["sequential_steps"], row["steps_per_run"]) == (sum(steps), [min(steps), max(steps)])
+    assert row["batched_steps"] == work.batched_steps(list(dict.fromkeys(tuning)),
+                                                      [c for c in every if c not in set(tuning)], lengths)
+    assert row["batched_steps"] <= row["sequential_steps"]
+    mean = sum(c.rounds * c.local_epochs * row["epoch_steps"][f"{c.dataset}, b = {c.batch_size}"] for c in every)
+    assert row["sequential_steps"] > 3 * mean
+
 def test_replication_md_has_the_table_and_each_gpu_row_states_its_work():
     text = replication.render()
     assert "### GPU-scale work: what the paper profile of each GPU-scale figure costs" in text

@@ -12,7 +12,9 @@ holds a run equal to its template on every field the tuning does not set (``TUNE
 local step of that model and dataset took on this device kind, the median over the ledger's runs
 (``elapsed_s``: a batch's time shared among its runs); without one, from a bench's CUDA timing of that
 model (``REFERENCE_S``) or *modelled* as ops per step × ``OP_SECONDS``, host-bound as issue #38 measured
-(two gradients a step for STEM): marked, and for the modelled ones a lower bound. A slot's minutes are
+(two gradients a step for STEM), shared by the runs a slot batches (``work.SLOT``): marked, and for the
+modelled ones a lower bound. A run's sequential steps count its rounds at their busiest sampled client's
+length (``work``'s round_epoch_steps), as the engine steps them. A slot's minutes are
 run-seconds over the concurrency measured in slots (``wall_s`` of the ledger's pieces), else 1.
 """
 from __future__ import annotations
@@ -102,7 +104,15 @@ def _figure(key: str) -> work.Figure:
 
 
 def _epoch_steps() -> dict[str, float]:
-    return {name: steps for row in _work_rows() for name, steps in row["epoch_steps"].items()}
+    """Dataset, b → one epoch in sequential steps: the busiest sampled client's (``work``'s round_epoch_steps),
+    over every figure (each unit prices its own figure's, ``_row``)."""
+    return {name: steps for row in _work_rows() for name, steps in row["round_epoch_steps"].items()}
+
+
+def _row(key: str) -> dict:
+    """The committed gpu_work.json row of a unit's figure."""
+    figure = _figure(key).figure
+    return next(row for row in _work_rows() if row["figure"] == figure)
 
 
 def _work_rows() -> list[dict]:
@@ -116,7 +126,8 @@ def _read_rows(path) -> list[dict]:
 
 
 def steps(config, epochs: dict[str, float]) -> float:
-    """Sequential local steps of one run (``work.local_steps``, epochs from the committed gpu_work.json)."""
+    """Sequential local steps of one run alone (an epoch: its busiest client's, from the committed
+    gpu_work.json; stragglers averaged over the figure's runs)."""
     if config.local_steps is not None:
         return config.rounds * config.local_steps
     return config.rounds * config.local_epochs * epochs[f"{config.dataset}, b = {config.batch_size}"]
@@ -140,7 +151,9 @@ def progress(unit: Unit, runs: dict[str, dict], device: str = "cuda", epochs: di
     only its rounds left. A final run's checkpoint is named by the rates its tuning chose, so only a final
     run whose template is its config (none is tuned) is matched."""
     reached = reached or {}
-    epochs = epochs if epochs is not None else _epoch_steps()
+    row = _row(unit.key)
+    epochs = {**(epochs if epochs is not None else _epoch_steps()), **row["round_epoch_steps"]}
+    shared = row["batched_steps"] / row["sequential_steps"]  # a slot's pieces step their runs together
     keep = (lambda c: True) if unit.datasets is None else (lambda c: c.dataset in unit.datasets)
     tuning, final = (list(dict.fromkeys(filter(keep, part))) for part in _figure(unit.key).plan())
     keys = {cache.key(c, device=device): c for c in tuning}
@@ -156,7 +169,7 @@ def progress(unit: Unit, runs: dict[str, dict], device: str = "cuda", epochs: di
         k = cache.key(c, device=device)
         share = max(0.0, 1.0 - reached[k] / c.rounds) if k in reached else 1.0
         cost[k] = share * steps(c, epochs) * (rate[(c.model, c.dataset)] if (c.model, c.dataset) in rate
-                                              else _modelled(c))
+                                              else _modelled(c, shared))
     measured = all((c.model, c.dataset) in rate for c in left)
     return Progress(unit, (sum(k in on_device for k in keys), len(keys)), (len(done_final), len(final)), spent, cost,
                     measured, sum(k in reached for k in cost))
@@ -181,15 +194,16 @@ def _seconds_per_step(runs: dict[str, dict], epochs: dict) -> dict[tuple[str, st
     return {pair: statistics.median(values) for pair, values in rates.items()}
 
 
-def _modelled(config) -> float:
-    """Seconds a local step when no run of its model was timed on this device kind: ``REFERENCE_S`` where a
-    bench measured it, else its op count (gpu_work.json, + ``NOISE_OPS`` for dropout) × ``OP_SECONDS``,
-    per gradient (STEM takes two a step)."""
+def _modelled(config, shared: float = 1.0) -> float:
+    """Seconds a run's local step when no run of its model was timed on this device kind: ``REFERENCE_S``
+    where a bench measured it, else its op count (gpu_work.json, + ``NOISE_OPS`` for dropout) × ``OP_SECONDS``
+    per gradient (STEM takes two a step), of which the run pays ``shared``: host-bound, a step of a piece of
+    runs dispatches the ops of one, so its runs share it (the figure's batched over sequential steps)."""
     per_gradient = REFERENCE_S.get(config.model)
     if per_gradient is None:
         name = f"{config.model} ({config.dataset})"
         ops = next(row["ops_per_step"][name] for row in _work_rows() if name in row["ops_per_step"])
-        per_gradient = (ops + (NOISE_OPS if config.model == "conv_dropout" else 0)) * OP_SECONDS
+        per_gradient = (ops + (NOISE_OPS if config.model == "conv_dropout" else 0)) * OP_SECONDS * shared
     return per_gradient * (2 if config.algorithm_name == "stem" else 1)
 
 

@@ -7,10 +7,14 @@ the way the figure's own code does: the tuning grid on the tuning seeds, then th
 seed. Which rate is chosen does not change the count (a final run on a tuning seed is a tuning run), so
 the first grid point stands in for it. Runs are counted once (the run cache computes a config once).
 
-Per run: rounds × local steps a round for one client — a *sequential* step, as a GPU sees a stacked round
-(all clients of a round step together). Epoch-based runs convert an epoch into the mean over the
-dataset's training clients of ⌈n_k/b⌉ (DERIVED: a stacked round lasts as long as its largest sampled
-client, so this is a lower bound; stragglers are counted as if they did all their epochs). Ops per local
+Per run: its *sequential* local steps — a GPU steps a round's stacked clients together, so a round takes as
+many steps as its busiest sampled client: ``runs.batched.round_steps`` counts them from the algorithm's own
+plan (sampling and stragglers as the engine draws them) and the dataset's client sizes, exactly, without
+training. And per figure, the steps of the pieces a GPU slot trains (``SLOT``: ``runs.batched.group``'s
+batches of at most 8 runs, cut for 16 workers): the runs of a piece step together, each round as long as
+its longest run's (``fl.batching.batch_steps``). The epoch columns state one epoch in steps two ways: the
+mean over the training clients of ⌈n_k/b⌉ and the busiest sampled client's per round (the figure's
+sequential steps over its rounds × epochs), which the planner (``experiments.plan``) prices. Ops per local
 step are ``fl.models.opcount.step_ops`` of the model at its data's input shape (sequence length) with
 narrowed widths (the count does not depend on widths, as ``cli.bench.op_table``). The measured CPU costs
 are quoted from where they were measured (named in each), never projected here.
@@ -34,6 +38,7 @@ from replicate.core.fileio import atomic_write_text
 from replicate.experiments import knobs
 
 LSTM_PANELS = ("shakespeare", "sent140")  # the FedProx figures' GPU-scale panels
+SLOT = {"max_runs": 8, "workers": 16}  # how a GPU slot cuts batches: .ci/device-check's REPLICATE_BATCH_RUNS, the H200's cores
 SOURCE = "stand-in"  # the data_source knob of the GPU slots' runs (replicate.data.variants)
 FILE = "gpu_work.json"
 
@@ -183,11 +188,34 @@ def _mean_steps(dataset: str, batch_size: int, cache: dict) -> float:
     return cache[(dataset, batch_size)]
 
 
-def local_steps(config, cache: dict) -> float:
-    """Sequential local steps of one run: rounds × a client's steps a round."""
-    if config.local_steps is not None:
-        return config.rounds * config.local_steps
-    return config.rounds * config.local_epochs * _mean_steps(config.dataset, config.batch_size, cache)
+def _plan_key(config) -> str:
+    """What a run's round lengths depend on: its config but for the rates (a grid's runs share their rounds)."""
+    fields = {k: v for k, v in config.to_dict().items() if k not in ("client_lr", "lr_decay", "lr_schedule")}
+    return json.dumps(fields, sort_keys=True, default=str)
+
+
+def round_steps(config, cache: dict):
+    """(rounds,) sequential local steps of one run (``runs.batched.round_steps``), computed once per plan."""
+    from replicate.runs import batched
+
+    key = _plan_key(config)
+    if key not in cache:
+        cache[key] = batched.round_steps(config)
+    return cache[key]
+
+
+def batched_steps(tuning: list, final: list, cache: dict) -> int:
+    """Sequential local steps of the pieces a GPU slot trains (``SLOT``): the tuning runs batched among
+    themselves, then the final runs (they start once the tuning has chosen)."""
+    from replicate.fl import batching
+    from replicate.runs import batched
+    from replicate.runs.pool import Job
+
+    total = 0
+    for phase in (tuning, final):
+        for piece in batched.group([Job(c) for c in phase], **SLOT):
+            total += batching.batch_steps([round_steps(job.config, cache) for job in piece])
+    return total
 
 
 def _narrow(model: str, dataset: str):
@@ -247,24 +275,35 @@ def _recorded(key: str, scale: str) -> str:
 
 def table() -> list[dict]:
     """One row per GPU-scale figure (see the module docstring)."""
-    cache, ops = {}, {}
+    means, ops, lengths = {}, {}, {}
     rows = []
     for figure in FIGURES:
-        tuning, final, every = runs(figure)
-        steps = [local_steps(c, cache) for c in every]
+        tuning, final = figure.plan()
+        tuning = _unique(tuning)
+        every = _unique(tuning + final)
+        final = every[len(tuning):]
+        steps = [int(round_steps(c, lengths).sum()) for c in every]
         per_model = {}
         for c in every:
             key = (c.model, c.dataset)
             if key not in ops:
                 ops[key] = ops_per_step(*key)
             per_model[f"{c.model} ({c.dataset})"] = ops[key]
-        epochs = sorted({c.dataset for c in every if c.local_steps is None})
+        epochs: dict[str, list[float]] = {}  # dataset, b → [sequential steps, epochs] of the figure's runs
+        for c, n in zip(every, steps):
+            if c.local_steps is None:
+                mean = _mean_steps(c.dataset, c.batch_size, means)
+                name = f"{c.dataset}, b = {c.batch_size}"
+                part = epochs.setdefault(name, [0.0, 0.0, mean])
+                part[0], part[1] = part[0] + n, part[1] + c.rounds * c.local_epochs
         measured = "; ".join(t for t in [figure.measured] + [_recorded(*r) for r in figure.records] if t)
         rows.append({"paper": figure.paper, "item": figure.item, "figure": figure.figure, "runs": len(every),
-                     "tuning_runs": tuning, "final_runs": final,
+                     "tuning_runs": len(tuning), "final_runs": len(final),
                      "rounds": sorted({c.rounds for c in every}),
-                     "steps_per_run": [round(min(steps)), round(max(steps))], "sequential_steps": round(sum(steps)),
-                     "epoch_steps": {f"{d}, b = {b}": round(v, 2) for (d, b), v in cache.items() if d in epochs},
+                     "steps_per_run": [min(steps), max(steps)], "sequential_steps": sum(steps),
+                     "batched_steps": batched_steps(tuning, final, lengths),
+                     "epoch_steps": {name: round(v[2], 2) for name, v in epochs.items()},
+                     "round_epoch_steps": {name: round(v[0] / v[1], 2) for name, v in epochs.items()},
                      "ops_per_step": per_model, "measured": measured or "not measured"})
     return rows
 
@@ -278,4 +317,4 @@ def write(root=None):
     return path
 
 
-__all__ = ["FIGURES", "FILE", "Figure", "local_steps", "ops_per_step", "runs", "table", "write"]
+__all__ = ["FIGURES", "FILE", "SLOT", "Figure", "batched_steps", "ops_per_step", "round_steps", "runs", "table", "write"]

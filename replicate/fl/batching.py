@@ -25,7 +25,7 @@ import torch
 
 from replicate.core import rng
 from replicate.core.errors import ReplicateError
-from replicate.fl.algorithms.protocol import ClientState, RoundContext, RoundPlan, fused_update
+from replicate.fl.algorithms.protocol import ClientState, LocalWork, Population, RoundContext, RoundPlan, fused_update
 from replicate.fl.batches import Batches
 
 
@@ -65,6 +65,28 @@ class Round:
             return [state]
         pieces = {k: v.split(self.sizes) for k, v in state.items()}
         return [{k: pieces[k][i] for k in state} for i in range(len(self.sizes))]
+
+
+def round_steps(algorithm, population: Population, work: LocalWork, seed: int, rounds: int) -> torch.Tensor:
+    """(rounds,) int64: the local steps a run's round takes, one after another — its busiest client's, since a
+    stacked round lasts until its last client is done (0 where nobody trains). From the algorithm's own plan
+    and the work's step count, as the engine draws them (``engine._begin``), so stragglers and sampling laws
+    count as they train; nothing is trained. The steps of a batch of runs are their per-round maximum
+    (``batch_steps``): runs of one seed sample the same clients, so they cost what one of them costs."""
+    out = torch.zeros(rounds, dtype=torch.int64)
+    for r in range(rounds):
+        plan = algorithm.plan(population, work, seed, r)
+        if plan.clients.numel():
+            out[r] = work.steps(population.sizes[plan.clients.cpu()], plan.work).max()
+    return out
+
+
+def batch_steps(lengths: list[torch.Tensor]) -> int:
+    """Sequential local steps of runs trained as one batch (``round_steps`` each): every round lasts as long as
+    its longest run's; a run that has ended adds nothing."""
+    rounds = max(t.numel() for t in lengths)
+    stacked = torch.stack([torch.nn.functional.pad(t, (0, rounds - t.numel())) for t in lengths])
+    return int(stacked.max(0).values.sum())
 
 
 def merge(parts: list[Part], problem) -> Round:

@@ -80,9 +80,16 @@ def _steps(n: float) -> str:
 
 def _work_of(rows: list[dict]) -> str:
     """A coverage row's sentence: the work of its paper profile (its rows of the GPU-scale work table)."""
-    parts = [f"{r['runs']} runs, {_steps(r['sequential_steps'])} sequential local steps"
+    parts = [f"{r['runs']} runs, {_steps(r['sequential_steps'])} sequential local steps "
+             f"({_steps(r['batched_steps'])} as a GPU slot batches them)"
              + (f" ({r['figure'].split(',')[0]})" if len(rows) > 1 else "") for r in rows]
     return "paper-profile work: " + "; ".join(parts) + " (GPU-scale work table below)"
+
+
+def _epochs(row: dict) -> str:
+    """One epoch in steps per dataset: the clients' mean / the busiest sampled client's."""
+    busiest = row["round_epoch_steps"]
+    return "; ".join(f"{name}: {mean:g} / {busiest[name]:g}" for name, mean in row["epoch_steps"].items())
 
 
 def _work_table(rows: list[dict]) -> list[str]:
@@ -92,11 +99,14 @@ def _work_table(rows: list[dict]) -> list[str]:
              "(`replicate/experiments/work.py`; `python -m replicate report --work` refreshes "
              "`figures/gpu_work.json`): "
              "every distinct run, the tuning grid on the tuning seeds plus the final runs on the other seeds (a final "
-             "run on a tuning seed is a tuning run). *Local steps* are sequential: a round's clients step together "
-             "when stacked, so a run is rounds × one client's local steps a round; epoch-based runs (FedProx, "
-             "Charles & Konečný) convert an epoch into the mean over the dataset's training clients of ⌈n_k/b⌉ "
-             "(DERIVED; a stacked round lasts as long as its largest sampled client, so these are lower bounds, and "
-             "stragglers count as if they did all their epochs). *Ops per step*: top-level ATen ops of one stacked "
+             "run on a tuning seed is a tuning run). *Local steps* are sequential, counted exactly without training: "
+             "a round's clients step together when stacked, so a round takes as many steps as its busiest sampled "
+             "client (`runs.batched.round_steps`, from the algorithm's own sampling and stragglers and the "
+             "clients' sizes). *As a slot batches them*: the pieces a GPU slot trains (at most 8 runs, cut for 16 "
+             "workers; `experiments.work.SLOT`) step their runs together, each round as long as its longest run's. "
+             "*Epoch in steps*: the mean over the training clients of ⌈n_k/b⌉, and the busiest sampled client's "
+             "per round (the figure's steps over its rounds × epochs; what the slot planner prices). *Ops per "
+             "step*: top-level ATen ops of one stacked "
              "plain-SGD local step (`fl/models/opcount.py`; counted at narrowed widths and the data's own sequence "
              "length; STEM evaluates two gradients a step, about twice these). *Measured CPU cost*: quoted with "
              "where it was measured; nothing in this table is projected. *Runs* are split into those before the "
@@ -105,15 +115,17 @@ def _work_table(rows: list[dict]) -> list[str]:
              "3's runs, STEM Figure 3 holds Figure 2's, Figure 12's seed-0 runs are among Figure 13's tuning runs), "
              "so rows do not add up.", "",
              "| item | figure (panels) | runs (before + after the choice) | rounds | local steps per run | sequential local steps "
-             "(figure) | epoch in steps (mean ⌈n_k/b⌉) | ops per local step | measured CPU cost (source) |",
+             "(figure): alone / as a slot batches them | epoch in steps: mean ⌈n_k/b⌉ / busiest sampled client | "
+             "ops per local step | measured CPU cost (source) |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lo, hi = r["steps_per_run"]
         lines.append(
             f"| {r['paper']} {r['item']} | {_cell(r['figure'])} | {r['runs']} ({r['tuning_runs']} + "
             f"{r['final_runs']}) | {', '.join(f'{n:,}' for n in r['rounds'])} | "
-            f"{_steps(lo) if lo == hi else _steps(lo) + '-' + _steps(hi)} | {_steps(r['sequential_steps'])} | "
-            f"{_cell('; '.join(f'{k}: {v:g}' for k, v in r['epoch_steps'].items()) or '— (fixed I steps)')} | "
+            f"{_steps(lo) if lo == hi else _steps(lo) + '-' + _steps(hi)} | {_steps(r['sequential_steps'])} / "
+            f"{_steps(r['batched_steps'])} | "
+            f"{_cell(_epochs(r) or '— (fixed I steps)')} | "
             f"{_cell('; '.join(f'{k}: {v}' for k, v in r['ops_per_step'].items()))} | {_cell(r['measured'])} |")
     return lines + [""]
 

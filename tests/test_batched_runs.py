@@ -200,6 +200,8 @@ def test_a_sweep_is_grouped_by_what_runs_share(monkeypatch):
     assert [len(b) for b in batched.group(neural)] == [1] * 6  # on a CPU: not bitwise, and slower batched
     monkeypatch.setattr(batched.engine, "default_device", lambda: torch.device("cuda"))
     assert [len(b) for b in batched.group(neural)] == [5, 1]  # on CUDA every model batches (the GPU hour)
+    pieces = batched.group(neural, max_runs=3)  # a cut group: runs of one seed share clients, so a piece each
+    assert [[job.config.seed for job in piece] for piece in pieces] == [[0, 0, 0], [1, 1], [0]]
     order = [(job.config.client_lr, job.config.algorithm.prox_mu) for job in batched.group(jobs)[0]]
     assert order == sorted(order)  # runs of one rate and μ side by side: one GEMM slice in the fused solver
 

@@ -178,3 +178,10 @@ def test_the_fedprox_mu_enumeration_is_what_the_figure_code_runs(monkeypatch):
     monkeypatch.setattr(mu, "runs", runs)
     mu.fig3(_as_slots_run(mu.Fig3Config, datasets=work.LSTM_PANELS))
     _same_plan(seen, next(f for f in work.FIGURES if f.figure.startswith("Fig. 3 / 7")))
+
+
+def test_the_planner_cuts_batches_as_a_gpu_slot_does():
+    """``work.SLOT`` (how the planner counts a slot's pieces) is what .ci/device-check gives the slot's runs."""
+    script = (paths.REPO / ".ci" / "device-check").read_text()
+    assert f"REPLICATE_WORKERS=${{REPLICATE_WORKERS:-{work.SLOT['workers']}}}" in script
+    assert f"REPLICATE_BATCH_RUNS=${{REPLICATE_BATCH_RUNS:-{work.SLOT['max_runs']}}}" in script

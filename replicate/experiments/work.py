@@ -11,7 +11,7 @@ Per run: its *sequential* local steps — a GPU steps a round's stacked clients 
 many steps as its busiest sampled client: ``runs.batched.round_steps`` counts them from the algorithm's own
 plan (sampling and stragglers as the engine draws them) and the dataset's client sizes, exactly, without
 training. And per figure, the steps of the pieces a GPU slot trains (``SLOT``: ``runs.batched.group``'s
-batches of at most 8 runs, cut for 16 workers): the runs of a piece step together, each round as long as
+batches of at most 8 runs, cut for 2 workers): the runs of a piece step together, each round as long as
 its longest run's (``fl.batching.batch_steps``). The epoch columns state one epoch in steps two ways: the
 mean over the training clients of ⌈n_k/b⌉ and the busiest sampled client's per round (the figure's
 sequential steps over its rounds × epochs), which the planner (``experiments.plan``) prices. Ops per local
@@ -38,7 +38,7 @@ from replicate.core.fileio import atomic_write_text
 from replicate.experiments import knobs
 
 LSTM_PANELS = ("shakespeare", "sent140")  # the FedProx figures' GPU-scale panels
-SLOT = {"max_runs": 8, "workers": 16}  # how a GPU slot cuts batches: .ci/device-check's REPLICATE_BATCH_RUNS, the H200's cores
+SLOT = {"max_runs": 8, "workers": 2}  # how a GPU slot cuts batches: .ci/device-check's REPLICATE_BATCH_RUNS, _WORKERS
 SOURCE = "stand-in"  # the data_source knob of the GPU slots' runs (replicate.data.variants)
 FILE = "gpu_work.json"
 

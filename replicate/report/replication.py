@@ -102,7 +102,7 @@ def _work_table(rows: list[dict]) -> list[str]:
              "run on a tuning seed is a tuning run). *Local steps* are sequential, counted exactly without training: "
              "a round's clients step together when stacked, so a round takes as many steps as its busiest sampled "
              "client (`runs.batched.round_steps`, from the algorithm's own sampling and stragglers and the "
-             "clients' sizes). *As a slot batches them*: the pieces a GPU slot trains (at most 8 runs, cut for 16 "
+             "clients' sizes). *As a slot batches them*: the pieces a GPU slot trains (at most 8 runs, cut for 2 "
              "workers; `experiments.work.SLOT`) step their runs together, each round as long as its longest run's. "
              "*Epoch in steps*: the mean over the training clients of ⌈n_k/b⌉, and the busiest sampled client's "
              "per round (the figure's steps over its rounds × epochs; what the slot planner prices). *Ops per "

@@ -393,3 +393,25 @@ def test_stem_figure5_row_follows_its_figures_csv(tmp_path):
     edited = by_key["khanduri2021/fig5"] | {"data_file": str(csv)}
     assert "(67 of 68 tuning runs)" in row.text({"khanduri2021/fig5": edited})
     assert "?" in row.text({"khanduri2021/fig5": edited | {"data_file": str(tmp_path / "absent.csv")}})
+
+
+def test_gpu_scale_rows_state_no_cost_by_hand():
+    """Issue #40 item 8 for the GPU-scale rows: their costs were typed by hand ('≈ 3.7 h on this CPU (6.6 s a
+    round…)', '35.3 s stacked' where BENCHMARKS.md now says 38.4, 'the one 15-minute lease', 'days on this CPU')
+    and went stale. Rows and the work table name where a cost was measured; the seconds come from the records
+    (the CPU-scale claims records, the ledger's GPU runs) when the table is written."""
+    from replicate.experiments import work
+
+    by_hand = re.compile(r"\d[\d,.]*\s*(?:ms|s|min|h)\b|\b(?:days?|a day|hours?|lease)\b")
+    for item in coverage.ITEMS:
+        if (item.paper, item.item) in coverage.GPU_SCALE:
+            assert not by_hand.search(item.detail), (item.paper, item.item, by_hand.search(item.detail)[0])
+    for figure in work.FIGURES:
+        assert not re.search(r"\d", re.sub(r"CIFAR-10|H[12]00", "", figure.measured)), figure.figure  # names aside
+    rows = {r["figure"]: r for r in json.loads((paths.figures_dir() / work.FILE).read_text())["rows"]}
+    for figure in work.FIGURES:  # each CPU-scale record's seconds, as the record holds them now
+        for key, _ in figure.records:
+            seconds = json.loads((paths.figures_dir() / f"{key}.claims.json").read_text()).get("run_seconds") or {}
+            if seconds:
+                mean = sum(seconds.values()) / len(seconds)
+                assert f"mean {mean:,.0f} s" in rows[figure.figure]["measured"], (figure.figure, key)

@@ -49,7 +49,7 @@ class Figure:
     item: str  # the coverage item (``report.coverage.ITEMS``) whose work this is
     figure: str  # the figure and panels enumerated
     plan: Callable[[], tuple[list, list]]  # (tuning runs, final runs) of the paper profile
-    measured: str  # measured CPU cost, each number with where it was measured
+    measured: str  # where its model's step was timed, without numbers (those are read from records when rendered)
     records: tuple[tuple[str, str], ...] = ()  # (figures/<key>.claims.json of CPU-scale runs, their scale)
     key: str = ""  # the notebook's figure key (``figures NAME``) that computes these runs
 
@@ -124,16 +124,12 @@ def _stem_fig5():
     return _stem(Fig5Config)()
 
 
-_LSTM_COST = ("Shakespeare: 24-32 ms a local step of one device (fused LSTM kernel, batch 10; fedprox2020/common.py, "
-              "LSTM_DEVIATION, which projects ≈ 40 min a round at E = 20 from it); BENCHMARKS.md: 1.29 s a round "
-              "of 5 steps × 10 devices (client loop). Sent140: ≈ 57 ms a step of all 10 devices stacked, ≈ 17 s an "
-              "evaluation (LSTM_DEVIATION)")
-_FEMNIST_COST = ("FEMNIST: 6.6 s a round and 23 s an evaluation of the paper-profile run (coverage.py, "
-                 "Figures 12–13 row)")
-_STEM_COST = ("BENCHMARKS.md (one idle core's CPU s): a STEM round at (b, I) = (8, 61) 35.3 s stacked, 43.8 s in the "
-              "client loop; at (64, 7) 25.8 s stacked, 16.2 s in the loop; FedAvg's and SCAFFOLD's about half "
-              "(coverage.py); an evaluation 2.3 s. On an H100 (docs/BENCHMARKS.cuda.md, 2026-11-26): 0.9 s a STEM "
-              "round stacked at (8, 61), 0.3 s at (64, 7)")
+# Where each model's step was timed; the numbers are read from the records at render time (``_recorded``,
+# ``_on_gpu``), never typed here (issue #40 item 8)
+_LSTM_COST = "one core's LSTM rounds: BENCHMARKS.md (engine section)"
+_FEMNIST_COST = "the FEMNIST CNN's ops per step: BENCHMARKS.md (op counts)"
+_STEM_COST = ("a STEM round on one idle core: BENCHMARKS.md (STEM on CIFAR-10); on an H100 and the H200 slots: "
+              "docs/BENCHMARKS.cuda.md")
 
 FIGURES: tuple[Figure, ...] = (
     Figure("fedprox2020", "Figures 2 and 6", "Fig. 2 / 6, Shakespeare + Sent140 panels", _fedprox_fig2,
@@ -154,11 +150,13 @@ FIGURES: tuple[Figure, ...] = (
            lambda: _charles_sweep(_neural("Fig13Config"))(), _FEMNIST_COST + "; TFF Shakespeare: not measured",
            (("cpu_scale/charles2021/fig13", "FEMNIST, 100 of 1,500 rounds"),), key="charles2021/fig13"),
     Figure("khanduri2021", "Figures 2–4", "Fig. 2, CIFAR-10 (b, I) = (8, 61)", lambda: _stem_cifar("Fig2Config")(),
-           _STEM_COST, key="khanduri2021/fig2"),
+           _STEM_COST, (("cpu_scale/khanduri2021/fig2", "10 of 100 rounds"),), key="khanduri2021/fig2"),
     Figure("khanduri2021", "Figures 2–4", "Fig. 3, CIFAR-10 (64, 7), with Fig. 2's runs it compares",
-           lambda: _stem_cifar("Fig3Config")(), _STEM_COST, key="khanduri2021/fig3"),
+           lambda: _stem_cifar("Fig3Config")(), _STEM_COST, (("cpu_scale/khanduri2021/fig3", "10 of 100 rounds"),),
+           key="khanduri2021/fig3"),
     Figure("khanduri2021", "Figures 2–4", "Fig. 4, CIFAR-10 high heterogeneity (8, 61)",
-           lambda: _stem_cifar("Fig4Config")(), _STEM_COST, key="khanduri2021/fig4"),
+           lambda: _stem_cifar("Fig4Config")(), _STEM_COST, (("cpu_scale/khanduri2021/fig4", "10 of 100 rounds"),),
+           key="khanduri2021/fig4"),
     Figure("khanduri2021", "Figure 5", "Fig. 5, MNIST, I ∈ {10, 100}", _stem_fig5, "",
            (("cpu_scale/khanduri2021/fig5", "3,200 of 30,000 samples per worker"),), key="khanduri2021/fig5"),
 )
@@ -273,6 +271,22 @@ def _recorded(key: str, scale: str) -> str:
             f"a run, mean {sum(seconds) / len(seconds):,.0f} s")
 
 
+def _on_gpu(every: list) -> str:
+    """Seconds per run of the figure's runs in the committed ledger (``runs.ledger``: what GPU slots brought back)."""
+    from replicate.runs import cache, ledger
+
+    runs = ledger.runs()
+    names = {cache.key(c, device="cuda") for c in every}
+    timed = sorted(meta["elapsed_s"] for name, meta in runs.items()
+                   if name.split("_to_")[0] in names and meta.get("elapsed_s"))
+    if not timed:
+        return ""
+    machines = sorted({m for piece in ledger.index() for m in piece.get("machines", ())}) or ["CUDA"]
+    return (f"GPU slots ({', '.join(machines)}; figures/ledger, {len(timed)} timed): "
+            f"{timed[0]:,.1f}-{timed[-1]:,.1f} s a run, mean {sum(timed) / len(timed):,.1f} s (a batch's time "
+            "shared among its runs)")
+
+
 def table() -> list[dict]:
     """One row per GPU-scale figure (see the module docstring)."""
     means, ops, lengths = {}, {}, {}
@@ -296,7 +310,8 @@ def table() -> list[dict]:
                 name = f"{c.dataset}, b = {c.batch_size}"
                 part = epochs.setdefault(name, [0.0, 0.0, mean])
                 part[0], part[1] = part[0] + n, part[1] + c.rounds * c.local_epochs
-        measured = "; ".join(t for t in [figure.measured] + [_recorded(*r) for r in figure.records] if t)
+        measured = "; ".join(t for t in [figure.measured] + [_recorded(*r) for r in figure.records] + [_on_gpu(every)]
+                             if t)
         rows.append({"paper": figure.paper, "item": figure.item, "figure": figure.figure, "runs": len(every),
                      "tuning_runs": len(tuning), "final_runs": len(final),
                      "rounds": sorted({c.rounds for c in every}),

@@ -167,18 +167,17 @@ ITEMS: tuple[Item, ...] = (
     Item("charles2021", "Figures 6 and 11", "FEMNIST: momentum and α with tuned learning rates", "reduced", "limited",
          "notebook at Reddi et al.'s defaults (their CNN, M = 10, B = 20, one epoch, 1,500 rounds, β = 0.9; "
          "(γ, η) tuned per variant over 7 × 9 half-decades by the last-100-round test accuracy; α ∈ {0, 0.01, "
-         "0.1, 1} PROPOSED); the paper profile (390 runs of ≈ 3.7 h on this CPU) was not run: the one GPU "
-         "lease (15 minutes) went to the CUDA tests and timings. A CPU-scale run (100 rounds, γ = 0.01, η ∈ 4 values, α ∈ {0, 1}, 2 seeds) is in the "
-         "reduced-scale section below; the local FEMNIST copy is partial (105 writers)",
+         "0.1, 1} PROPOSED); the paper profile was not run on this CPU (its work and the measured costs: the "
+         "GPU-scale work table below; what GPU slots have run and have left: the GPU slots table). A CPU-scale run "
+         "is in the reduced-scale section below; the local FEMNIST copy is partial (105 writers)",
          ("charles2021/fig6",)),
     Item("charles2021", "Figures 12–13", "γ sweeps on FEMNIST, CIFAR-100, Shakespeare", "reduced", "limited",
          "FEMNIST and Shakespeare panels: notebooks at Reddi et al.'s defaults (LocalUpdate, a = 1_K, M = 10, one "
          "epoch; FEMNIST: their CNN, B = 20, 1,500 rounds; Shakespeare: TFF's data, their 2×256 LSTM, B = 4, "
          "1,200 rounds; Figure 12's fixed η PROPOSED, γ grid 10^-3-10^0, Figure 13's η grid 10^-3-10^1). The "
-         "paper profile was not run: a FEMNIST run of 1,500 rounds is ≈ 3.7 h on this CPU (6.6 s a round, 23 s "
-         "an evaluation), 21 runs per dataset for Figure 12 and 77 for Figure 13, and the only GPU lease, 15 "
-         "minutes, went to the CUDA tests and timings (docs/BENCHMARKS.cuda.md). "
-         "CPU-scale FEMNIST Figures 12 and 13 (100 rounds, 3 γ, 2 seeds) are in the reduced-scale section below. "
+         "paper profile was not run on this CPU (its work and the measured costs: the GPU-scale work table below; "
+         "what GPU slots have run and have left: the GPU slots table). CPU-scale FEMNIST Figures 12 and 13 are in "
+         "the reduced-scale section below. "
          "CIFAR-100 is not available here",
          ("charles2021/fig12", "charles2021/fig13")),
     # FedProx (seed 004 + the final paper's straggler figure)
@@ -201,14 +200,13 @@ ITEMS: tuple[Item, ...] = (
          ("fedprox2020/fig2",), panels="MNIST, EMNIST, EMNIST*"),
     Item("fedprox2020", "Figures 2 and 6", "E ∈ {1, 20, 50} with μ = 0 on real data", "reduced", "limited",
          "the Sent140 panel at CPU scale (200 of 800 rounds: reduced-scale section below); Shakespeare runnable "
-         "(datasets knob), not run: ≈ 80,000 device-steps of 24-32 ms per round at E = 20 on this CPU, about a day "
-         "per curve", panels="Sent140, Shakespeare"),
+         "(datasets knob), not run on this CPU (its work: the GPU-scale work table below)", panels="Sent140, Shakespeare"),
     Item("fedprox2020", "Figures 3 and 7", "μ = 0 vs the best μ", "paper", "limited",
          "paper settings, best μ tuned on {0.001, 0.01, 0.1, 0.5, 1}; EMNIST* is derived from the partial LEAF copy",
          ("fedprox2020/fig3",), panels="MNIST, EMNIST*"),
     Item("fedprox2020", "Figures 3 and 7", "μ = 0 vs the best μ", "reduced", "limited",
          "the Sent140 panel at CPU scale (200 of 800 rounds: reduced-scale section below); Shakespeare runnable, not "
-         "run (E = 50 over six μ: days on this CPU)", panels="Sent140, Shakespeare"),
+         "run on this CPU (its work: the GPU-scale work table below)", panels="Sent140, Shakespeare"),
     Item("fedprox2020", "Figure 4", "dissimilarity (variance of local gradients)", "paper", "limited",
          "the Figure 3 runs' dissimilarity, recorded every round as the authors' trainer does",
          ("fedprox2020/fig4",), panels="MNIST, EMNIST*"),
@@ -224,7 +222,7 @@ ITEMS: tuple[Item, ...] = (
     Item("fedprox2020", "final paper, Figure 1", "0 / 50 / 90 % stragglers, FedAvg vs FedProx", "reduced", "limited",
          "the Sent140 column at the CPU scale of Figures 2-4 (200 of 800 rounds: reduced-scale section below; only "
          "the LEAF test split and no GloVe exist here: a frozen random embedding); the Shakespeare column runnable, "
-         "not run (18 runs of E = 20: days on this CPU)", panels="Sent140, Shakespeare columns"),
+         "not run on this CPU (its work: the GPU-scale work table below)", panels="Sent140, Shakespeare columns"),
     # STEM (seed 002)
     Item("khanduri2021", "Table 1", "sample and communication complexities", "analytic", "full",
          "cells RECONSTRUCTED (spec §5; confidence M/L for some related-work cells) and typeset as such; this work's "
@@ -257,24 +255,18 @@ ITEMS: tuple[Item, ...] = (
          "notebooks (khanduri2021_fig2/3/4) at the spec's PROPOSED settings: K = 100 class-shard workers (490 / 90 "
          "images each; moderate: all classes, high: 5 of 10), LeNet-5 (2 conv + 3 linear), (b, I) = (8, 61), (64, 7), "
          "(8, 61), 100 rounds, rates tuned per figure over 34 STEM (κ̄, c) pairs and 6 rates each for FedAvg and "
-         "SCAFFOLD on seed 0, then 3 seeds: 52 runs of 100 rounds per figure (Figure 3 reuses Figure 2's runs for its "
-         "'similar' claim), 15,600 rounds for the three, each round 100 workers × I steps × 2 gradients for STEM. "
-         "Not run at that scale: a regular STEM round takes 35 CPU s on one core (Figure 2, stacked; Figure 3: 26 s "
-         "stacked, 16 s in the client loop; FedAvg's and SCAFFOLD's about half; an evaluation 2.3 s: BENCHMARKS.md), "
-         "so the paper profile is ≈ 45 h of one core for Figure 2, as much for Figure 4 and 21-33 h for Figure 3 "
-         "(on a GPU it runs unchanged: an H100 took 0.9 s for that STEM round and 0.3 s at (64, 7), so Figure 2's "
-         "52 runs are ≈ 80 min of training there, docs/BENCHMARKS.cuda.md; the one 15-minute lease went to the "
-         "CUDA tests and timings). Only the lossy JPEG copy of CIFAR-10 is here: "
-         "every run on it is labelled so in its title and deviations, and its runs are cached apart from the "
-         "official data's. A CPU-scale run of each (10 of 100 rounds, seeds 0-1, rates tuned on seed 0 over 4 STEM "
-         "(κ̄, c) pairs along a ≈ 0.9 and 4 rates each for FedAvg and SCAFFOLD; 1-10 min of one core a run, 45 runs "
-         "for the three in 3.0 h of one core) is in the reduced-scale section below: STEM ahead in none of them "
-         "(level with FedAvg in Figure 3, 2.7-3.6 % behind in Figure 4)",
+         "SCAFFOLD on seed 0, then 3 seeds (Figure 3 reuses Figure 2's runs for its 'similar' claim); each round "
+         "is 100 workers × I steps, two gradients a step for STEM. Not run on this CPU at that scale (its work and "
+         "the measured costs: the GPU-scale work table below); GPU slots have run part of it (the GPU slots table). "
+         "Only the lossy JPEG copy of CIFAR-10 is here: every run on it is labelled so in its title and deviations, "
+         "and its runs are cached apart from the official data's. A CPU-scale run of each (10 of 100 rounds, 4 STEM "
+         "(κ̄, c) pairs along a ≈ 0.9 and 4 rates each for FedAvg and SCAFFOLD, seeds 0-1) is in the reduced-scale "
+         "section below, with its claims",
          ("khanduri2021/fig2", "khanduri2021/fig3", "khanduri2021/fig4")),
     Item("khanduri2021", "Figure 5", "samples accessed for two values of I", "paper", "full",
          "notebook at the spec's PROPOSED settings (K = 100 class-shard MNIST workers, LeNet, b = 8, I ∈ {{10, 100}}, "
          "30,000 samples per worker, rates tuned per I on seed 0 over {stem_pairs} STEM (κ̄, c) pairs and 6 rates "
-         "each for FedAvg and SCAFFOLD; {runs} runs, days of this CPU), run in two H200 slots (2026-11-27; "
+         "each for FedAvg and SCAFFOLD; {runs} runs), run in two H200 slots (2026-11-27; "
          "figures/ledger, GPU-slots table below) and published from the ledger. Every STEM candidate diverges (NaN) "
          "on the tuning seed ({stem_diverged} tuning runs), so STEM has no tuned setting: its finals ran the grid's "
          "first pair ({stem_first}) and diverge too, first NaN after {nan_from}-{nan_to} samples per worker, while "

@@ -108,15 +108,16 @@ def _work_table(rows: list[dict]) -> list[str]:
              "per round (the figure's steps over its rounds × epochs; what the slot planner prices). *Ops per "
              "step*: top-level ATen ops of one stacked "
              "plain-SGD local step (`fl/models/opcount.py`; counted at narrowed widths and the data's own sequence "
-             "length; STEM evaluates two gradients a step, about twice these). *Measured CPU cost*: quoted with "
-             "where it was measured; nothing in this table is projected. *Runs* are split into those before the "
+             "length; STEM evaluates two gradients a step, about twice these). *Measured cost*: where the model's step "
+             "was timed, and the seconds a run took as its records hold them: the CPU-scale figures' claims records "
+             "and the GPU slots' runs in the committed ledger; nothing in this table is projected. *Runs* are split into those before the "
              "rates are chosen (the grids on the tuning seeds, and FedProx's μ = 0 on every seed) and after. A row "
              "counts its figure alone: figures share runs where their configs coincide (FedProx Figure 4 is Figure "
              "3's runs, STEM Figure 3 holds Figure 2's, Figure 12's seed-0 runs are among Figure 13's tuning runs), "
              "so rows do not add up.", "",
              "| item | figure (panels) | runs (before + after the choice) | rounds | local steps per run | sequential local steps "
              "(figure): alone / as a slot batches them | epoch in steps: mean ⌈n_k/b⌉ / busiest sampled client | "
-             "ops per local step | measured CPU cost (source) |",
+             "ops per local step | measured cost (source) |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lo, hi = r["steps_per_run"]

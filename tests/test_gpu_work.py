@@ -144,8 +144,7 @@ def test_the_stem_enumeration_is_what_the_figure_code_runs(monkeypatch, name):
     seen = _recorder(monkeypatch, tune)
     config = _as_slots_run({"Fig. 2": cifar.Fig2Config, "Fig. 3": cifar.Fig3Config, "Fig. 5": samples.Fig5Config}[name[:6]])
     for part in config.compared() if hasattr(config, "compared") else [config]:
-        updates = part.local_updates if isinstance(part.local_updates, tuple) else (part.local_updates,)
-        common.tune_and_run(part, updates, None)
+        common.tune_and_run(part, part.updates(), None)
     figure = next(f for f in work.FIGURES if f.figure.startswith(name))
     _same_plan(seen, figure)
 
@@ -185,3 +184,30 @@ def test_the_planner_cuts_batches_as_a_gpu_slot_does():
     script = (paths.REPO / ".ci" / "device-check").read_text()
     assert f"REPLICATE_WORKERS=${{REPLICATE_WORKERS:-{work.SLOT['workers']}}}" in script
     assert f"REPLICATE_BATCH_RUNS=${{REPLICATE_BATCH_RUNS:-{work.SLOT['max_runs']}}}" in script
+
+
+@pytest.mark.parametrize("key, owner", [("charles2021/fig6", "charles2021.tuned.Fig6Config"),
+                                        ("khanduri2021/fig2", "khanduri2021.common.StemRuns"),
+                                        ("fedprox2020/fig3", "fedprox2020.mu.Fig3Config")])
+def test_the_enumeration_reads_the_figures_own_grid(monkeypatch, key, owner):
+    """Issue #41 item 2: a tuned figure states its grid once (``grid()``, a ``runs.tune.Grid``) and the GPU-work
+    enumeration derives its runs from it: shrink the grid where the figure declares it, and the count follows
+    with no edit to experiments/work.py."""
+    import dataclasses
+    import importlib
+
+    module, cls = owner.rsplit(".", 1)
+    cls = getattr(importlib.import_module(f"replicate.experiments.{module}"), cls)
+    figure = next(f for f in work.FIGURES if f.key == key)
+    before = work.runs(figure)[0]
+    declared = cls.grid
+
+    def first_only(self, *args):
+        grid = declared(self, *args)
+        return dataclasses.replace(grid, groups={g: c[:1] for g, c in grid.groups.items()})
+
+    monkeypatch.setattr(cls, "grid", first_only)
+    shrunk = work.runs(figure)[0]
+    assert shrunk < before
+    monkeypatch.setattr(cls, "grid", declared)
+    assert work.runs(figure)[0] == before

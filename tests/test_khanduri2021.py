@@ -157,6 +157,7 @@ def test_a_group_whose_every_candidate_diverged_is_said_untuned(monkeypatch):
     from types import SimpleNamespace
 
     from replicate.experiments.khanduri2021 import common, samples
+    from replicate.runs import tune
 
     config = samples.Fig5Config.for_profile("paper", local_updates=[10], stem_lr=[0.05, 0.1], stem_c=[50, 100],
                                             client_lr=[0.05, 0.1], seeds=[0, 1])
@@ -165,7 +166,7 @@ def test_a_group_whose_every_candidate_diverged_is_said_untuned(monkeypatch):
               + [(fedavg, {"lr": 0.05}, 0.3), (fedavg, {"lr": 0.1}, 0.2)])
     found = SimpleNamespace(scores=scores, chosen={stem: config.candidates("stem")[0], fedavg: {"lr": 0.1}},
                             runs=[(stem, 1, None), (fedavg, 1, None)])
-    monkeypatch.setattr(common, "tune_then_run", lambda *a, **k: found)
+    monkeypatch.setattr(tune.Grid, "tune", lambda self, *a, **k: found)
     _, runs = common.tune_and_run(config, config.local_updates)
     assert [r[-1] for r in runs] == [common.ALL_DIVERGED, "lr"]
     keys = [(a, i, s) for a in ("STEM", "FedAvg", "SCAFFOLD") for i in (10, 100) for s in (0, 1)]

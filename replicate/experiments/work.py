@@ -64,11 +64,9 @@ def _fedprox_fig2():
 
 
 def _fedprox_fig3():
-    from replicate.experiments.fedprox2020.common import LABELS
     from replicate.experiments.fedprox2020.mu import Fig3Config
     config = Fig3Config(datasets=LSTM_PANELS, data_source=SOURCE)
-    best = {LABELS[d]: config.mus[0] for d in config.datasets}  # any μ of the grid: the same count
-    return [c for _, c in config.tuning()], [c for _, c in config.tuned(best)]
+    return [c for _, c in config.tuning()], config.grid().finals()  # the grid's first μ stands in for the best
 
 
 def _stragglers():
@@ -80,36 +78,25 @@ def _stragglers():
 
 def _charles_fig6():
     from replicate.experiments.charles2021.tuned import Fig6Config
-    config = Fig6Config(data_source=SOURCE)
-    grid = [(g, e) for g in config.client_lrs for e in config.server_lrs]
-    tuning = [config.config(s, a, lr, seed) for _, s, a in config.variants() for lr in grid
-              for seed in config.seeds[:config.tune_seeds]]
-    return tuning, [config.config(s, a, grid[0], seed) for _, s, a in config.variants() for seed in config.seeds]
+    grid = Fig6Config(data_source=SOURCE).grid()
+    return grid.tuning(), grid.finals()
 
 
 def _charles_sweep(cls):
     def plan():
-        config = cls(data_source=SOURCE)
-        tune = config.seeds[:config.tune_seeds] if len(config.server_lrs) > 1 else ()
-        tuning = [config.run_config(d, g, e, s) for d in config.datasets for g in config.client_lrs
-                  for e in config.server_lrs for s in tune]
-        return tuning, [config.run_config(d, g, config.server_lrs[0], s) for d in config.datasets
-                        for g in config.client_lrs for s in config.seeds]
+        grid = cls(data_source=SOURCE).grid()
+        return grid.tuning(), grid.finals()
     return plan
 
 
 def _stem(cls):
     def plan():
-        from replicate.experiments.khanduri2021.common import ALGORITHMS
         tuning, final = [], []
         base = cls(data_source=SOURCE) if "data_source" in knobs.names(cls) else cls()
         for part in (base.compared() if hasattr(cls, "compared") else [base]):
-            updates = part.local_updates if isinstance(part.local_updates, tuple) else (part.local_updates,)
-            seeds = part.seeds[:part.tune_seeds]
-            tuning += [part.run_config(a, i, s, **h) for i in updates for a in ALGORITHMS
-                       for h in part.candidates(a) for s in seeds]
-            final += [part.run_config(a, i, s, **part.candidates(a)[0]) for i in updates for a in ALGORITHMS
-                      for s in part.seeds]
+            grid = part.grid(part.updates())
+            tuning += grid.tuning()
+            final += grid.finals()
         return tuning, final
     return plan
 

@@ -43,6 +43,38 @@ class Tuned:
 
 
 @dataclass(frozen=True)
+class Grid:
+    """A tuned figure's grid, stated once (issue #41 item 2): the figure tunes it (``tune``) and labels its rows
+    from the same groups and candidates, and the GPU-work enumeration (``experiments.work``) lists its runs
+    (``tuning``, ``finals``) from it, so no list of a figure's runs is written twice.
+
+    ``groups``: group → its candidate settings (in the order a tie breaks); ``config_of(group, candidate,
+    seed)`` → the run's ``RunConfig``; the candidates run on ``seeds[:tune_seeds]``, the choice on every seed."""
+
+    groups: dict[Hashable, list]
+    config_of: Callable
+    seeds: tuple
+    tune_seeds: int
+
+    def tuning_items(self) -> list[tuple[Hashable, Any, int]]:
+        """(group, candidate, seed) of every tuning run, in the order ``tune`` computes them."""
+        tuning = self.seeds[:self.tune_seeds]
+        return [(g, c, s) for g, candidates in self.groups.items() for c in candidates for s in tuning]
+
+    def tuning(self) -> list:
+        return [self.config_of(*item) for item in self.tuning_items()]
+
+    def finals(self, chosen: dict | None = None) -> list:
+        """The chosen candidate of each group (None: its first, which stands in for any in a count) on every seed."""
+        chosen = chosen or {g: candidates[0] for g, candidates in self.groups.items()}
+        return [self.config_of(g, chosen[g], s) for g in self.groups for s in self.seeds]
+
+    def tune(self, score: Callable[[pd.DataFrame], float], **options) -> "Tuned":
+        """``tune_then_run`` of this grid (``options``: its keywords)."""
+        return tune_then_run(self.groups, self.config_of, self.seeds, self.tune_seeds, score, **options)
+
+
+@dataclass(frozen=True)
 class Halving:
     """Successive halving with ``levels`` rungs a factor ``eta`` apart: rungs at R/η^(levels−1), …, R/η, R
     rounds (each a multiple of the run's ``eval_every``, at least one evaluation interval)."""

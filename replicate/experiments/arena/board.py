@@ -29,7 +29,7 @@ from replicate.experiments.arena.entries import BUDGET_KINDS, ENTRIES, Entry, co
 from replicate.runs import config as run_config
 from replicate.runs.config import RunConfig
 from replicate.runs.measures import final
-from replicate.runs.tune import Halving, tune_then_run
+from replicate.runs.tune import Grid, Halving
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check
 
@@ -100,6 +100,14 @@ class ArenaConfig(knobs.FigureConfig):
     def rounds(self, entry: Entry, dataset: str) -> int:
         return rounds(entry, self.budget_kind, self.budget, self.local_steps, DATASETS[dataset])
 
+    def grid(self) -> Grid:
+        """Every entry's trial points on every dataset, tuned on the first seeds (``runs.tune.Grid``)."""
+        entries = self.entries()
+        return Grid({(name, d): trials(name, entry, self.trials) for name, entry in entries.items()
+                     for d in self.datasets},
+                    lambda g, point, s: self.run_config(entries[g[0]], g[1], s, point), tuple(self.seeds),
+                    self.tune_seeds)
+
     def run_config(self, entry: Entry, dataset: str, seed: int, point: dict) -> RunConfig:
         total, draw = self.rounds(entry, dataset), data_seed(dataset, seed)
         clients = _clients(dataset, draw)
@@ -134,12 +142,9 @@ def arena(config: ArenaConfig, log=None) -> pd.DataFrame:
     """Tidy rows: ``kind`` = trial (one per point tried, its score and the rounds it was scored at) and curve
     (every evaluation of every entry's chosen point on every seed, with ``held_out``)."""
     entries = config.entries()
-    groups = {(name, d): trials(name, entry, config.trials) for name, entry in entries.items() for d in config.datasets}
     halving = Halving(eta=3, levels=config.halving_rungs) if config.halving_rungs > 1 else None
-    found = tune_then_run(groups, lambda g, point, s: config.run_config(entries[g[0]], g[1], s, point),
-                          config.seeds, config.tune_seeds,
-                          lambda run: final(run, "train_loss", fraction=config.tail), workers=config.workers, log=log,
-                          halving=halving)
+    found = config.grid().tune(lambda run: final(run, "train_loss", fraction=config.tail), workers=config.workers,
+                               log=log, halving=halving)
     scored_at = {(g, tuple(sorted(p.items()))): r for g, p, r in found.scored_at}
     rows = [{"kind": "trial", "algorithm": name, "dataset": LABELS[d], **point, "score": score,
              "scored_at_round": scored_at.get(((name, d), tuple(sorted(point.items()))))}

@@ -30,7 +30,7 @@ import pandas as pd
 
 from replicate.core.errors import ReplicateError
 from replicate.experiments import knobs
-from replicate.runs.tune import at_grid_edge, tune_then_run
+from replicate.runs.tune import Grid, at_grid_edge
 from replicate.fl.algorithms import LocalUpdate
 from replicate.runs.config import RunConfig
 from replicate.runs.measures import final
@@ -125,6 +125,14 @@ class NeuralRuns(knobs.DataChoice, knobs.FigureConfig):
             raise ReplicateError(f"{type(self).__name__}: need eval_every ≤ tail_rounds, early_rounds ≤ rounds "
                                  f"(got eval_every {self.eval_every}, windows {list(windows)}, rounds {shortest})")
 
+    def grid(self) -> Grid:
+        """Per (dataset, γ), the η grid tuned on the first seeds; one η (Figure 12) tunes nothing
+        (``runs.tune.Grid``: the figure tunes it, ``experiments.work`` counts its runs)."""
+        tuned = len(self.server_lrs) > 1
+        return Grid({(d, g): list(self.server_lrs) for d in self.datasets for g in self.client_lrs},
+                    lambda dg, e, s: self.run_config(dg[0], dg[1], e, s), tuple(self.seeds),
+                    self.tune_seeds if tuned else 0)
+
     def run_config(self, dataset: str, client_lr: float, server_lr: float, seed: int, server: str = "gd",
                    alpha: float = 0.0, beta: float = 0.9) -> RunConfig:
         """One (γ, η, seed) on ``dataset``; ``server`` = gd / nesterov / heavyball with momentum β, ``alpha`` = α."""
@@ -185,13 +193,10 @@ def sweep(config: Fig12Config, log=None) -> pd.DataFrame:
     """Tidy rows: ``kind`` = tuning (per dataset and (γ, η): mean final loss over the tuning seeds) and
     curve (per evaluation of the chosen η's run, every seed), with ``diverged`` per curve."""
     tuned = len(config.server_lrs) > 1  # one η: Figure 12, nothing to tune
-    groups = {(d, g): list(config.server_lrs) for d in config.datasets for g in config.client_lrs}
     # the lowest mean final training loss; on a tie the smaller η
-    found = tune_then_run(groups, lambda dg, e, s: config.run_config(dg[0], dg[1], e, s), config.seeds,
-                          config.tune_seeds if tuned else 0,
-                          lambda run: final(run, "train_loss", rounds=config.tail_rounds),
-                          pick=lambda scored: min(scored, key=lambda se: (se[0], se[1]))[1],
-                          workers=config.workers, log=log)
+    found = config.grid().tune(lambda run: final(run, "train_loss", rounds=config.tail_rounds),
+                               pick=lambda scored: min(scored, key=lambda se: (se[0], se[1]))[1],
+                               workers=config.workers, log=log)
     rows = [{"kind": "tuning", "dataset": d, "client_lr": g, "server_lr": e, "final_train_loss": score}
             for (d, g), e, score in found.scores]
     frames = []

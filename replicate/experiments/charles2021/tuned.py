@@ -23,7 +23,7 @@ from replicate.core.errors import ReplicateError
 from replicate.experiments import knobs
 from replicate.experiments.charles2021.common import SERVER_LABELS
 from replicate.experiments.charles2021.neural import DATA, HALF_DECADES, SERVER_GRID, NeuralRuns, diverged
-from replicate.runs.tune import at_grid_edge, tune_then_run
+from replicate.runs.tune import Grid, at_grid_edge
 from replicate.runs.measures import final
 from replicate.report import plotting
 from replicate.report.claims import check
@@ -78,6 +78,13 @@ class Fig6Config(NeuralRuns):
         return ([("momentum", s, 0.0) for s in self.servers]
                 + [("alpha", "gd", a) for a in self.alphas if a > 0])
 
+    def grid(self) -> Grid:
+        """Every variant's (γ, η) pairs, tuned on the first seeds (``runs.tune.Grid``: the figure tunes it,
+        ``experiments.work`` counts its runs)."""
+        pairs = [(g, e) for g in self.client_lrs for e in self.server_lrs]
+        return Grid({(server, alpha): pairs for _, server, alpha in self.variants()},
+                    lambda v, lr, seed: self.config(v[0], v[1], lr, seed), tuple(self.seeds), self.tune_seeds)
+
     def config(self, server: str, alpha: float, lr: tuple[float, float], seed: int):
         return self.run_config(self.datasets[0], lr[0], lr[1], seed, server=server, alpha=alpha, beta=self.beta)
 
@@ -94,13 +101,11 @@ def _tail_accuracy(run: pd.DataFrame, tail_rounds: int) -> float:
 def tuned(config: Fig6Config, log=None) -> pd.DataFrame:
     """Tidy rows: ``kind`` = tuning (per variant and (γ, η): the selection score) and curve (per
     evaluation of each variant's chosen (γ, η), every seed)."""
-    grid = [(g, e) for g in config.client_lrs for e in config.server_lrs]
     variants = {(server, alpha): panel for panel, server, alpha in config.variants()}
     # the best mean tail accuracy; on a tie the smaller γ, then the smaller η
-    found = tune_then_run({v: grid for v in variants}, lambda v, lr, seed: config.config(v[0], v[1], lr, seed),
-                          config.seeds, config.tune_seeds, lambda run: _tail_accuracy(run, config.tail_rounds),
-                          pick=lambda scored: max(scored, key=lambda sl: (sl[0], -sl[1][0], -sl[1][1]))[1],
-                          workers=config.workers, log=log)
+    found = config.grid().tune(lambda run: _tail_accuracy(run, config.tail_rounds),
+                               pick=lambda scored: max(scored, key=lambda sl: (sl[0], -sl[1][0], -sl[1][1]))[1],
+                               workers=config.workers, log=log)
     rows = [{"kind": "tuning", "panel": variants[v], "variant": _label(*v), "client_lr": g, "server_lr": e,
              "score": score} for v, (g, e), score in found.scores]
     frames = []

@@ -21,7 +21,7 @@ from replicate.experiments import knobs
 from replicate.experiments.fedprox2020.common import (LABELS, SETTINGS, DatasetDeviations, curves_grid, dissimilarity,
                                                        fmt_seeds, run_config, runs)
 from replicate.runs.measures import final, finals, fluctuations
-from replicate.runs.tune import tune_then_run
+from replicate.runs.tune import Grid
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.experiments.fedprox2020.common import quoted
 from replicate.report.claims import check
@@ -64,11 +64,16 @@ class Fig3Config(DatasetDeviations, knobs.FigureConfig):
         return ({"dataset": LABELS[key], "mu": mu, "seed": seed},
                 run_config(key, mu=mu, epochs=self.epochs, seed=seed, rounds=self.rounds, data=self.data_source))
 
+    def grid(self) -> Grid:
+        """Each dataset's μ grid, tuned on the first seeds (``runs.tune.Grid``: the figure tunes it and labels its
+        runs, ``experiments.work`` counts them)."""
+        return Grid({d: list(self.mus) for d in self.datasets}, lambda d, mu, seed: self.labelled(d, mu, seed)[1],
+                    tuple(self.seeds), self.tune_seeds)
+
     def tuning(self):
         """μ = 0 on every seed and the whole grid on the tuning seeds."""
         return ([self.labelled(d, 0.0, s) for d in self.datasets for s in self.seeds]
-                + [self.labelled(d, mu, s) for d in self.datasets for mu in self.mus
-                   for s in self.seeds[:self.tune_seeds]])
+                + [self.labelled(*item) for item in self.grid().tuning_items()])
 
     def tuned(self, best: dict[str, float]):
         """The best μ of each dataset on the seeds that did not tune it."""
@@ -82,10 +87,8 @@ class Fig4Config(Fig3Config):
 def fig3(config: Fig3Config, progress: bool = True, workers: int = 2, log=None) -> pd.DataFrame:
     """Per-round metrics of μ = 0, the μ grid (tuning seeds) and the best μ (other seeds); ``best``
     marks the chosen μ and ``shown`` the curves the figure draws (μ = 0 and the best μ)."""
-    found = tune_then_run({d: list(config.mus) for d in config.datasets},
-                          lambda d, mu, seed: config.labelled(d, mu, seed)[1], config.seeds, config.tune_seeds,
-                          lambda run: final(run, "train_loss", fraction=config.tail), workers=workers, log=log,
-                          extra_metrics=dissimilarity)
+    found = config.grid().tune(lambda run: final(run, "train_loss", fraction=config.tail), workers=workers, log=log,
+                               extra_metrics=dissimilarity)
     best = {LABELS[d]: mu for d, mu in found.chosen.items()}
     data = runs(config.tuning() + config.tuned(best), workers, progress, log)  # all cached now: read in order
     data.insert(2, "best", data.mu == data.dataset.map(best))

@@ -190,7 +190,7 @@ def curves(config: Fig2Config, log=None) -> pd.DataFrame:
     frames = []
     for n, part in enumerate(config.compared()):
         figure = config.FIGURE if n == 0 else "Figure 2"
-        rows, runs = tune_and_run(part, (part.local_updates,), log)
+        rows, runs = tune_and_run(part, part.updates(), log)
         label = dict(figure=figure, setting=part.setting(), batch_size=part.batch_size, dataset=part.dataset_name())
         frames.append(pd.DataFrame(rows).assign(**label))
         per_round = part.batch_size * part.local_updates

@@ -16,7 +16,7 @@ import pandas as pd
 from replicate.core.errors import ReplicateError
 from replicate.data.shards import WORKERS
 from replicate.fl.algorithms import FedAvg, Scaffold, Stem
-from replicate.runs.tune import at_grid_edge, tune_then_run
+from replicate.runs.tune import Grid, at_grid_edge
 from replicate.runs.config import RunConfig
 from replicate.runs.measures import final
 
@@ -63,6 +63,16 @@ class StemRuns:
             return [{"lr": k, "c": c} for k, c in self.stem_grid()]
         return [{"lr": lr} for lr in self.client_lr]
 
+    def updates(self) -> tuple[int, ...]:
+        """The figure's values of I (one for a CIFAR-10 figure, several for Figure 5)."""
+        return tuple(self.local_updates) if isinstance(self.local_updates, (tuple, list)) else (self.local_updates,)
+
+    def grid(self, local_updates) -> Grid:
+        """Every algorithm's candidates at every I in ``local_updates``, tuned on the first seeds (``runs.tune.Grid``:
+        the figure tunes it, ``experiments.work`` counts its runs)."""
+        return Grid({(a, i): self.candidates(a) for i in local_updates for a in ALGORITHMS},
+                    lambda g, h, s: self.run_config(g[0], g[1], s, **h), tuple(self.seeds), self.tune_seeds)
+
 
 def first_momentum_weight(kappa: float, c: float) -> float:
     """STEM's momentum weight a = c·η_1² in the first epoch, η_1 = κ̄/2^(1/3) (spec §6.5: must stay below 1)."""
@@ -79,10 +89,9 @@ def tune_and_run(config, local_updates, log=None) -> tuple[list[dict], list[tupl
     """Tune every algorithm at every I on the first ``tune_seeds`` seeds (lowest mean final training
     loss, ``runs.tune``), then run the chosen rates on every seed. Returns the tuning rows (one per candidate)
     and ``(algorithm, I, seed, history, chosen, at_edge)`` for every final run."""
-    groups = {(a, i): config.candidates(a) for i in local_updates for a in ALGORITHMS}
-    found = tune_then_run(groups, lambda g, h, s: config.run_config(g[0], g[1], s, **h), config.seeds,
-                          config.tune_seeds, lambda run: final(run, "train_loss", fraction=config.tail),
-                          workers=config.workers, log=log)
+    grid = config.grid(local_updates)
+    groups = grid.groups
+    found = grid.tune(lambda run: final(run, "train_loss", fraction=config.tail), workers=config.workers, log=log)
     rows = [{"kind": "tuning", "algorithm": LABELS[a], "local_updates": i, **h, "final_train_loss": score}
             for (a, i), h, score in found.scores]
     trained = {group for group, _, score in found.scores if np.isfinite(score)}

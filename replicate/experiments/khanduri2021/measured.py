@@ -102,6 +102,14 @@ class Fig1MeasuredConfig(knobs.FigureConfig):
         """The seeds the claims are tested on: those that did not tune."""
         return tuple(self.seeds[len(self.tuning_seeds()):])
 
+    def grid(self) -> tune.Grid:
+        """Per (b, I) pair, the (κ̄, c) settings, chosen on the tuning seeds and tested on the others
+        (``runs.tune.Grid``)."""
+        settings = [{"stem_lr": k, "stem_c": c} for k, c in self.stem_grid]
+        return tune.Grid({pair: settings for pair in self.pairs},
+                         lambda pair, setting, seed: self.run_config(*pair, seed, **setting),
+                         self.tuning_seeds() + self.test_seeds(), len(self.tuning_seeds()))
+
     def run_config(self, b: int, I: int, seed: int, stem_lr: float, stem_c: float):
         """STEM at (b, I) with κ̄ = ``stem_lr``, c = ``stem_c``: Figure 5's run config with b and the
         evaluation grain set here."""
@@ -120,12 +128,10 @@ def measured(config: Fig1MeasuredConfig, log=None) -> pd.DataFrame:
     rounds to the target (inf when not reached in the budget) and its last training loss. Per pair the
     tuning runs choose (κ̄, c) by ``rank`` (``runs.tune``: lowest mean over the tuning seeds, the first of
     equals in grid order); the test runs use the choice, and ``at_edge`` names a choice at its grid's edge."""
-    grid = [{"stem_lr": k, "stem_c": c} for k, c in config.stem_grid]
-    tuning, tests = config.tuning_seeds(), config.test_seeds()
-    found = tune.tune_then_run({pair: grid for pair in config.pairs},
-                               lambda pair, setting, seed: config.run_config(*pair, seed, **setting),
-                               tuning + tests, len(tuning), lambda history: rank(_outcome(history, config.target_loss)),
-                               workers=config.workers, log=log, stop_loss=config.target_loss)
+    declared = config.grid()
+    tests = config.test_seeds()
+    found = declared.tune(lambda history: rank(_outcome(history, config.target_loss)), workers=config.workers, log=log,
+                          stop_loss=config.target_loss)
 
     def row(pair, seed, setting, history, role, edge=""):
         b, i = pair
@@ -135,10 +141,10 @@ def measured(config: Fig1MeasuredConfig, log=None) -> pd.DataFrame:
                 "last_train_loss": outcome["last_train_loss"], "outcome": outcome["outcome"], "role": role,
                 "at_edge": edge}
 
-    rows = [row(pair, s, h, cache.run(config.run_config(*pair, s, **h), stop_loss=config.target_loss,
+    rows = [row(pair, s, h, cache.run(declared.config_of(pair, h, s), stop_loss=config.target_loss,
                                       progress=False, log=log), "tuning")
-            for pair in config.pairs for h in grid for s in tuning]  # cached by tune_then_run
-    rows += [row(pair, s, found.chosen[pair], history, "test", grid_edges(grid, found.chosen[pair]))
+            for pair, h, s in declared.tuning_items()]  # cached by the tuning
+    rows += [row(pair, s, found.chosen[pair], history, "test", grid_edges(declared.groups[pair], found.chosen[pair]))
              for pair, s, history in found.runs if s in tests]
     return pd.DataFrame(rows)
 

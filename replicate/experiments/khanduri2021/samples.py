@@ -102,7 +102,7 @@ class Fig5Config(StemRuns, knobs.FigureConfig):
 def samples(config: Fig5Config, log=None) -> pd.DataFrame:
     """Tidy rows: ``kind`` = tuning (one per candidate, mean final loss on the tuning seeds) and
     curve (per evaluation of every final run)."""
-    rows, runs = tune_and_run(config, config.local_updates, log)
+    rows, runs = tune_and_run(config, config.updates(), log)
     frames = []
     for a, i, s, history, chosen, at_edge in runs:
         per_round = config.batch_size * i

@@ -21,7 +21,7 @@ from replicate.fl.algorithms import FedAvg
 from replicate.runs.config import RunConfig
 from replicate.experiments import knobs
 from replicate.runs.pool import compute
-from replicate.runs.tune import tune_then_run
+from replicate.runs.tune import Grid
 from replicate.core.errors import ReplicateError
 from replicate.experiments.li2020.common import (data_seed, COMMON_DEVIATIONS, DATASETS, LABELS,
                                                  MNIST_UNBALANCED_DEVIATION, STEPS_PER_EPOCH, SYNTHETIC_DEVIATION,
@@ -70,14 +70,20 @@ class SchemesConfig(knobs.FigureConfig):
                          local_steps=self.epochs * STEPS_PER_EPOCH, batch_size=batch_size(dataset), client_lr=lr,
                          rounds=self.rounds, seed=seed, data_seed=data_seed(dataset, seed), **LI2020_OBJECTIVE)
 
+    def grid(self) -> Grid:
+        """The Original's η0 grid per dataset, tuned on the first seeds (``runs.tune.Grid``)."""
+        return Grid({d: list(self.original_lrs) for d in self.datasets},
+                    lambda d, lr, seed: self.run_config(d, "original", lr, seed), tuple(self.seeds), self.tune_seeds)
+
+    def labelled(self, d: str, lr: float, s: int) -> tuple[dict, RunConfig]:
+        return {"dataset": d, "scheme": "original", "lr": lr, "seed": s}, self.run_config(d, "original", lr, s)
+
     def tuning(self) -> list[tuple[dict, RunConfig]]:
-        return [({"dataset": d, "scheme": "original", "lr": lr, "seed": s}, self.run_config(d, "original", lr, s))
-                for d in self.datasets for lr in self.original_lrs for s in self.seeds[:self.tune_seeds]]
+        return [self.labelled(*item) for item in self.grid().tuning_items()]
 
     def tuned(self, chosen: dict[str, float]) -> list[tuple[dict, RunConfig]]:
         """The Original at its chosen η0 on the seeds that did not tune it."""
-        return [({"dataset": d, "scheme": "original", "lr": chosen[d], "seed": s},
-                 self.run_config(d, "original", chosen[d], s)) for d in self.datasets for s in self.seeds[self.tune_seeds:]]
+        return [self.labelled(d, chosen[d], s) for d in self.datasets for s in self.seeds[self.tune_seeds:]]
 
     def fixed(self) -> list[tuple[dict, RunConfig]]:
         return [({"dataset": d, "scheme": scheme, "lr": self.lr, "seed": s}, self.run_config(d, scheme, self.lr, s))
@@ -91,10 +97,7 @@ def schemes(config: SchemesConfig, progress: bool = True, workers: int = 2, log=
     the tuning; the selection is the lowest mean loss over the last ``last`` rounds.
     """
     compute([(c, None) for _, c in config.tuning() + config.fixed()], workers, progress, log=log)  # one sweep
-    found = tune_then_run({d: list(config.original_lrs) for d in config.datasets},
-                          lambda d, lr, seed: config.run_config(d, "original", lr, seed), config.seeds,
-                          config.tune_seeds, functools.partial(tuning_score, last=config.last),
-                          workers=workers, log=log)
+    found = config.grid().tune(functools.partial(tuning_score, last=config.last), workers=workers, log=log)
     chosen = found.chosen
     rest = config.tuned(chosen)
     data = pd.concat([_runs(config.fixed(), log=log), _runs(config.tuning(), log=log)]

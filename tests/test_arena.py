@@ -170,3 +170,46 @@ def test_every_arena_number_is_reproduced_from_the_cache_and_from_nothing(tmp_pa
         assert (outputs[name] / "arena" / "leaderboard.csv").read_bytes() == data, name
         again = json.loads((outputs[name] / "arena" / "leaderboard.claims.json").read_text())["claims"]
         assert [c["verdict"] for c in again] == verdicts
+
+
+def test_each_dataset_trains_its_papers_model_and_clients():
+    """Issue #42: the datasets of the five documents, each with the model its paper trains there; where its paper
+    samples K of N clients a round, every entry samples the same K (FedAvg averaging them as FedProx's code
+    does), and STEM, whose every worker takes part each round, is refused there before anything runs."""
+    from replicate.data.registry import READS
+    from replicate.experiments.arena.tasks import NEURAL, TASKS
+
+    assert all(task.official in READS or task.official.startswith("synthetic") for task in TASKS.values())
+    assert {d: TASKS[d].model for d in NEURAL} == {"emnist_tff": "conv_dropout", "shakespeare": "char_lstm",
+                                                   "sent140": "sent_lstm", "cifar10": "lenet5"}
+    with pytest.raises(ReplicateError, match="STEM on mnist_fedprox"):
+        ArenaConfig.for_profile("smoke", datasets=["mnist_fedprox"], algorithms=["FedAvg", "STEM"])
+    full = ArenaConfig.for_profile("smoke").run_config(ENTRIES["FedAvg"], "synthetic(1,1)", 1, {"client_lr": 0.1})
+    assert (full.algorithm.scheme, full.algorithm.clients_per_round, full.model) == ("full", 100, "logistic")  # all 100
+    if not _staged("mnist_fedprox"):
+        pytest.skip("MNIST is not staged: the sampled runs' configs read its clients")
+    config = ArenaConfig.for_profile("smoke", datasets=["mnist_fedprox"], algorithms=["FedAvg", "FedProx"])
+    sampled = config.run_config(ENTRIES["FedAvg"], "mnist_fedprox", 1, {"client_lr": 0.1})
+    assert (sampled.algorithm.scheme, sampled.algorithm.clients_per_round, sampled.batch_size) == ("weighted", 10, 10)
+    prox = config.run_config(ENTRIES["FedProx"], "mnist_fedprox", 1, {"client_lr": 0.1, "prox_mu": 0.1})
+    assert (prox.algorithm.clients_per_round, prox.algorithm.sampling) == (10, "uniform")
+
+
+def test_a_neural_dataset_runs_its_papers_model_in_the_arena(monkeypatch):
+    """STEM's CIFAR-10 (its LeNet-5, every worker every round) at a CPU's size: two workers, one round."""
+    monkeypatch.setenv("REPLICATE_STAND_INS", "1")
+    if not _staged("cifar10_jpg_stem_moderate"):
+        pytest.skip("no CIFAR-10 copy is staged")
+    config = ArenaConfig.for_profile("smoke", datasets=["cifar10"], num_clients=2, algorithms=["FedAvg", "STEM"],
+                                     budget=1, local_steps=1, trials=1, seeds=[0, 1], evals=1)
+    run = config.run_config(ENTRIES["STEM"], "cifar10", 1, trials("STEM", ENTRIES["STEM"], 1)[0])
+    assert (run.model, run.dataset, run.num_clients, run.batch_size) == ("lenet5", "cifar10_jpg_stem_moderate", 2, 8)
+    curves = arena(config).query("kind == 'curve'")
+    assert set(curves.algorithm) == {"FedAvg", "STEM"} and curves.train_loss.notna().all()
+
+
+def _staged(loader: str) -> bool:
+    from replicate.data import load, store  # noqa: F401  (load registers every builder's reads)
+    from replicate.data.registry import READS
+
+    return all(store.is_available(name) for name in READS[loader])

@@ -1,8 +1,9 @@
 """The arena (issue #42): every algorithm on every dataset at one budget, tuned by one protocol.
 
 The comparison none of the five documents makes. Each entry (``entries.ENTRIES`` and a user's file) trains on
-each dataset with the model its paper uses there (logistic regression on the synthetic sets and Li et al.'s
-MNIST), every client taking part every round, for the rounds its budget buys (``entries.rounds``: equal rounds,
+each dataset with the model its paper uses there and the clients its paper has take part (``tasks.TASKS``:
+logistic regression on the synthetic sets and the MNISTs, Reddi et al.'s CNN on EMNIST-62, FedProx's LSTMs on
+Shakespeare and Sent140, STEM's LeNet-5 on CIFAR-10), for the rounds its budget buys (``entries.rounds``: equal rounds,
 bytes or samples). Tuning is the same for all: ``trials`` points of each entry's declared ranges, searched by
 successive halving (``runs.tune.Halving``) on the first ``tune_seeds`` seeds by final training loss; every number
 reported comes from the other seeds only, with their range. Runs are ordinary cached runs (batched, resumable,
@@ -26,6 +27,7 @@ import pandas as pd
 from replicate.core.errors import ReplicateError
 from replicate.experiments import knobs
 from replicate.experiments.arena.entries import BUDGET_KINDS, ENTRIES, Entry, cost, rounds, trials, user_entry
+from replicate.experiments.arena.tasks import TASKS, partial
 from replicate.runs import config as run_config
 from replicate.runs.config import RunConfig
 from replicate.runs.measures import final
@@ -33,22 +35,23 @@ from replicate.runs.tune import Grid, Halving
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check
 
-DATASETS = {"synthetic(1,1)": 24, "synthetic(0,0)": 24, "mnist_balanced": 64}  # dataset → b (Li et al. App. D.2)
-LABELS = {"synthetic(1,1)": "synthetic(1,1)", "synthetic(0,0)": "synthetic(0,0)", "mnist_balanced": "mnist balanced"}
 DEVIATIONS = (
-    "Not a replication: no document runs this comparison. Every entry trains with every client every round "
-    "(STEM's setting) and aggregates as its paper does; constant client rates except STEM's per-epoch "
+    "Not a replication: no document runs this comparison. Every entry trains the clients its dataset's paper "
+    "has take part (all of them every round on the convex sets and STEM's CIFAR-10; K = 10 sampled uniformly, "
+    "the same for every entry, on FedProx's and Charles & Konečný's datasets: replicate/experiments/arena/tasks.py) "
+    "and aggregates as its paper does; constant client rates except STEM's per-epoch "
     "diminishing rate (its eq. 2); the ranges searched are PROPOSED (replicate/experiments/arena/entries.py).",
 )
 
 
 @dataclass(frozen=True)
-class ArenaConfig(knobs.FigureConfig):
+class ArenaConfig(knobs.DataChoice, knobs.FigureConfig):
     """The arena's knobs (``python -m replicate arena``; notebooks/arena_leaderboard.ipynb)."""
 
     algorithms: tuple[str, ...] = tuple(ENTRIES)  # entries.ENTRIES names
     user_algorithm: str | None = None  # "path/to/file.py:ClassName", a registered algorithm class, joins them
-    datasets: tuple[str, ...] = ("synthetic(1,1)", "mnist_balanced")
+    datasets: tuple[str, ...] = ("synthetic(1,1)", "mnist_balanced")  # tasks.TASKS names, each with its paper's model
+    num_clients: int | None = None  # the first N clients of datasets whose builder takes it (a CPU-sized EMNIST-62)
     budget_kind: str = "bytes"  # "rounds", "bytes" (vectors sent and received) or "samples" (read by a client)
     budget: int = 100  # in rounds of FedAvg: every entry gets the rounds that cost as much
     local_steps: int = 20  # E, local SGD steps a round
@@ -75,16 +78,22 @@ class ArenaConfig(knobs.FigureConfig):
         if unknown:
             raise ReplicateError(f"ArenaConfig.algorithms: unknown {', '.join(unknown)}; choose from "
                                  + ", ".join(ENTRIES))
-        unknown = [d for d in self.datasets if d not in DATASETS]
+        unknown = [d for d in self.datasets if d not in TASKS]
         if unknown:
             raise ReplicateError(f"ArenaConfig.datasets: unknown {', '.join(unknown)}; choose from "
-                                 + ", ".join(DATASETS))
+                                 + ", ".join(TASKS))
+        unsampled = [(name, d) for name, entry in self.entries().items() for d in self.datasets
+                     if partial(TASKS[d]) and not entry.samples()]
+        if unsampled:
+            raise ReplicateError("the arena cannot compare " + ", ".join(f"{n} on {d}" for n, d in unsampled)
+                                 + ": its algorithm has every client take part each round, where the others sample "
+                                 "K of N, so no budget is equal; drop it or those datasets")
         if not 0 < self.tail <= 1:
             raise ReplicateError("ArenaConfig.tail must lie in (0, 1]")
         self.entries()  # a user's file is checked here, before anything runs
         for d in self.datasets:  # and every data draw the runs read (e.g. a partition a seed cannot make)
             for seed in self.seeds:
-                _sizes(d, data_seed(d, seed))
+                self.sizes(d, seed)
 
     def entries(self) -> dict[str, Entry]:
         chosen = {name: ENTRIES[name] for name in self.algorithms}
@@ -95,10 +104,17 @@ class ArenaConfig(knobs.FigureConfig):
 
     def dataset_names(self) -> tuple[str, ...]:
         """The datasets its runs load (``replicate.experiments.requirements``)."""
-        return tuple(d for d in self.datasets if not d.startswith("synthetic"))
+        return tuple(self.loaded(d) for d in self.datasets if not d.startswith("synthetic"))
+
+    def loaded(self, dataset: str) -> str:
+        """The loader ``dataset``'s runs read: its official one, or its stand-in (``data_source``)."""
+        return self.loader(TASKS[dataset].official)
+
+    def sizes(self, dataset: str, seed: int):
+        return _sizes(self.loaded(dataset), data_seed(dataset, seed), self.num_clients)
 
     def rounds(self, entry: Entry, dataset: str) -> int:
-        return rounds(entry, self.budget_kind, self.budget, self.local_steps, DATASETS[dataset])
+        return rounds(entry, self.budget_kind, self.budget, self.local_steps, TASKS[dataset].batch_size)
 
     def grid(self) -> Grid:
         """Every entry's trial points on every dataset, tuned on the first seeds (``runs.tune.Grid``)."""
@@ -109,12 +125,13 @@ class ArenaConfig(knobs.FigureConfig):
                     self.tune_seeds)
 
     def run_config(self, entry: Entry, dataset: str, seed: int, point: dict) -> RunConfig:
-        total, draw = self.rounds(entry, dataset), data_seed(dataset, seed)
-        clients = _clients(dataset, draw)
-        decay = self.local_steps * DATASETS[dataset] / _mean_size(dataset, draw)  # epochs a round
-        return RunConfig(dataset=dataset, data_seed=draw, model="logistic",
-                         algorithm=entry.make(clients, **point), local_steps=self.local_steps,
-                         batch_size=DATASETS[dataset], client_lr=point["client_lr"], lr_schedule=entry.schedule,
+        task, total, sizes = TASKS[dataset], self.rounds(entry, dataset), self.sizes(dataset, seed)
+        decay = self.local_steps * task.batch_size / float(sizes.double().mean())  # epochs a round
+        return RunConfig(dataset=self.loaded(dataset), data_seed=data_seed(dataset, seed),
+                         num_clients=self.num_clients, model=task.model,
+                         algorithm=entry.make(task.clients_per_round or int(sizes.numel()), partial(task), **point),
+                         local_steps=self.local_steps, batch_size=task.batch_size, client_lr=point["client_lr"],
+                         lr_schedule=entry.schedule,
                          lr_decay=decay if entry.schedule != "constant" else 0.0, weight_decay=0.0, clip_norm=None,
                          rounds=total, seed=seed, eval_every=max(1, total // self.evals))
 
@@ -126,16 +143,8 @@ def data_seed(dataset: str, seed: int) -> int | None:
 
 
 @functools.lru_cache(maxsize=None)
-def _sizes(dataset: str, seed: int | None):
-    return run_config.dataset(dataset, seed, None).train.sizes
-
-
-def _clients(dataset: str, seed: int | None) -> int:
-    return int(_sizes(dataset, seed).numel())
-
-
-def _mean_size(dataset: str, seed: int | None) -> float:
-    return float(_sizes(dataset, seed).double().mean())
+def _sizes(loader: str, seed: int | None, num_clients: int | None):
+    return run_config.dataset(loader, seed, num_clients).train.sizes
 
 
 def arena(config: ArenaConfig, log=None) -> pd.DataFrame:
@@ -146,18 +155,18 @@ def arena(config: ArenaConfig, log=None) -> pd.DataFrame:
     found = config.grid().tune(lambda run: final(run, "train_loss", fraction=config.tail), workers=config.workers,
                                log=log, halving=halving)
     scored_at = {(g, tuple(sorted(p.items()))): r for g, p, r in found.scored_at}
-    rows = [{"kind": "trial", "algorithm": name, "dataset": LABELS[d], **point, "score": score,
+    rows = [{"kind": "trial", "algorithm": name, "dataset": TASKS[d].label, **point, "score": score,
              "scored_at_round": scored_at.get(((name, d), tuple(sorted(point.items()))))}
             for (name, d), point, score in found.scores]
     frames = [pd.DataFrame(rows)]
     tuning = set(config.seeds[:config.tune_seeds])
     for (name, d), seed, history in found.runs:
         point, entry = found.chosen[(name, d)], entries[name]
-        b = DATASETS[d]  # a round's cost in rounds of FedAvg
+        b = TASKS[d].batch_size  # a round's cost in rounds of FedAvg
         per_round = cost(entry, config.budget_kind, config.local_steps, b) / cost(
             ENTRIES["FedAvg"], config.budget_kind, config.local_steps, b)
         edges = [k for k in point if entry.space[k].at_edge(point[k])]
-        frames.append(history.assign(kind="curve", algorithm=name, dataset=LABELS[d], seed=seed,
+        frames.append(history.assign(kind="curve", algorithm=name, dataset=TASKS[d].label, seed=seed,
                                      held_out=seed not in tuning, budget_spent=history["round"] * per_round,
                                      chosen=", ".join(f"{k}={v:g}" for k, v in point.items()),
                                      at_edge=", ".join(edges)))

@@ -71,20 +71,26 @@ class Entry:
     settings: dict = field(default_factory=dict)
     space: dict = field(default_factory=lambda: {"client_lr": RATE})
     schedule: str = "constant"  # STEM's rate diminishes per epoch (its eq. 2): "epoch_cube_root"
+    sampled: dict = field(default_factory=dict)  # settings that replace ``settings`` where a round samples K < N
 
-    def make(self, clients: int, **tuned):
-        """The algorithm's settings object with every client taking part (STEM's setting; the others accept it)."""
+    def samples(self) -> bool:
+        """Whether the algorithm can sample clients (STEM has every worker take part every round)."""
+        return "clients_per_round" in {f.name for f in dataclasses.fields(ALGORITHMS[self.algorithm])}
+
+    def make(self, clients: int, partial: bool = False, **tuned):
+        """The algorithm's settings object with ``clients`` taking part a round (all of them unless ``partial``:
+        then K sampled uniformly without replacement, the same K for every entry)."""
         cls = ALGORITHMS[self.algorithm]
-        names = {f.name for f in dataclasses.fields(cls)}
-        full = {"clients_per_round": clients} if "clients_per_round" in names else {}
-        return cls(**(full | self.settings | {k: v for k, v in tuned.items() if k != "client_lr"}))
+        taking_part = {"clients_per_round": clients} if self.samples() else {}
+        settings = self.settings | (self.sampled if partial else {})
+        return cls(**(taking_part | settings | {k: v for k, v in tuned.items() if k != "client_lr"}))
 
     def vectors(self) -> tuple[int, int]:
         return tuple(getattr(ALGORITHMS[self.algorithm], "vectors", (1, 1)))
 
 
 ENTRIES: dict[str, Entry] = {
-    "FedAvg": Entry("fedavg", {"scheme": "full"}),
+    "FedAvg": Entry("fedavg", {"scheme": "full"}, sampled={"scheme": "weighted"}),  # sampled: FedProx's FedAvg
     "FedProx": Entry("fedprox", {}, {"client_lr": RATE, "prox_mu": Range(1e-3, 1.0)}),
     "SCAFFOLD-I": Entry("scaffold", {"option": "I"}),
     "SCAFFOLD-II": Entry("scaffold", {"option": "II"}),

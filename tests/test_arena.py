@@ -175,20 +175,22 @@ def test_every_arena_number_is_reproduced_from_the_cache_and_from_nothing(tmp_pa
 def test_each_dataset_trains_its_papers_model_and_clients():
     """Issue #42: the datasets of the five documents, each with the model its paper trains there; where its paper
     samples K of N clients a round, every entry samples the same K (FedAvg averaging them as FedProx's code
-    does), and STEM, whose every worker takes part each round, is refused there before anything runs."""
+    does), and STEM, whose every worker takes part each round, does not run there (a deviation says so)."""
     from replicate.data.registry import READS
     from replicate.experiments.arena.tasks import NEURAL, TASKS
 
     assert all(task.official in READS or task.official.startswith("synthetic") for task in TASKS.values())
     assert {d: TASKS[d].model for d in NEURAL} == {"emnist_tff": "conv_dropout", "shakespeare": "char_lstm",
                                                    "sent140": "sent_lstm", "cifar10": "lenet5"}
-    with pytest.raises(ReplicateError, match="STEM on mnist_fedprox"):
-        ArenaConfig.for_profile("smoke", datasets=["mnist_fedprox"], algorithms=["FedAvg", "STEM"])
     full = ArenaConfig.for_profile("smoke").run_config(ENTRIES["FedAvg"], "synthetic(1,1)", 1, {"client_lr": 0.1})
     assert (full.algorithm.scheme, full.algorithm.clients_per_round, full.model) == ("full", 100, "logistic")  # all 100
     if not _staged("mnist_fedprox"):
         pytest.skip("MNIST is not staged: the sampled runs' configs read its clients")
-    config = ArenaConfig.for_profile("smoke", datasets=["mnist_fedprox"], algorithms=["FedAvg", "FedProx"])
+    config = ArenaConfig.for_profile("smoke", datasets=["mnist_fedprox", "synthetic(1,1)"],
+                                     algorithms=["FedAvg", "FedProx", "STEM"])
+    assert ("STEM", "mnist_fedprox") not in config.pairs() and ("STEM", "synthetic(1,1)") in config.pairs()
+    assert any(d.startswith("Not run: STEM on mnist_fedprox") for d in config.deviations)
+    assert len(config.pairs()) == 5 and set(config.grid().groups) == set(config.pairs())
     sampled = config.run_config(ENTRIES["FedAvg"], "mnist_fedprox", 1, {"client_lr": 0.1})
     assert (sampled.algorithm.scheme, sampled.algorithm.clients_per_round, sampled.batch_size) == ("weighted", 10, 10)
     prox = config.run_config(ENTRIES["FedProx"], "mnist_fedprox", 1, {"client_lr": 0.1, "prox_mu": 0.1})
@@ -213,3 +215,21 @@ def _staged(loader: str) -> bool:
     from replicate.data.registry import READS
 
     return all(store.is_available(name) for name in READS[loader])
+
+
+def test_the_gpu_arena_is_sized_and_its_readme_command_is_its_settings():
+    """Issue #42's GPU profile: README's command runs ``ArenaConfig.GPU``, and its size is gpu_work.json's."""
+    import re
+
+    from replicate.core import paths
+    from replicate.experiments import work
+
+    sized = json.loads((paths.figures_dir() / work.FILE).read_text())["arena"]
+    assert sized["settings"] == {k: list(v) for k, v in ArenaConfig.GPU.items()}
+    assert sized["runs"] == sized["tuning_runs"] + sized["final_runs"] > 0
+    assert 0 < sized["batched_steps"] <= sized["sequential_steps"]
+    readme = (paths.REPO / "README.md").read_text()
+    command = re.search(r"`python -m replicate arena --profile paper --set 'datasets=(\[.*?\])'`", readme)
+    assert command and json.loads(command[1]) == list(ArenaConfig.GPU["datasets"])
+    assert (f"{sized['runs']:,} runs counted as" in readme and f"{sized['sequential_steps']:,} sequential" in readme
+            and f"{sized['batched_steps']:,} as a slot" in readme)

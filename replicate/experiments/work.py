@@ -310,13 +310,32 @@ def table() -> list[dict]:
     return rows
 
 
+def arena() -> dict:
+    """The arena on a GPU (``ArenaConfig.GPU``, on the stand-ins as a slot reads them): its runs, counted as the
+    full grid (its successive halving computes the eliminated trials' first rounds only, so fewer), and their
+    sequential local steps alone and as a slot's pieces."""
+    from replicate.experiments.arena import ArenaConfig
+
+    config = ArenaConfig(**ArenaConfig.GPU, data_source=SOURCE)
+    grid = config.grid()
+    tuning = _unique(grid.tuning())
+    every = _unique(tuning + grid.finals())
+    lengths: dict = {}
+    steps = [int(round_steps(c, lengths).sum()) for c in every]
+    return {"settings": {k: list(v) if isinstance(v, tuple) else v for k, v in ArenaConfig.GPU.items()},
+            "runs": len(every), "tuning_runs": len(tuning), "final_runs": len(every) - len(tuning),
+            "sequential_steps": sum(steps), "batched_steps": batched_steps(tuning, every[len(tuning):], lengths),
+            "not_run": config.skipped()}
+
+
 def write(root=None):
     path = (root or paths.figures_dir()) / FILE
     slots = json.loads(path.read_text()).get("slots") if path.is_file() else None  # experiments.plan's part
     text = json.dumps({"generated_by": "python -m replicate report --work (replicate/experiments/work.py)",
-                       "rows": table(), **({"slots": slots} if slots else {})}, indent=1, ensure_ascii=False)
+                       "rows": table(), "arena": arena(), **({"slots": slots} if slots else {})}, indent=1,
+                      ensure_ascii=False)
     atomic_write_text(path, text + "\n")
     return path
 
 
-__all__ = ["FIGURES", "FILE", "SLOT", "Figure", "batched_steps", "ops_per_step", "round_steps", "runs", "table", "write"]
+__all__ = ["FIGURES", "FILE", "SLOT", "Figure", "arena", "batched_steps", "ops_per_step", "round_steps", "runs", "table", "write"]

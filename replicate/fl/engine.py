@@ -19,6 +19,7 @@ fused solver (``fused=True``, the logistic regression's): the same declared upda
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -311,8 +312,10 @@ def _begin(run: _Run, problem, population, sizes, work, trainer, objective, r) -
 
 
 def _draw(parts: list[batching.Part], problem, work, r) -> None:
-    """Every part's mini-batches of round r, each from its run's stream (seed, "batches", r), drawn together."""
-    requests = [(p.clients, p.ctx.steps, rng.generator(p.seed, "batches", r)) for p in parts]
+    """Every part's mini-batches of round r, each from its run's stream (seed, "batches", r), drawn together. The
+    stream is made only by a problem that draws (a quadratic's clients take full gradients): making it costs
+    more than the rest of such a round's host work."""
+    requests = [(p.clients, p.ctx.steps, functools.partial(rng.generator, p.seed, "batches", r)) for p in parts]
     for part, batches in zip(parts, problem.draw_batches(requests, work)):
         part.batches = batches
 

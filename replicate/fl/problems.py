@@ -38,7 +38,8 @@ class Problem(Protocol):
 
     def cpu_execution(self) -> str: ...  # "stacked" or "sequential": the faster on a CPU (measured)
 
-    def draw_batches(self, requests: list[tuple], work) -> list[Batches | None]: ...  # (clients, steps, generator) a run
+    # (clients, steps, generator) a run; the generator may come as a function that makes it (made when needed)
+    def draw_batches(self, requests: list[tuple], work) -> list[Batches | None]: ...
 
     def full_batch(self, clients: torch.Tensor): ...  # every row of each client, or None (full gradients)
 
@@ -105,8 +106,8 @@ class SampleProblem:
     def draw_batches(self, requests: list[tuple], work) -> list[Batches]:
         """A round's mini-batches of several runs, one ``(clients, steps, generator)`` each: each run's what
         it draws alone (``batches.draw_runs``), drawn on the host (CPU generators) and moved to the device."""
-        drawn = batches.draw_runs([(self._host_sizes[c.cpu()], self._host_offsets[c.cpu()], steps.cpu(), g)
-                                   for c, steps, g in requests], work)
+        drawn = batches.draw_runs([(self._host_sizes[c.cpu()], self._host_offsets[c.cpu()], steps.cpu(),
+                                    g() if callable(g) else g) for c, steps, g in requests], work)
         if self.device.type == "cpu":
             return drawn
         return [batches.Batches(b.index.to(self.device), None if b.mask is None else b.mask.to(self.device))

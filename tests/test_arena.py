@@ -186,8 +186,9 @@ def test_each_dataset_trains_its_papers_model_and_clients():
     assert (full.algorithm.scheme, full.algorithm.clients_per_round, full.model) == ("full", 100, "logistic")  # all 100
     if not _staged("mnist_fedprox"):
         pytest.skip("MNIST is not staged: the sampled runs' configs read its clients")
-    config = ArenaConfig.for_profile("smoke", datasets=["mnist_fedprox", "synthetic(1,1)"],
-                                     algorithms=["FedAvg", "FedProx", "STEM"])
+    config = ArenaConfig.for_profile("smoke", datasets=["mnist_fedprox", "synthetic(1,1)"], num_clients=4,
+                                     algorithms=["FedAvg", "FedProx", "STEM"])  # neither builder cuts clients
+    assert config.clients_of("mnist_fedprox") is None and config.clients_of("synthetic(1,1)") is None
     assert ("STEM", "mnist_fedprox") not in config.pairs() and ("STEM", "synthetic(1,1)") in config.pairs()
     assert any(d.startswith("Not run: STEM on mnist_fedprox") for d in config.deviations)
     assert len(config.pairs()) == 5 and set(config.grid().groups) == set(config.pairs())

@@ -24,6 +24,7 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
+from replicate.data import parameters as builder_parameters
 from replicate.core.errors import ReplicateError
 from replicate.experiments import knobs
 from replicate.experiments.arena.entries import BUDGET_KINDS, ENTRIES, Entry, cost, rounds, trials, user_entry
@@ -52,7 +53,7 @@ class ArenaConfig(knobs.DataChoice, knobs.FigureConfig):
     algorithms: tuple[str, ...] = tuple(ENTRIES)  # entries.ENTRIES names
     user_algorithm: str | None = None  # "path/to/file.py:ClassName", a registered algorithm class, joins them
     datasets: tuple[str, ...] = ("synthetic(1,1)", "mnist_balanced")  # tasks.TASKS names, each with its paper's model
-    num_clients: int | None = None  # the first N clients of datasets whose builder takes it (a CPU-sized EMNIST-62)
+    num_clients: int | None = None  # the first N clients where the dataset's builder takes it (EMNIST-62, CIFAR-10)
     budget_kind: str = "bytes"  # "rounds", "bytes" (vectors sent and received) or "samples" (read by a client)
     budget: int = 100  # in rounds of FedAvg: every entry gets the rounds that cost as much
     local_steps: int = 20  # E, local SGD steps a round
@@ -132,8 +133,15 @@ class ArenaConfig(knobs.DataChoice, knobs.FigureConfig):
         """The loader ``dataset``'s runs read: its official one, or its stand-in (``data_source``)."""
         return self.loader(TASKS[dataset].official)
 
+    def clients_of(self, dataset: str) -> int | None:
+        """``num_clients`` where ``dataset``'s builder takes the first N of its clients (not a synthetic set's
+        draw, whose N would make another set), else None: every client."""
+        if self.num_clients is None or dataset.startswith("synthetic"):
+            return None
+        return self.num_clients if "num_clients" in builder_parameters(self.loaded(dataset)) else None
+
     def sizes(self, dataset: str, seed: int):
-        return _sizes(self.loaded(dataset), data_seed(dataset, seed), self.num_clients)
+        return _sizes(self.loaded(dataset), data_seed(dataset, seed), self.clients_of(dataset))
 
     def rounds(self, entry: Entry, dataset: str) -> int:
         return rounds(entry, self.budget_kind, self.budget, self.local_steps, TASKS[dataset].batch_size)
@@ -149,7 +157,7 @@ class ArenaConfig(knobs.DataChoice, knobs.FigureConfig):
         task, total, sizes = TASKS[dataset], self.rounds(entry, dataset), self.sizes(dataset, seed)
         decay = self.local_steps * task.batch_size / float(sizes.double().mean())  # epochs a round
         return RunConfig(dataset=self.loaded(dataset), data_seed=data_seed(dataset, seed),
-                         num_clients=self.num_clients, model=task.model,
+                         num_clients=self.clients_of(dataset), model=task.model,
                          algorithm=entry.make(task.clients_per_round or int(sizes.numel()), partial(task), **point),
                          local_steps=self.local_steps, batch_size=task.batch_size, client_lr=point["client_lr"],
                          lr_schedule=entry.schedule,

@@ -330,8 +330,7 @@ _TRAINS = ("its claim that on Sent140 μ does not help now tests seed 1 alone, w
            "trains (issue #40 item 5); the committed CSV fails the restated claim (μ = 0's training loss rises from "
            "0.687 to 0.792 over the 200 rounds on seed 1: nothing trains at ≈ 4 tweets a device), so republishing turns this "
            "claim from holding to failing; republish with its command in the reduced-scale section")
-STALE: dict[str, str] = {"cpu_scale/khanduri2021/fig5": _HELD_OUT,
-                         "fedprox2020/fig3": _MU_SEEDS + "; republish with `python -m replicate figures fedprox2020/fig3 "
+STALE: dict[str, str] = {"fedprox2020/fig3": _MU_SEEDS + "; republish with `python -m replicate figures fedprox2020/fig3 "
                                              "--profile paper` (≈ 2 h of one core's compute here)",
                          "cpu_scale/fedprox2020/fig3": _TRAINS,
                          "cpu_scale/fedprox2020/fig4": _TRACKS.format(command="its command in the reduced-scale "

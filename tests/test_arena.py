@@ -8,6 +8,7 @@ import pytest
 from replicate.core.errors import ReplicateError
 from replicate.experiments.arena import ArenaConfig, arena, claims, leaderboard
 from replicate.experiments.arena.entries import ENTRIES, cost, rounds, trials
+from replicate.experiments.arena.tasks import TASKS
 from replicate.fl.algorithms import ALGORITHMS
 from replicate.fl.algorithms.protocol import EXAMPLES
 from replicate.runs import cache
@@ -234,3 +235,23 @@ def test_the_gpu_arena_is_sized_and_its_readme_command_is_its_settings():
     assert command and json.loads(command[1]) == list(ArenaConfig.GPU["datasets"])
     assert (f"{sized['runs']:,} runs counted as" in readme and f"{sized['sequential_steps']:,} sequential" in readme
             and f"{sized['batched_steps']:,} as a slot" in readme)
+
+
+def test_sampled_neural_datasets_run_end_to_end_and_too_few_clients_are_refused(monkeypatch):
+    """EMNIST-62 (Reddi et al.'s CNN) and Sent140 (FedProx's LSTM), K = 10 sampled, one round each; and a
+    ``num_clients`` below the K a paper samples is refused before anything runs (found as a user: it failed in
+    the first run's first round)."""
+    monkeypatch.setenv("REPLICATE_STAND_INS", "1")
+    if not (_staged("femnist") and _staged("sent140")):
+        pytest.skip("the EMNIST-62 and Sent140 stand-ins (LEAF's FEMNIST, Sent140) are not staged")
+    with pytest.raises(ReplicateError, match="leaves emnist_tff 4 clients, fewer than the 10"):
+        ArenaConfig.for_profile("smoke", datasets=["emnist_tff"], num_clients=4, algorithms=["FedAvg"]).validate()
+    config = ArenaConfig.for_profile("smoke", datasets=["emnist_tff", "sent140"], num_clients=10,
+                                     algorithms=["FedAvg", "FedProx"], budget=1, local_steps=1, trials=1,
+                                     seeds=[0, 1], evals=1)
+    config.validate()
+    curves = arena(config).query("kind == 'curve'")
+    assert set(curves.dataset) == {TASKS["emnist_tff"].label, TASKS["sent140"].label}
+    assert set(curves.algorithm) == {"FedAvg", "FedProx"} and curves.train_loss.notna().all()
+    first = curves[curves["round"] == 0].groupby(["dataset", "seed"]).train_loss.nunique()
+    assert (first == 1).all()  # every entry starts from its seed's one initial model

@@ -116,7 +116,11 @@ class ArenaConfig(knobs.DataChoice, knobs.FigureConfig):
         self.entries()  # a user's file is checked here, before anything runs
         for d in self.datasets:  # and every data draw the runs read (e.g. a partition a seed cannot make)
             for seed in self.seeds:
-                self.sizes(d, seed)
+                clients, k = len(self.sizes(d, seed)), TASKS[d].clients_per_round
+                if k is not None and clients < k:  # found as a user: it failed in the first run's first round
+                    raise ReplicateError(f"ArenaConfig.num_clients = {self.num_clients} leaves {d} {clients} "
+                                         f"clients, fewer than the {k} its paper samples each round: set "
+                                         f"num_clients to at least {k}, or leave it unset (every client)")
 
     def entries(self) -> dict[str, Entry]:
         chosen = {name: ENTRIES[name] for name in self.algorithms}

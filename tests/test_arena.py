@@ -1,5 +1,6 @@
 """The arena (issue #42): equal budgets counted by hand, equal tuning, held-out seeds, a user's algorithm."""
 import json
+from dataclasses import replace
 import sys
 from pathlib import Path
 
@@ -250,6 +251,8 @@ def test_sampled_neural_datasets_run_end_to_end_and_too_few_clients_are_refused(
                                      algorithms=["FedAvg", "FedProx"], budget=1, local_steps=1, trials=1,
                                      seeds=[0, 1], evals=1)
     config.validate()
+    assert config.clients_of("sent140") == 10  # every builder but Li's and FedProx's MNIST cuts its clients
+    assert replace(config, datasets=("shakespeare",)).clients_of("shakespeare") == 10
     curves = arena(config).query("kind == 'curve'")
     assert set(curves.dataset) == {TASKS["emnist_tff"].label, TASKS["sent140"].label}
     assert set(curves.algorithm) == {"FedAvg", "FedProx"} and curves.train_loss.notna().all()

@@ -348,6 +348,9 @@ def test_sent140_local_resplit_is_deterministic_and_complete(local_sent140):
     vocab = a.meta["vocabulary"]
     train_words = {w for row in a.train.x.tolist() for w in row if w < len(vocab)}
     assert len(train_words) == len(vocab) and a.meta["vocab_size"] == len(vocab) + 1
+    first = sent140_module.sent140(seed=1, num_clients=2)  # a smaller federation of the same users and vocabulary
+    assert first.meta["users"] == a.meta["users"][:2] and first.meta["vocabulary"] == vocab
+    assert torch.equal(first.train.x, a.train.x[:int(a.train.offsets[2])]) and first.test.num_clients == 2
 
 
 def test_sent140_release_keeps_its_split(tmp_path):

@@ -81,14 +81,15 @@ def _texts_and_labels(name: str, user: LeafUser) -> tuple[list[str], np.ndarray]
 
 
 @builder("sent140", reads=("sent140",))
-def sent140(seed: int = 0, train_fraction: float = 0.8, root: str | None = None) -> FederatedDataset:
+def sent140(seed: int = 0, train_fraction: float = 0.8, root: str | None = None,
+            num_clients: int | None = None) -> FederatedDataset:
     """Sent140 as (n, 25) int64 token indices with binary labels. One device per user. See
     the module docstring for the deviation when only the local test split exists.
 
     ``meta["vocabulary"]`` lists the words, and ``meta["vocab_size"]`` = len + 1 includes
     the unknown/padding index. For seed 0 the local variant gives 2,875 devices, 16,025
     samples, mean 5.57 and std 3.09 (train 12,026, test 3,999), with a vocabulary of
-    25,079 words.
+    25,079 words. ``num_clients`` keeps the first users only (the same vocabulary; smoke runs).
     """
     check_seed(seed)
     if not 0 < train_fraction < 1:
@@ -122,7 +123,7 @@ def sent140(seed: int = 0, train_fraction: float = 0.8, root: str | None = None)
             "GloVe unavailable: vocabulary from the training tweets, embeddings learned"]
         source = f"{folder}/all_data_niid_0_keep_30_test_9.json (LEAF test split)"
     vocabulary = build_vocabulary(t for texts, _ in train for t in texts)
-    return FederatedDataset(
+    data = FederatedDataset(
         name="sent140",
         train=_split(train, vocabulary),
         test=_split(test, vocabulary),
@@ -137,6 +138,7 @@ def sent140(seed: int = 0, train_fraction: float = 0.8, root: str | None = None)
             "deviations": deviations,
         },
     )
+    return data if num_clients is None else data.first(num_clients)
 
 
 def _split(parts, vocabulary) -> Split:
@@ -211,7 +213,8 @@ def glove_vectors(path: str | Path | None = None) -> tuple[tuple[str, ...], np.n
 
 @builder("sent140_leaf", reads=("sent140_raw", "glove"))
 def sent140_leaf(fraction: float = 0.3, min_samples: int = 30, train_fraction: float = 0.9, seed: int = 0,
-                 vocabulary: str = "glove", folder: str | None = None, glove: str | None = None) -> FederatedDataset:
+                 vocabulary: str = "glove", folder: str | None = None, glove: str | None = None,
+                 num_clients: int | None = None) -> FederatedDataset:
     """FedProx's Sent140 from the raw CSVs: LEAF ``-s niid --sf 0.3 -k 30 -t sample`` (train
     fraction 0.9), written here, then FedProx's 25-token encoding.
 
@@ -221,7 +224,7 @@ def sent140_leaf(fraction: float = 0.3, min_samples: int = 30, train_fraction: f
     :func:`~replicate.data.leaf.split_by_sample`. ``vocabulary="glove"``: GloVe 6B's words, the
     rows of the authors' frozen embedding (vectors from :func:`glove_vectors`); ``"tweets"``: the
     words of the training tweets, as the offline variant builds it. LEAF's draws are
-    unseeded; ``seed`` drives them here.
+    unseeded; ``seed`` drives them here. ``num_clients`` keeps the first users only (smoke runs).
     """
     check_seed(seed)
     if vocabulary not in ("glove", "tweets"):
@@ -245,7 +248,7 @@ def sent140_leaf(fraction: float = 0.3, min_samples: int = 30, train_fraction: f
         vectors = np.concatenate([found, np.zeros((1, found.shape[1]), found.dtype)])
     else:
         words = build_vocabulary(t for texts, _ in train for t in texts)
-    return FederatedDataset(
+    data = FederatedDataset(
         name="sent140", train=_split(train, words), test=_split(test, words), num_classes=2,
         meta={"paper": "FedProx draft §5.1, App. C.1, Table 1 (Sent140)",
               "procedure": f"LEAF -s niid --sf {fraction} -k {min_samples} -t sample (train {train_fraction}) "
@@ -257,3 +260,4 @@ def sent140_leaf(fraction: float = 0.3, min_samples: int = 30, train_fraction: f
               "seeds": {"sample": seed, "split": seed},
               "deviations": ["LEAF's unseeded sampling and split draws are seeded here"]
                             + ([] if vocabulary == "glove" else ["vocabulary from the training tweets, not GloVe's"])})
+    return data if num_clients is None else data.first(num_clients)

@@ -155,7 +155,7 @@ def shakespeare_clients(text: str) -> dict[str, np.ndarray]:
 
 @builder("shakespeare", reads=("shakespeare",))
 def shakespeare(fraction: float = 0.2, min_samples: int = 0, train_fraction: float = 0.8,
-                seed: int = 0, path: str | None = None) -> FederatedDataset:
+                seed: int = 0, path: str | None = None, num_clients: int | None = None) -> FederatedDataset:
     """FedProx Shakespeare: one device per (play, role). Inputs are (n, 80) int64 character
     indices and targets (n,) int64 over 80 classes.
 
@@ -169,7 +169,8 @@ def shakespeare(fraction: float = 0.2, min_samples: int = 0, train_fraction: flo
     mean / std). Seed 0 gives 210 / 845,241 / 4,025 / 7,236. Over seeds 0..199 the number
     of devices has median 226 and ranges 165..280, and the std has median 6,130. Table 1
     lists 143 / 517,706 / 3,620 / 4,115, about 12% of the data, which the published
-    ``--sf 0.2`` does not explain. ``fraction≈0.13`` gives about 143 devices.
+    ``--sf 0.2`` does not explain. ``fraction≈0.13`` gives about 143 devices. ``num_clients``
+    keeps the first devices only (smoke runs).
     """
     check_seed(seed)
     if not isinstance(min_samples, int) or min_samples < 0:
@@ -189,7 +190,7 @@ def shakespeare(fraction: float = 0.2, min_samples: int = 0, train_fraction: flo
             parts[2 * i + 1].append(y[idx])
     if not kept:
         raise ReplicateError("shakespeare: no client is left after sampling; raise fraction or lower min_samples")
-    return FederatedDataset(
+    data = FederatedDataset(
         name="shakespeare",
         train=_int_split(parts[0], parts[1]),
         test=_int_split(parts[2], parts[3]),
@@ -206,6 +207,7 @@ def shakespeare(fraction: float = 0.2, min_samples: int = 0, train_fraction: flo
             "deviations": ["LEAF's unseeded sampling and split draws are seeded here"],
         },
     )
+    return data if num_clients is None else data.first(num_clients)
 
 
 def _int_split(xs: list[np.ndarray], ys: list[np.ndarray]) -> Split:

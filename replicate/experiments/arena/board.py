@@ -53,7 +53,7 @@ class ArenaConfig(knobs.DataChoice, knobs.FigureConfig):
     algorithms: tuple[str, ...] = tuple(ENTRIES)  # entries.ENTRIES names
     user_algorithm: str | None = None  # "path/to/file.py:ClassName", a registered algorithm class, joins them
     datasets: tuple[str, ...] = ("synthetic(1,1)", "mnist_balanced")  # tasks.TASKS names, each with its paper's model
-    num_clients: int | None = None  # the first N clients where the dataset's builder takes it (EMNIST-62, CIFAR-10)
+    num_clients: int | None = None  # the first N clients where the builder takes it (not Li's or FedProx's MNIST)
     budget_kind: str = "bytes"  # "rounds", "bytes" (vectors sent and received) or "samples" (read by a client)
     budget: int = 100  # in rounds of FedAvg: every entry gets the rounds that cost as much
     local_steps: int = 20  # E, local SGD steps a round

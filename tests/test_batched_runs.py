@@ -140,9 +140,11 @@ def test_a_batch_takes_the_sequential_steps_its_runs_round_steps_count(monkeypat
     assert len(calls) == batching.batch_steps(lengths)
     assert len({tuple(t.tolist()) for t in lengths}) == 3  # other seeds, other laws, other stragglers: other rounds
     two = lengths[1:]
-    assert max(int(t.sum()) for t in two) < batching.batch_steps(two) < sum(int(t.sum()) for t in two)
+    assert batching.own_pace_steps(two) == max(int(t.sum()) for t in two) < batching.batch_steps(two) < sum(
+        int(t.sum()) for t in two)  # at its own round boundaries a batch would last as long as its longest run
     same_seed = [batching.round_steps(FedProx(mu, 5), problem.population(), work, 7, 3) for mu in (0.1, 0.5)]
     assert batching.batch_steps(same_seed) == int(same_seed[0].sum())  # one seed: the clients of one run
+    assert batching.own_pace_steps(same_seed) == batching.batch_steps(same_seed)  # so nothing to save there
 
 def test_a_stopped_run_leaves_the_batch_and_the_others_go_on():
     problem = logistic64()

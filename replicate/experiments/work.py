@@ -12,7 +12,9 @@ many steps as its busiest sampled client: ``runs.batched.round_steps`` counts th
 plan (sampling and stragglers as the engine draws them) and the dataset's client sizes, exactly, without
 training. And per figure, the steps of the pieces a GPU slot trains (``SLOT``: ``runs.batched.group``'s
 batches of at most 8 runs, cut for 2 workers): the runs of a piece step together, each round as long as
-its longest run's (``fl.batching.batch_steps``). The epoch columns state one epoch in steps two ways: the
+its longest run's (``fl.batching.batch_steps``), and beside them the steps the pieces would take if each run
+started its next round as soon as its own clients finished (``fl.batching.own_pace_steps``; not built: the ratio is
+what building it could save at most). The epoch columns state one epoch in steps two ways: the
 mean over the training clients of ⌈n_k/b⌉ and the busiest sampled client's per round (the figure's
 sequential steps over its rounds × epochs), which the planner (``experiments.plan``) prices. Ops per local
 step are ``fl.models.opcount.step_ops`` of the model at its data's input shape (sequence length) with
@@ -189,18 +191,26 @@ def round_steps(config, cache: dict):
     return cache[key]
 
 
-def batched_steps(tuning: list, final: list, cache: dict) -> int:
+def slot_steps(tuning: list, final: list, cache: dict) -> tuple[int, int]:
     """Sequential local steps of the pieces a GPU slot trains (``SLOT``): the tuning runs batched among
-    themselves, then the final runs (they start once the tuning has chosen)."""
+    themselves, then the final runs (they start once the tuning has chosen); and the steps the same pieces would
+    take if each run advanced at its own round boundaries (``fl.batching.own_pace_steps``, a lower bound)."""
     from replicate.fl import batching
     from replicate.runs import batched
     from replicate.runs.pool import Job
 
-    total = 0
+    together = own = 0
     for phase in (tuning, final):
         for piece in batched.group([Job(c) for c in phase], **SLOT):
-            total += batching.batch_steps([round_steps(job.config, cache) for job in piece])
-    return total
+            lengths = [round_steps(job.config, cache) for job in piece]
+            together += batching.batch_steps(lengths)
+            own += batching.own_pace_steps(lengths)
+    return together, own
+
+
+def batched_steps(tuning: list, final: list, cache: dict) -> int:
+    """Sequential local steps of the pieces a GPU slot trains (``slot_steps``)."""
+    return slot_steps(tuning, final, cache)[0]
 
 
 def _narrow(model: str, dataset: str):
@@ -303,7 +313,7 @@ def table() -> list[dict]:
                      "tuning_runs": len(tuning), "final_runs": len(final),
                      "rounds": sorted({c.rounds for c in every}),
                      "steps_per_run": [min(steps), max(steps)], "sequential_steps": sum(steps),
-                     "batched_steps": batched_steps(tuning, final, lengths),
+                     **dict(zip(("batched_steps", "own_pace_steps"), slot_steps(tuning, final, lengths))),
                      "epoch_steps": {name: round(v[2], 2) for name, v in epochs.items()},
                      "round_epoch_steps": {name: round(v[0] / v[1], 2) for name, v in epochs.items()},
                      "ops_per_step": per_model, "measured": measured or "not measured"})
@@ -324,7 +334,8 @@ def arena() -> dict:
     steps = [int(round_steps(c, lengths).sum()) for c in every]
     return {"settings": {k: list(v) if isinstance(v, tuple) else v for k, v in ArenaConfig.GPU.items()},
             "runs": len(every), "tuning_runs": len(tuning), "final_runs": len(every) - len(tuning),
-            "sequential_steps": sum(steps), "batched_steps": batched_steps(tuning, every[len(tuning):], lengths),
+            "sequential_steps": sum(steps),
+            **dict(zip(("batched_steps", "own_pace_steps"), slot_steps(tuning, every[len(tuning):], lengths))),
             "not_run": config.skipped()}
 
 

@@ -89,6 +89,13 @@ def batch_steps(lengths: list[torch.Tensor]) -> int:
     return int(stacked.max(0).values.sum())
 
 
+def own_pace_steps(lengths: list[torch.Tensor]) -> int:
+    """Sequential local steps of the same runs if each advanced at its own round boundaries (issue #38 item 4;
+    not built): the batch would last as long as its longest run alone. A lower bound beside ``batch_steps``:
+    their ratio is the most such scheduling could save."""
+    return max(int(t.sum()) for t in lengths)
+
+
 def merge(parts: list[Part], problem) -> Round:
     """Stack the parts' rows into one round (one part: itself, unchanged)."""
     sizes = [p.clients.numel() for p in parts]

@@ -103,7 +103,9 @@ def _work_table(rows: list[dict]) -> list[str]:
              "a round's clients step together when stacked, so a round takes as many steps as its busiest sampled "
              "client (`runs.batched.round_steps`, from the algorithm's own sampling and stragglers and the "
              "clients' sizes). *As a slot batches them*: the pieces a GPU slot trains (at most 8 runs, cut for 2 "
-             "workers; `experiments.work.SLOT`) step their runs together, each round as long as its longest run's. "
+             "workers; `experiments.work.SLOT`) step their runs together, each round as long as its longest run's; "
+             "*at own pace*: the same pieces if each run started its next round as soon as its own clients finished "
+             "(not built; a lower bound: the most such scheduling could save, `fl.batching.own_pace_steps`). "
              "*Epoch in steps*: the mean over the training clients of ⌈n_k/b⌉, and the busiest sampled client's "
              "per round (the figure's steps over its rounds × epochs; what the slot planner prices). *Ops per "
              "step*: top-level ATen ops of one stacked "
@@ -116,7 +118,7 @@ def _work_table(rows: list[dict]) -> list[str]:
              "3's runs, STEM Figure 3 holds Figure 2's, Figure 12's seed-0 runs are among Figure 13's tuning runs), "
              "so rows do not add up.", "",
              "| item | figure (panels) | runs (before + after the choice) | rounds | local steps per run | sequential local steps "
-             "(figure): alone / as a slot batches them | epoch in steps: mean ⌈n_k/b⌉ / busiest sampled client | "
+             "(figure): alone / as a slot batches them / at own pace | epoch in steps: mean ⌈n_k/b⌉ / busiest sampled client | "
              "ops per local step | measured cost (source) |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -125,7 +127,7 @@ def _work_table(rows: list[dict]) -> list[str]:
             f"| {r['paper']} {r['item']} | {_cell(r['figure'])} | {r['runs']} ({r['tuning_runs']} + "
             f"{r['final_runs']}) | {', '.join(f'{n:,}' for n in r['rounds'])} | "
             f"{_steps(lo) if lo == hi else _steps(lo) + '-' + _steps(hi)} | {_steps(r['sequential_steps'])} / "
-            f"{_steps(r['batched_steps'])} | "
+            f"{_steps(r['batched_steps'])} / {_steps(r['own_pace_steps'])} | "
             f"{_cell(_epochs(r) or '— (fixed I steps)')} | "
             f"{_cell('; '.join(f'{k}: {v}' for k, v in r['ops_per_step'].items()))} | {_cell(r['measured'])} |")
     return lines + [""]

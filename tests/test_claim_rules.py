@@ -395,6 +395,31 @@ def test_stem_figure5_row_follows_its_figures_csv(tmp_path):
     assert "?" in row.text({"khanduri2021/fig5": edited | {"data_file": str(tmp_path / "absent.csv")}})
 
 
+def test_stem_figure5_row_states_the_cpu_replay_as_measured(tmp_path):
+    """Issue #40 item 8: the row said, by hand, that the CPU reproduces the divergence "at the same round"; replayed
+    (``khanduri2021.replay``) the finals diverge here later. The sentence and the CPU-scale run's horizon and pair
+    are read from figures/khanduri2021/fig5.cpu_replay.json and the CPU-scale CSV: an edited replay changes it."""
+    import shutil
+
+    by_key = {f"{r['paper']}/{r['figure']}": r for r in replication.records_in(paths.figures_dir())}
+    row, = [i for i in coverage.ITEMS if i.facts is facts.stem_fig5]
+    text = row.text(by_key)
+    assert "NaN at the same round on both" not in text
+    assert "they diverge there too, later (κ̄ = 0.01, c = 1; I = 100, seed 0: within 1% up to round 2, then NaN at " \
+           "round 4 here, 3 on the GPU; I = 10, seed 0: within 1% up to round 24, then NaN at round 72 here" in text
+    assert "The labelled CPU-scale run (3,200 samples, where STEM still trains at κ̄ = 0.1, c = 150," in text
+    for part in ("khanduri2021", "cpu_scale/khanduri2021"):
+        (tmp_path / part).mkdir(parents=True)
+    shutil.copy(by_key["khanduri2021/fig5"]["data_file"], tmp_path / "khanduri2021" / "fig5.csv")
+    replayed = json.loads((paths.figures_dir() / "khanduri2021" / "fig5.cpu_replay.json").read_text())
+    replayed["runs"][1]["here"]["first_nan"] = 36
+    replayed["runs"][0]["here"]["first_nan"] = 3
+    (tmp_path / "khanduri2021" / "fig5.cpu_replay.json").write_text(json.dumps(replayed))
+    moved = {"khanduri2021/fig5": by_key["khanduri2021/fig5"] | {"data_file": str(tmp_path / "khanduri2021/fig5.csv")}}
+    assert "they diverge there too, at the same round" in row.text(moved)
+    assert "The labelled CPU-scale run (? samples" in row.text(moved)  # no CPU-scale CSV there: no number
+
+
 def test_gpu_scale_rows_state_no_cost_by_hand():
     """Issue #40 item 8 for the GPU-scale rows: their costs were typed by hand ('≈ 3.7 h on this CPU (6.6 s a
     round…)', '35.3 s stacked' where BENCHMARKS.md now says 38.4, 'the one 15-minute lease', 'days on this CPU')

@@ -321,3 +321,22 @@ def test_figure1_measured_tuning_ranks_reached_before_not_reached_before_diverge
             {"outcome": "diverged", "rounds": math.inf, "last_train_loss": math.nan}]
     ranks = [measured.rank(r) for r in rows]
     assert ranks == sorted(ranks) and len(set(ranks)) == 5 and ranks[-1] == math.inf
+
+
+def test_a_gpu_run_replayed_here_is_compared_evaluation_by_evaluation(monkeypatch):
+    """``replay`` recomputes a ledger run's first rounds on this CPU and compares it with the GPU's history: STEM
+    Figure 5's final at I = 10, seed 0, to its first evaluation after round 0 (round 6: both agree; the GPU's
+    first NaN, round 36, is read from the ledger, and nothing here diverged in six rounds)."""
+    from replicate.core import paths
+    from replicate.data import store
+    from replicate.experiments.khanduri2021 import replay
+
+    if not store.is_available("mnist"):
+        pytest.skip("MNIST is not staged: the replay trains STEM's MNIST workers")
+    monkeypatch.setenv("REPLICATE_LEDGER", str(paths.figures_dir() / "ledger"))
+    name = next(n for n, rounds in replay.RUNS.items() if rounds > 10)  # the I = 10 run
+    out = replay.replay(name, 6)
+    assert (out["local_steps"], out["seed"], out["client_lr"], out["momentum_c"]) == (10, 0, 0.01, 1.0)
+    assert out["gpu"]["first_nan"] == 36 and out["gpu"]["device"] == "cuda" and out["here"]["first_nan"] is None
+    assert [r["round"] for r in out["rows"]] == [0, 6] and out["agree_until"] == 6
+    assert all(abs(r["here"] - r["gpu"]) <= replay.AGREE * abs(r["gpu"]) for r in out["rows"])

@@ -270,12 +270,11 @@ ITEMS: tuple[Item, ...] = (
          "figures/ledger, GPU-slots table below) and published from the ledger. Every STEM candidate diverges (NaN) "
          "on the tuning seed ({stem_diverged} tuning runs), so STEM has no tuned setting: its finals ran the grid's "
          "first pair ({stem_first}) and diverge too, first NaN after {nan_from}-{nan_to} samples per worker, while "
-         "FedAvg and SCAFFOLD train (their tuned final training losses {others}). The CPU reproduces the "
-         "divergence (κ̄ = 0.01, c = 1: NaN at the same round on both), and the old-point variant of "
+         "FedAvg and SCAFFOLD train (their tuned final training losses {others}). {replayed}; the old-point variant of "
          "docs/stem_old_point.md stays finite but does not train. So under this reconstruction (spec §2, "
          "RECONSTRUCTED) and grid (spec §6.5, PROPOSED) STEM does not train at the full budget: a finding about the "
-         "reconstruction or the grid, not a verdict on the paper. The labelled CPU-scale run (3,200 samples, where "
-         "STEM still trains at κ̄ = 0.1, c = 150, a pair the PROPOSED grid does not hold) is in the reduced-scale "
+         "reconstruction or the grid, not a verdict on the paper. The labelled CPU-scale run ({cpu_samples} samples, "
+         "where STEM still trains at {cpu_stem}, a pair the PROPOSED grid does not hold) is in the reduced-scale "
          "section below",
          ("khanduri2021/fig5",), facts=facts.stem_fig5),
     # Lecture notes (seed 003): no figures; the items are its theorems, evaluated on measured runs

@@ -5,6 +5,7 @@ row's ``{name}`` values; ``coverage.Item.text`` fills them in (a record or CSV n
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 
 def _result(by_key: dict, key: str, claim: str) -> str:
@@ -114,12 +115,58 @@ def stem_fig5(by_key: dict) -> dict:
     finals = curves[curves.algorithm == "STEM"]
     nan_at = finals[finals.train_loss.isna()].groupby(["local_updates", "seed"]).samples.min()
     others = tuning[tuning.algorithm != "STEM"].groupby(["algorithm", "local_updates"]).final_train_loss.min()
-    return {"stem_pairs": f"{len(stem) // stem.local_updates.nunique()}",
+    root = Path(record["data_file"]).parents[1]  # the figures folder the records were read from
+    return {**_replayed(root), **_cpu_scale(root),
+            "stem_pairs": f"{len(stem) // stem.local_updates.nunique()}",
             "stem_diverged": f"{int((~stem.final_train_loss.map(math.isfinite)).sum())} of {len(stem)}",
             "stem_first": ", ".join(sorted(finals.chosen.unique())),
             "nan_from": f"{nan_at.min():,.0f}" if len(nan_at) else "?",
             "nan_to": f"{nan_at.max():,.0f}" if len(nan_at) else "?",
             "others": f"{others.min():.3f}-{others.max():.3f}", "runs": f"{record['runs']}"}
+
+
+def _replayed(root: Path) -> dict:
+    """STEM Figure 5's GPU runs replayed on a CPU (``experiments/khanduri2021/replay.py``), one clause per run:
+    where the two agree, and where each first records NaN."""
+    import json
+
+    path = root / "khanduri2021" / "fig5.cpu_replay.json"  # written by experiments/khanduri2021/replay.py
+    if not path.is_file():
+        return {"replayed": "?"}
+    replayed = json.loads(path.read_text())
+    runs, agree = replayed["runs"], replayed["agree"]
+    parts = []
+    for r in runs:
+        here, gpu = r["here"]["first_nan"], r["gpu"]["first_nan"]
+        ends = (f"NaN at round {here} here, {gpu} on the GPU" if here is not None
+                else f"finite here through round {r['rounds_replayed']} (last {r['rows'][-1]['here']:.3g}), "
+                     f"NaN from round {gpu} on the GPU")
+        parts.append(f"I = {r['local_steps']}, seed {r['seed']}: within {agree:.0%} up to round "
+                     f"{r['agree_until']}, then {ends}")
+    pair = f"κ̄ = {runs[0]['client_lr']:g}, c = {runs[0]['momentum_c']:g}"
+    ends = [(r["here"]["first_nan"], r["gpu"]["first_nan"]) for r in runs]
+    if any(here is None for here, _ in ends):
+        lead = "not every one diverges there"
+    else:
+        when = ("at the same round" if all(h == g for h, g in ends) else "later" if all(h > g for h, g in ends)
+                else "earlier" if all(h < g for h, g in ends) else "at other rounds")
+        lead = f"they diverge there too, {when}"
+    return {"replayed": f"{len(runs)} of STEM's finals replayed on a CPU (figures/khanduri2021/fig5.cpu_replay.json): "
+                        f"{lead} ({pair}; " + "; ".join(parts) + ")"}
+
+
+def _cpu_scale(root: Path) -> dict:
+    """The CPU-scale Figure 5's horizon and STEM's chosen pair(s), from its CSV."""
+    import pandas as pd
+
+    path = root / "cpu_scale" / "khanduri2021" / "fig5.csv"
+    if not path.is_file():
+        return {"cpu_samples": "?", "cpu_stem": "?"}
+    curves = pd.read_csv(path).query("kind == 'curve'")
+    chosen = sorted(curves[curves.algorithm == "STEM"].chosen.unique())
+    pairs = [dict(kv.split("=") for kv in c.replace(" ", "").split(",")) for c in chosen]
+    return {"cpu_samples": f"{curves.samples.max():,.0f}",
+            "cpu_stem": " / ".join(f"κ̄ = {p['lr']}, c = {p['c']}" for p in pairs)}
 
 
 def _e_power(x: float) -> str:

@@ -316,24 +316,10 @@ _HELD_OUT = ("its claims now test the seeds that chose no rate only (issue #40 i
 _NEW_MASKS = ("its FEMNIST CNN's dropout masks now come from the counter stream computed on the run's device "
               "(issue #38 item 3; cache NUMERICS conv_dropout 1), so its runs are recomputed with other masks: "
               "republish with its command in the reduced-scale section (it states the compute its runs took)")
-_TRACKS = ("its claim that the dissimilarity tracks the training loss now tests the two series' round-to-round "
-           "changes, not their levels, which both fall whatever the dissimilarity measures (issue #40 item 5); the "
-           "committed CSV passes the restated claim in every run, so the verdict stays; its claims also test seed 1 "
-           "alone now, which chose no μ (issue #40 item 7), with the same verdicts on the committed CSV; republish "
-           "with {command}")
 _MU_SEEDS = ("its claims now test seed 1 alone, which chose no μ (issue #40 item 7: the record tested seeds 0 and 1, "
              "and μ was chosen on seed 0); on the committed CSV the restated claims give the same verdicts")
-_TRAINS = ("its claim that on Sent140 μ does not help now tests seed 1 alone, which chose no μ (issue #40 item 7), and "
-           "also requires μ = 0 to train (to end more than the figure's "
-           "5 % margin below its first evaluation, every seed), since 'does not help' held for runs in which nothing "
-           "trains (issue #40 item 5); the committed CSV fails the restated claim (μ = 0's training loss rises from "
-           "0.687 to 0.792 over the 200 rounds on seed 1: nothing trains at ≈ 4 tweets a device), so republishing turns this "
-           "claim from holding to failing; republish with its command in the reduced-scale section")
 STALE: dict[str, str] = {"fedprox2020/fig3": _MU_SEEDS + "; republish with `python -m replicate figures fedprox2020/fig3 "
                                              "--profile paper` (≈ 2 h of one core's compute here)",
-                         "cpu_scale/fedprox2020/fig3": _TRAINS,
-                         "cpu_scale/fedprox2020/fig4": _TRACKS.format(command="its command in the reduced-scale "
-                                                                      "section"),
                          **{f"cpu_scale/charles2021/{fig}": _NEW_MASKS for fig in ("fig6", "fig13")}}
 for _fig in ("fig6", "fig13"):  # they tune rates on seed 0
     STALE[f"cpu_scale/charles2021/{_fig}"] += ("; its claims also test seed 1 alone now, which chose no rate (issue #40 "

@@ -319,7 +319,8 @@ _NEW_MASKS = ("its FEMNIST CNN's dropout masks now come from the counter stream 
 _MU_SEEDS = ("its claims now test seed 1 alone, which chose no μ (issue #40 item 7: the record tested seeds 0 and 1, "
              "and μ was chosen on seed 0); on the committed CSV the restated claims give the same verdicts")
 STALE: dict[str, str] = {"fedprox2020/fig3": _MU_SEEDS + "; republish with `python -m replicate figures fedprox2020/fig3 "
-                                             "--profile paper` (≈ 2 h of one core's compute here)",
+                                             "--profile paper --set data_source=stand-in` (EMNIST* is built from the "
+                                             "partial LEAF copy here; ≈ 2 h of one core's compute)",
                          **{f"cpu_scale/charles2021/{fig}": _NEW_MASKS for fig in ("fig6", "fig13")}}
 for _fig in ("fig6", "fig13"):  # they tune rates on seed 0
     STALE[f"cpu_scale/charles2021/{_fig}"] += ("; its claims also test seed 1 alone now, which chose no rate (issue #40 "

@@ -208,11 +208,6 @@ def slot_steps(tuning: list, final: list, cache: dict) -> tuple[int, int]:
     return together, own
 
 
-def batched_steps(tuning: list, final: list, cache: dict) -> int:
-    """Sequential local steps of the pieces a GPU slot trains (``slot_steps``)."""
-    return slot_steps(tuning, final, cache)[0]
-
-
 def _narrow(model: str, dataset: str):
     """(model at narrowed widths, sequence length or None) with ``dataset``'s inputs (loaded for the LSTMs)."""
     from replicate.fl import models
@@ -349,4 +344,5 @@ def write(root=None):
     return path
 
 
-__all__ = ["FIGURES", "FILE", "SLOT", "Figure", "arena", "batched_steps", "ops_per_step", "round_steps", "runs", "table", "write"]
+__all__ = ["FIGURES", "FILE", "SLOT", "Figure", "arena", "ops_per_step", "round_steps", "runs", "slot_steps", "table",
+           "write"]

@@ -144,12 +144,13 @@ def _replayed(root: Path) -> dict:
         parts.append(f"I = {r['local_steps']}, seed {r['seed']}: within {agree:.0%} up to round "
                      f"{r['agree_until']}, then {ends}")
     pair = f"κ̄ = {runs[0]['client_lr']:g}, c = {runs[0]['momentum_c']:g}"
-    ends = [(r["here"]["first_nan"], r["gpu"]["first_nan"]) for r in runs]
-    if any(here is None for here, _ in ends):
+    nan_rounds = [(r["here"]["first_nan"], r["gpu"]["first_nan"]) for r in runs]
+    if any(here is None for here, _ in nan_rounds):
         lead = "not every one diverges there"
     else:
-        when = ("at the same round" if all(h == g for h, g in ends) else "later" if all(h > g for h, g in ends)
-                else "earlier" if all(h < g for h, g in ends) else "at other rounds")
+        when = ("at the same round" if all(h == g for h, g in nan_rounds)
+                else "later" if all(h > g for h, g in nan_rounds)
+                else "earlier" if all(h < g for h, g in nan_rounds) else "at other rounds")
         lead = f"they diverge there too, {when}"
     return {"replayed": f"{len(runs)} of STEM's finals replayed on a CPU (figures/khanduri2021/fig5.cpu_replay.json): "
                         f"{lead} ({pair}; " + "; ".join(parts) + ")"}

@@ -8,7 +8,7 @@ is the first rounds of the full run: nothing a run computes depends on its total
 two histories evaluation by evaluation. ``write`` stores the comparisons in ``FILE``; the report renders the
 STEM Figure 5 row's sentence from it (``report.facts.stem_fig5``).
 
-    python -m replicate.experiments.khanduri2021.replay   # the two runs below, ≈ 10 min of one core
+    python -m replicate.experiments.khanduri2021.replay   # the two runs below, ≈ 15 min of one core here
 """
 from __future__ import annotations
 
@@ -58,11 +58,6 @@ def replay(name: str, rounds: int, device: str = "cpu") -> dict:
                                ["round"].max()) if not finite.empty else None,
             "rows": [{"round": int(r), "here": float(h), "gpu": float(g)}
                      for r, h, g in both[["round", "train_loss_here", "train_loss_gpu"]].itertuples(index=False)]}
-
-
-def read(root=None) -> list[dict] | None:
-    path = (root or paths.figures_dir()) / FILE
-    return json.loads(path.read_text())["runs"] if path.is_file() else None
 
 
 def write(runs: dict = RUNS, root=None) -> list[dict]:

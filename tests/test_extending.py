@@ -12,7 +12,6 @@ from replicate import data
 from replicate.data import registry
 from replicate.data.federated import FederatedDataset, Split
 from replicate.experiments import catalog, knobs, requirements
-from replicate.report import claims as report_claims
 
 
 @pytest.fixture
@@ -21,7 +20,6 @@ def own_registries(monkeypatch):
     monkeypatch.setattr(registry, "BUILDERS", dict(registry.BUILDERS))
     monkeypatch.setattr(registry, "READS", dict(registry.READS))
     monkeypatch.setattr(data, "_BUILDERS", registry.BUILDERS)
-    monkeypatch.setattr(catalog, "FIGURES", dict(catalog.FIGURES))
 
 
 def _register_toy_dataset():
@@ -66,32 +64,44 @@ class ToyConfig(knobs.FigureConfig):
         return cls(rounds=2, seeds=(0,))
 
 
-NOTEBOOK_CODE = '''
-config = ToyConfig.for_profile(profile, out_dir=out_dir, dataset=dataset, rounds=rounds, seeds=seeds)
-rows = [{"seed": s, "round": r, "loss": 1.0 / (1 + r)} for s in config.seeds for r in range(config.rounds)]
+NOTEBOOK_CELLS = (  # step 2: the notebook (its markdown cell aside): parameters, then a few library calls
+    "profile = \"smoke\"\nout_dir = None\ndataset = None  # paper: toy_blobs\nrounds = None  # paper: 5\n"
+    "seeds = None  # paper: [0, 1]",
+    f"""import matplotlib.pyplot as plt
+import pandas as pd
+from replicate.report.claims import check, publish
+from {__name__} import ToyConfig
+
+config = ToyConfig.for_profile(profile, out_dir=out_dir, dataset=dataset, rounds=rounds, seeds=seeds)""",
+    """rows = [{"seed": s, "round": r, "loss": 1.0 / (1 + r)} for s in config.seeds for r in range(config.rounds)]
 frame = pd.DataFrame(rows)
 fig = plt.figure(); fig.suptitle("toy")
 claims = [check("the loss falls", frame.loss.iloc[-1] < frame.loss.iloc[0], "ours: it does", margin="any")]
 publish(fig, frame, claims, paper="notes", figure="toy", profile=profile, config=config, out_dir=out_dir,
-        deviations=config.deviations)
-'''
+        deviations=config.deviations)""")
 
 
-def test_a_figure_is_a_config_a_catalogue_line_and_a_notebook(own_registries, tmp_path):
+def test_a_figure_is_a_config_and_a_notebook(own_registries, tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
-    import pandas as pd
 
     _register_toy_dataset()
-    catalog.FIGURES["notes/toy"] = f"{__name__}:ToyConfig"  # step 2
-    assert catalog.config_class("notes/toy") is ToyConfig
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    cells = [{"cell_type": "markdown", "metadata": {}, "source": "# Toy figure\nThe loss falls."}]
+    cells += [{"cell_type": "code", "metadata": {"tags": ["parameters"] if i == 0 else []}, "source": source,
+               "outputs": [], "execution_count": None} for i, source in enumerate(NOTEBOOK_CELLS)]
+    (notebooks / "notes_toy.ipynb").write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4,
+                                                           "nbformat_minor": 5}))
+    monkeypatch.setattr(catalog, "FIGURES", catalog.figures(notebooks))  # what the catalogue reads at import
+    assert catalog.config_class("notes/toy") is ToyConfig  # the saved notebook is the catalogue's line
     assert requirements.needs("notes/toy", "paper") == ()  # the generated toy reads no download
     with pytest.raises(Exception, match="ToyConfig.dataset must be one of toy_blobs"):
         knobs.configure(ToyConfig, "smoke", {"dataset": "mnist"})  # a knob is checked before anything runs
-    # step 3: the notebook's parameters cell, then its calls (run here in-process, as a kernel would)
-    space = {"profile": "smoke", "out_dir": str(tmp_path / "out"), "dataset": None, "rounds": None, "seeds": None,
-             "ToyConfig": ToyConfig, "pd": pd, "plt": plt, "check": report_claims.check,
-             "publish": report_claims.publish}
-    exec(compile(NOTEBOOK_CODE, "toy notebook", "exec"), space)
+    space = {}  # the notebook's cells, run in-process as a kernel would, with the runner's out_dir
+    for i, source in enumerate(NOTEBOOK_CELLS):
+        exec(compile(source, f"toy notebook cell {i}", "exec"), space)
+        if i == 0:
+            space["out_dir"] = str(tmp_path / "out")
     record = json.loads((tmp_path / "out" / "notes" / "toy.claims.json").read_text())
     assert record["profile"] == "smoke" and [c["passed"] for c in record["claims"]] == [True]
     assert (tmp_path / "out" / "notes" / "toy.png").is_file()

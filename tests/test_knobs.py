@@ -16,8 +16,37 @@ from replicate.experiments.li2020.fig1a import Fig1aConfig
 NOTEBOOKS = runner.discover()
 
 
-def test_every_notebook_is_in_the_catalog_and_nothing_else():
-    assert sorted(nb.key for nb in NOTEBOOKS) == sorted(catalog.FIGURES)
+def test_the_catalogue_is_the_notebooks_and_each_names_its_config_class():
+    assert sorted(catalog.FIGURES) == sorted(nb.key for nb in NOTEBOOKS)
+    for key in catalog.FIGURES:  # every notebook builds a figure config, read from its own code
+        assert issubclass(catalog.config_class(key), knobs.FigureConfig), key
+    assert catalog.FIGURES["li2020/fig2"] == "replicate.experiments.li2020.fig2:Fig2Config"
+
+
+def _notebook(folder, name: str, *cells: str):
+    cells = [{"cell_type": "code", "metadata": {}, "source": source, "outputs": [], "execution_count": None}
+             for source in cells]
+    (folder / f"{name}.ipynb").write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4,
+                                                      "nbformat_minor": 5}))
+
+
+def test_a_notebook_is_read_for_its_config_whatever_its_import_form(tmp_path):
+    _notebook(tmp_path, "notes_a", "profile = 'smoke'",
+              "from replicate.experiments.li2020 import fig2 as exp\nconfig = exp.Fig2Config.for_profile(profile)")
+    _notebook(tmp_path, "notes_b", "%matplotlib inline",  # a magic is skipped, not an error
+              "from replicate.experiments.li2020.fig1a import Fig1aConfig\nc = Fig1aConfig.for_profile('paper')")
+    _notebook(tmp_path, "notes_c", "print('no config here')")
+    assert catalog.figures(tmp_path) == {"notes/a": "replicate.experiments.li2020.fig2:Fig2Config",
+                                         "notes/b": "replicate.experiments.li2020.fig1a:Fig1aConfig",
+                                         "notes/c": None}
+
+
+def test_a_figure_without_a_config_or_notebook_is_a_clear_error(monkeypatch):
+    monkeypatch.setitem(catalog.FIGURES, "notes/c", None)
+    with pytest.raises(ReplicateError, match=r"notebooks/notes_c.ipynb builds no config: .*Class.for_profile"):
+        catalog.config_class("notes/c")
+    with pytest.raises(ReplicateError, match=r"no figure 'notes/zzz': its notebook would be notebooks/notes_zzz"):
+        catalog.config_class("notes/zzz")
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda nb: nb.key)

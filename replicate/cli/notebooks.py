@@ -1,43 +1,10 @@
-"""The figure notebooks, found and named without importing the heavy floors (``figures --list`` and the
-checks of a command's figure names answer in well under a second)."""
+"""The figure notebooks a command names, found without importing the heavy floors (``figures --list`` and the
+checks of a command's figure names answer in well under a second); the notebooks themselves are the
+catalogue (``replicate.experiments.catalog``)."""
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from pathlib import Path
-
-from replicate.core import paths
 from replicate.core.errors import ReplicateError
-
-
-@dataclass(frozen=True)
-class FigureNotebook:
-    paper: str
-    figure: str
-    path: Path
-
-    @property
-    def key(self) -> str:
-        return f"{self.paper}/{self.figure}"
-
-    @property
-    def title(self) -> str:
-        cells = json.loads(self.path.read_text())["cells"]
-        for cell in cells:
-            if cell["cell_type"] == "markdown":
-                return "".join(cell["source"]).splitlines()[0].lstrip("# ").strip()
-        return ""
-
-
-def discover(folder: Path | None = None) -> list[FigureNotebook]:
-    """Every ``notebooks/<paper>_<figure>.ipynb``, in name order."""
-    folder = folder or paths.notebooks_dir()
-    found = []
-    for path in sorted(folder.glob("*.ipynb")):
-        paper, _, figure = path.stem.partition("_")
-        if figure:
-            found.append(FigureNotebook(paper, figure, path))
-    return found
+from replicate.experiments.catalog import FigureNotebook, discover
 
 
 def resolve(names: list[str], available: list[FigureNotebook] | None = None) -> list[FigureNotebook]:

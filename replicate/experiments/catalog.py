@@ -1,61 +1,97 @@
-"""Which config class holds each figure notebook's knobs (``paper/figure`` → class).
+"""The figure notebooks and the config class each one builds: the catalogue of figures.
 
-The runner checks ``--set NAME=VALUE`` against these classes before any notebook starts; a test
-checks that every notebook's ``parameters`` cell declares exactly its class's knobs. Explicit
-strings, imported on demand: no registration at import time.
+A figure is declared once, by its notebook ``notebooks/<paper>_<figure>.ipynb``: the notebook imports its
+config class and calls ``Class.for_profile(...)``, and that call is what this module reads (by parsing
+the notebook's code, not running it). Nothing else lists the figures: ``figures --list``, the runner's check
+of ``--set NAME=VALUE`` before any notebook starts, the data requirements and the tests all read
+``FIGURES``, so a new notebook is in the catalogue when it is saved. Cheap to import (JSON and ``ast``;
+the config modules are imported on demand by :func:`config_class`).
 """
 from __future__ import annotations
 
+import ast
 import importlib
+import json
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
 
+from replicate.core import paths
 from replicate.core.errors import ReplicateError
 
-FIGURES = {
-    "li2020/table2": "replicate.experiments.li2020.table2:Table2Config",
-    "li2020/fig1a": "replicate.experiments.li2020.fig1a:Fig1aConfig",
-    "li2020/fig1cd": "replicate.experiments.li2020.schemes:Fig1cdConfig",
-    "li2020/fig2": "replicate.experiments.li2020.fig2:Fig2Config",
-    "li2020/fig3": "replicate.experiments.li2020.fig3:Fig3Config",
-    "li2020/fig4": "replicate.experiments.li2020.schemes:Fig4Config",
-    "charles2021/fig1": "replicate.experiments.charles2021.frontiers:Fig1Config",
-    "charles2021/fig2": "replicate.experiments.charles2021.frontiers:Fig2Config",
-    "charles2021/fig3": "replicate.experiments.charles2021.frontiers:Fig3Config",
-    "charles2021/fig4": "replicate.experiments.charles2021.frontiers:Fig4Config",
-    "charles2021/fig5": "replicate.experiments.charles2021.simulated:Fig5Config",
-    "charles2021/fig7": "replicate.experiments.charles2021.simulated:Fig7Config",
-    "charles2021/fig8": "replicate.experiments.charles2021.simulated:Fig8Config",
-    "charles2021/fig9": "replicate.experiments.charles2021.fig9:Fig9Config",
-    "charles2021/fig10": "replicate.experiments.charles2021.simulated:Fig10Config",
-    "charles2021/fig_measured": "replicate.experiments.charles2021.measured:FigMeasuredConfig",
-    "charles2021/table1_2": "replicate.experiments.charles2021.tables:Table12Config",
-    "charles2021/fig12": "replicate.experiments.charles2021.neural:Fig12Config",
-    "charles2021/fig13": "replicate.experiments.charles2021.neural:Fig13Config",
-    "charles2021/table3": "replicate.experiments.charles2021.table3:Table3Config",
-    "charles2021/fig6": "replicate.experiments.charles2021.tuned:Fig6Config",
-    "fedprox2020/table1": "replicate.experiments.fedprox2020.table1:Table1Config",
-    "fedprox2020/fig1": "replicate.experiments.fedprox2020.heterogeneity:Fig1Config",
-    "fedprox2020/fig2": "replicate.experiments.fedprox2020.epochs:Fig2Config",
-    "fedprox2020/fig3": "replicate.experiments.fedprox2020.mu:Fig3Config",
-    "fedprox2020/fig4": "replicate.experiments.fedprox2020.mu:Fig4Config",
-    "fedprox2020/stragglers": "replicate.experiments.fedprox2020.stragglers:StragglersConfig",
-    "khanduri2021/table1": "replicate.experiments.khanduri2021.table1:Table1Config",
-    "khanduri2021/fig1": "replicate.experiments.khanduri2021.tradeoff:Fig1Config",
-    "khanduri2021/fig1_measured": "replicate.experiments.khanduri2021.measured:Fig1MeasuredConfig",
-    "khanduri2021/fig2": "replicate.experiments.khanduri2021.cifar:Fig2Config",
-    "khanduri2021/fig3": "replicate.experiments.khanduri2021.cifar:Fig3Config",
-    "khanduri2021/fig4": "replicate.experiments.khanduri2021.cifar:Fig4Config",
-    "khanduri2021/fig5": "replicate.experiments.khanduri2021.samples:Fig5Config",
-    "notes/convex": "replicate.experiments.notes.convex:ConvexConfig",
-    "notes/optimal_e": "replicate.experiments.notes.optimal_e:OptimalEConfig",
-    "notes/nonconvex": "replicate.experiments.notes.nonconvex:NonconvexConfig",
-    "arena/leaderboard": "replicate.experiments.arena.board:ArenaConfig",  # not a paper's figure (issue #42)
-}
+
+@dataclass(frozen=True)
+class FigureNotebook:
+    paper: str
+    figure: str
+    path: Path
+
+    @property
+    def key(self) -> str:
+        return f"{self.paper}/{self.figure}"
+
+    @property
+    def title(self) -> str:
+        for cell in self._cells:
+            if cell["cell_type"] == "markdown":
+                return "".join(cell["source"]).splitlines()[0].lstrip("# ").strip()
+        return ""
+
+    @cached_property
+    def _cells(self) -> list[dict]:
+        return json.loads(self.path.read_text())["cells"]
+
+    @cached_property
+    def config(self) -> str | None:
+        """``module:Class`` of the config the notebook builds (its ``X.for_profile(...)`` call, ``X`` resolved
+        through the notebook's imports), or None when its code makes no such call."""
+        imported: dict[str, str] = {}  # a name in the notebook → the dotted path it stands for
+        for cell in self._cells:
+            if cell["cell_type"] != "code":
+                continue
+            try:
+                tree = ast.parse("".join(cell["source"]))
+            except SyntaxError:  # a cell with IPython magics declares nothing
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    imported.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names})
+                elif isinstance(node, ast.Import):
+                    imported.update({a.asname or a.name: a.name for a in node.names})
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Attribute) and node.attr == "for_profile":
+                    dotted = ast.unparse(node.value).split(".")  # exp.Fig2Config or Fig2Config
+                    if dotted[0] in imported:
+                        module, _, name = ".".join([imported[dotted[0]], *dotted[1:]]).rpartition(".")
+                        return f"{module}:{name}"
+        return None
+
+
+def discover(folder: Path | None = None) -> list[FigureNotebook]:
+    """Every ``notebooks/<paper>_<figure>.ipynb``, in name order (a paper's name has no underscore)."""
+    folder = folder or paths.notebooks_dir()
+    found = []
+    for path in sorted(folder.glob("*.ipynb")):
+        paper, _, figure = path.stem.partition("_")
+        if figure:
+            found.append(FigureNotebook(paper, figure, path))
+    return found
+
+
+def figures(folder: Path | None = None) -> dict[str, str | None]:
+    """``{"paper/figure": "module:Class"}`` of every notebook in ``folder`` (None: its code builds no config)."""
+    return {nb.key: nb.config for nb in discover(folder)}
+
+
+FIGURES = figures()
 
 
 def config_class(key: str) -> type:
     """The config dataclass of figure ``key`` (``paper/figure``)."""
-    try:
-        module, _, name = FIGURES[key].partition(":")
-    except KeyError:
-        raise ReplicateError(f"no config registered for figure {key!r} in replicate.experiments.catalog") from None
+    if key not in FIGURES:
+        raise ReplicateError(f"no figure {key!r}: its notebook would be notebooks/{key.replace('/', '_', 1)}.ipynb")
+    if FIGURES[key] is None:
+        raise ReplicateError(f"notebooks/{key.replace('/', '_', 1)}.ipynb builds no config: its code must import its "
+                             "config class and call `Class.for_profile(profile, ...)` (docs/extending.md, A figure)")
+    module, _, name = FIGURES[key].partition(":")
     return getattr(importlib.import_module(module), name)

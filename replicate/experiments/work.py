@@ -1,7 +1,7 @@
 """The work of the paper profile of every GPU-scale figure (issue #24 §3), enumerated without running it.
 
-A GPU-scale figure is one whose paper profile this project's 2-core CPU cannot run (coverage items with
-``gpu_scale``). For each, its figure config at the paper profile (the dataclass defaults; the FedProx
+A GPU-scale figure is one whose paper profile this project's 2-core CPU cannot run: ``FIGURES`` below is
+the one list of them, each with its coverage item (``report.coverage.ITEMS``). For each, its figure config at the paper profile (the dataclass defaults; the FedProx
 figures with their LSTM panels, Shakespeare and Sent140, named in ``datasets``) yields its run configs
 the way the figure's own code does: the tuning grid on the tuning seeds, then the chosen rates on every
 seed. Which rate is chosen does not change the count (a final run on a tuning seed is a tuning run), so

@@ -299,16 +299,6 @@ ITEMS: tuple[Item, ...] = (
 )
 
 
-# The items whose paper profile this project's 2-core CPU cannot run (all of it, or the panels named in
-# experiments/work.py): REPLICATION.md states the work of each (runs, local steps, ops per step, measured CPU
-# cost) from figures/gpu_work.json, which ``python -m replicate report --work`` enumerates (experiments.work).
-GPU_SCALE: tuple[tuple[str, str], ...] = (
-    ("fedprox2020", "Figures 2 and 6"), ("fedprox2020", "Figures 3 and 7"), ("fedprox2020", "Figure 4"),
-    ("fedprox2020", "final paper, Figure 1"), ("charles2021", "Figures 6 and 11"), ("charles2021", "Figures 12–13"),
-    ("khanduri2021", "Figures 2–4"), ("khanduri2021", "Figure 5"),
-)
-
-
 # Committed paper-scale figures whose claims or labels changed after they were published (their runs are hours
 # on this CPU, so they were not republished with the change): what changed, and the command that republishes them.
 _HELD_OUT = ("its claims now test the seeds that chose no rate only (issue #40 item 7: seed 1; the record was "

@@ -7,7 +7,7 @@ import pytest
 from replicate.core import paths
 from replicate.experiments import knobs, work
 from replicate.report import coverage, replication
-from replicate.runs import tune
+from replicate.runs import pool, tune
 
 COMMITTED = paths.figures_dir() / work.FILE
 
@@ -103,7 +103,8 @@ def _history(config) -> "pd.DataFrame":
 
     level = 1.0 + (hash(config) % 97) / 100
     return pd.DataFrame({"round": [0, 1, 2, 3], "train_loss": [2.0, 1.5, level, level],
-                         "test_acc": [0.1, 0.2, 0.3, 0.3], "test_loss": [2.0, 1.5, 1.2, 1.2]})
+                         "train_acc": [0.1, 0.2, 0.3, 0.3], "test_acc": [0.1, 0.2, 0.3, 0.3],
+                         "test_loss": [2.0, 1.5, 1.2, 1.2], "dissimilarity": [1.0, 0.9, 0.8, 0.8]})
 
 
 def _as_slots_run(cls, **settings):
@@ -125,6 +126,8 @@ def _recorder(monkeypatch, module):
     seen = []
 
     class Pool:
+        tidy = staticmethod(pool.tidy)  # the figure's frame of the runs read
+
         @staticmethod
         def compute(jobs, **_):
             seen.extend(job[0] for job in jobs)

@@ -223,8 +223,9 @@ def test_schemes_of_one_seed_see_the_same_devices(config):
     dataset = config.datasets[-1]
     weights = torch.distributions.Dirichlet(torch.ones(100)).sample((1,))[0].to(torch.float64)
     for seed in config.seeds:
-        tuned = config.tuned({d: 0.9 for d in config.datasets})
-        runs = [c for _, c in config.fixed() + config.tuning() + tuned if c.dataset == dataset and c.seed == seed]
+        grid = config.grid()
+        runs = [c for _, c in config.fixed()] + grid.tuning() + grid.finals({d: 0.9 for d in config.datasets})
+        runs = [c for c in runs if c.dataset == dataset and c.seed == seed]
         uniform = [c for c in runs if c.algorithm.scheme != "scheme1"]
         assert {c.algorithm.scheme for c in uniform} == {"original", "scheme2", "transformed2"}
         assert len({(c.clients_per_round, c.local_steps, c.batch_size, c.rounds) for c in runs}) == 1

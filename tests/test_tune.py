@@ -66,3 +66,46 @@ def test_a_stop_loss_reaches_every_computed_and_read_run(monkeypatch):
 def test_at_grid_edge():
     assert tune.at_grid_edge(0.1, (0.1, 0.2, 0.3)) and tune.at_grid_edge(0.3, [0.3, 0.1])
     assert not tune.at_grid_edge(0.2, (0.1, 0.2, 0.3)) and not tune.at_grid_edge(0.1, (0.1,))
+
+
+def test_the_result_carries_every_tuning_run_and_frames_it_with_the_figures_labels(monkeypatch):
+    """A figure labels its tuning from the result (issue #41 item 2), not by listing the grid's runs again: the
+    tuning runs in grid order, each read once, and the chosen runs on the seeds that did not tune."""
+    loss = {("a", 0.1): 2.0, ("a", 0.5): 1.0, ("b", 0.1): 1.0, ("b", 0.5): 3.0}
+    read, *_ = _fake(monkeypatch, loss)
+    found = tune.tune_then_run({"a": [0.1, 0.5], "b": [0.1, 0.5]}, config_of, (0, 1, 2), 2, last)
+    assert [(g, c, s) for g, c, s, _ in found.tuning] == [(g, c, s) for g in "ab" for c in (0.1, 0.5) for s in (0, 1)]
+    assert all(h.train_loss.iloc[-1] == loss[(g, c)] + s for g, c, s, h in found.tuning)
+    assert sum(1 for r in read if r[2] in (0, 1)) == 8 + 4  # each tuning run read once, then the finals' own reads
+
+    def label(group, candidate, seed):
+        return {"set": group.upper(), "lr": candidate, "seed": seed}
+
+    tuning = found.frame(label, ("round", "train_loss"))
+    assert list(tuning.columns) == ["set", "lr", "seed", "round", "train_loss"] and len(tuning) == 8 * 2
+    assert tuning.groupby(["set", "lr", "seed"]).train_loss.last().to_dict() == {
+        (g.upper(), c, s): loss[(g, c)] + s for g in "ab" for c in (0.1, 0.5) for s in (0, 1)}
+    finals = found.frame(label, finals_on=(2,))
+    assert finals[["set", "lr", "seed"]].drop_duplicates().values.tolist() == [["A", 0.5, 2], ["B", 0.1, 2]]
+    assert finals.train_loss.tolist() == [9.0, 3.0, 9.0, 3.0]
+
+
+def test_with_halving_a_tuning_run_is_the_one_its_score_is_of(monkeypatch):
+    """An eliminated candidate's run is its last rung's (the short run), a survivor's the full run."""
+    seen = []
+
+    def run(config, **_):
+        seen.append(config.rounds)
+        return pd.DataFrame({"round": range(config.rounds + 1), "train_loss": [1.0 / config.lr] * (config.rounds + 1)})
+
+    monkeypatch.setattr(tune.cache, "run", run)
+    monkeypatch.setattr(tune.pool, "compute", lambda jobs, **_: None)
+
+    def config_of(group, lr, seed):
+        return SimpleNamespace(lr=lr, seed=seed, rounds=9, eval_every=1,
+                               replace=lambda rounds, lr=lr, seed=seed: SimpleNamespace(lr=lr, seed=seed, rounds=rounds))
+
+    found = tune.tune_then_run({"g": [1.0, 2.0, 3.0]}, config_of, (0,), 1, last, halving=tune.Halving(3, 2))
+    assert found.chosen == {"g": 3.0}
+    assert [(c, int(h["round"].max())) for _, c, _, h in found.tuning] == [(1.0, 3), (2.0, 3), (3.0, 9)]
+    assert [(c, r) for _, c, r in found.scored_at] == [(1.0, 3), (2.0, 3), (3.0, 9)]

@@ -106,10 +106,14 @@ def frame(labelled: list[tuple[dict, RunConfig]], *, columns=None, extra_metrics
     history (None = all of them). Missing runs are computed first (``compute``, ``workers`` processes);
     what is left is computed here (with one intra-op thread, as every run: ``cache.train``)."""
     compute([Job(c, None, extra_metrics) for _, c in labelled], workers, progress, log)
-    frames = []
-    for labels, config in labelled:
-        history = cache.run(config, progress=False, log=log, extra_metrics=extra_metrics)
-        frames.append((history if columns is None else history[list(columns)]).assign(**labels))
-    data = pd.concat(frames, ignore_index=True)
+    return tidy([(labels, cache.run(config, progress=False, log=log, extra_metrics=extra_metrics))
+                 for labels, config in labelled], columns)
+
+
+def tidy(labelled: list[tuple[dict, pd.DataFrame]], columns=None) -> pd.DataFrame:
+    """One frame of ``(labels, history)`` pairs: the label columns first, then ``columns`` of each history
+    (None = all of them), the histories one after another in the order given."""
+    data = pd.concat([(history if columns is None else history[list(columns)]).assign(**labels)
+                      for labels, history in labelled], ignore_index=True)
     return data[[*labelled[0][0], *(c for c in data.columns if c not in labelled[0][0])]]
 

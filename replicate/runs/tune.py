@@ -32,7 +32,8 @@ from replicate.runs import cache, pool
 
 @dataclass
 class Tuned:
-    """What ``tune_then_run`` found: every scored candidate, the choice per group and the final runs."""
+    """What ``tune_then_run`` found: every scored candidate with its runs, the choice per group and the final
+    runs, so a figure draws and labels its tuning from here, without listing its runs again."""
 
     scores: list[tuple[Hashable, Any, float]]  # (group, candidate, mean score over the tuning seeds)
     chosen: dict[Hashable, Any]  # group → candidate
@@ -40,6 +41,17 @@ class Tuned:
     # (group, candidate, the rounds its score is of: with halving, an eliminated candidate's last rung)
     scored_at: list[tuple[Hashable, Any, int]] = field(default_factory=list)
     rounds: tuple[int, int] = (0, 0)  # round-evaluations the tuning computed, and what the full grid would
+    # (group, candidate, seed, history) of every tuning run in grid order, at the horizon its score is of
+    tuning: list[tuple[Hashable, Any, int, pd.DataFrame]] = field(default_factory=list)
+
+    def frame(self, label: Callable[[Hashable, Any, int], dict], columns=None, *, finals_on=None) -> pd.DataFrame:
+        """The tuning runs as one tidy frame (``pool.tidy``), each labelled ``label(group, candidate, seed)``;
+        with ``finals_on`` (seeds), the chosen candidates' runs on those seeds instead, group by group."""
+        if finals_on is None:
+            labelled = [(label(g, c, s), history) for g, c, s, history in self.tuning]
+        else:
+            labelled = [(label(g, self.chosen[g], s), history) for g, s, history in self.runs if s in finals_on]
+        return pool.tidy(labelled, columns)
 
 
 @dataclass(frozen=True)
@@ -146,6 +158,7 @@ def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, 
 
     scores, chosen, computed = [], {}, []
     rounds_of = {}  # (group, index of the candidate) → the rounds of its last score
+    runs = {}  # (group, index of the candidate, tuning seed) → the history its score is of
     alive = {g: list(cands) for g, cands in groups.items()} if tuning else {}
     for level in range(halving.levels):
         configs = [at(g, c, s, level) for g, cands in alive.items() for c in cands for s in tuning]
@@ -154,10 +167,12 @@ def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, 
         for group, candidates in alive.items():
             scored = []
             for candidate in candidates:
-                value = float(np.mean([score(history(at(group, candidate, s, level))) for s in tuning]))
+                index = groups[group].index(candidate)
+                for s in tuning:  # the last rung's run of each candidate and seed is the one kept
+                    runs[(group, index, s)] = history(at(group, candidate, s, level))
+                value = float(np.mean([score(runs[(group, index, s)]) for s in tuning]))
                 scored.append((value, candidate))
-                rounds_of[(group, groups[group].index(candidate))] = getattr(at(group, candidate, tuning[0], level),
-                                                                             "rounds", None)
+                rounds_of[(group, index)] = getattr(at(group, candidate, tuning[0], level), "rounds", None)
                 if level == halving.levels - 1 or len(candidates) == 1:
                     scores.append((group, candidate, value))
             last = level == halving.levels - 1 or len(candidates) == 1
@@ -174,7 +189,8 @@ def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, 
     compute([c for *_, c in finals])
     scored_at = [(g, groups[g][i], r) for (g, i), r in rounds_of.items()]
     return Tuned(scores, chosen, [(g, s, history(c)) for g, s, c in finals], scored_at,
-                 (sum(getattr(c, "rounds", 0) for c in computed), grid))
+                 (sum(getattr(c, "rounds", 0) for c in computed), grid),
+                 [(g, groups[g][i], s, h) for (g, i, s), h in runs.items()])
 
 
 def at_grid_edge(value: float, grid) -> bool:

@@ -18,8 +18,8 @@ from scipy.stats import spearmanr
 
 from replicate.core.errors import ReplicateError
 from replicate.experiments import knobs
-from replicate.experiments.fedprox2020.common import (LABELS, SETTINGS, DatasetDeviations, curves_grid, dissimilarity,
-                                                       fmt_seeds, run_config, runs)
+from replicate.experiments.fedprox2020.common import (LABELS, METRICS, SETTINGS, DatasetDeviations, curves_grid,
+                                                       dissimilarity, fmt_seeds, run_config, runs)
 from replicate.runs.measures import final, finals, fluctuations
 from replicate.runs.tune import Grid
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
@@ -27,6 +27,7 @@ from replicate.experiments.fedprox2020.common import quoted
 from replicate.report.claims import check
 
 FIG3_DATASETS = ("mnist", "emnist_star")
+COLUMNS = ("round", *METRICS)  # a run's columns in the figure's data, as ``common.runs`` reads them
 
 
 @dataclass(frozen=True)
@@ -58,26 +59,24 @@ class Fig3Config(DatasetDeviations, knobs.FigureConfig):
         knobs.check_tune_seeds(self)
         if 0.0 in self.mus:
             raise ReplicateError(f"{type(self).__name__}.mus is the grid of μ > 0 (μ = 0 always runs), got {self.mus}")
-        self.tuning()
+        self.zero(), self.grid().tuning()
 
-    def labelled(self, key: str, mu: float, seed: int):
-        return ({"dataset": LABELS[key], "mu": mu, "seed": seed},
-                run_config(key, mu=mu, epochs=self.epochs, seed=seed, rounds=self.rounds, data=self.data_source))
+    def run(self, key: str, mu: float, seed: int):
+        return run_config(key, mu=mu, epochs=self.epochs, seed=seed, rounds=self.rounds, data=self.data_source)
+
+    @staticmethod
+    def label(key: str, mu: float, seed: int) -> dict:
+        """A run's columns in the figure's data (``runs.tune.Tuned.frame``)."""
+        return {"dataset": LABELS[key], "mu": mu, "seed": seed}
 
     def grid(self) -> Grid:
         """Each dataset's μ grid, tuned on the first seeds (``runs.tune.Grid``: the figure tunes it and labels its
         runs, ``experiments.work`` counts them)."""
-        return Grid({d: list(self.mus) for d in self.datasets}, lambda d, mu, seed: self.labelled(d, mu, seed)[1],
-                    tuple(self.seeds), self.tune_seeds)
+        return Grid({d: list(self.mus) for d in self.datasets}, self.run, tuple(self.seeds), self.tune_seeds)
 
-    def tuning(self):
-        """μ = 0 on every seed and the whole grid on the tuning seeds."""
-        return ([self.labelled(d, 0.0, s) for d in self.datasets for s in self.seeds]
-                + [self.labelled(*item) for item in self.grid().tuning_items()])
-
-    def tuned(self, best: dict[str, float]):
-        """The best μ of each dataset on the seeds that did not tune it."""
-        return [self.labelled(d, best[LABELS[d]], s) for d in self.datasets for s in self.seeds[self.tune_seeds:]]
+    def zero(self):
+        """μ = 0 (FedAvg) on every seed, beside the grid: (labels, config) of each run."""
+        return [(self.label(d, 0.0, s), self.run(d, 0.0, s)) for d in self.datasets for s in self.seeds]
 
 
 class Fig4Config(Fig3Config):
@@ -90,7 +89,9 @@ def fig3(config: Fig3Config, progress: bool = True, workers: int = 2, log=None) 
     found = config.grid().tune(lambda run: final(run, "train_loss", fraction=config.tail), workers=workers, log=log,
                                extra_metrics=dissimilarity)
     best = {LABELS[d]: mu for d, mu in found.chosen.items()}
-    data = runs(config.tuning() + config.tuned(best), workers, progress, log)  # all cached now: read in order
+    rest = config.seeds[config.tune_seeds:]  # the best μ of each dataset on the seeds that did not tune it
+    data = pd.concat([runs(config.zero(), workers, progress, log), found.frame(config.label, COLUMNS)]
+                     + ([found.frame(config.label, COLUMNS, finals_on=rest)] if rest else []), ignore_index=True)
     data.insert(2, "best", data.mu == data.dataset.map(best))
     data.insert(3, "shown", data.best | (data.mu == 0))
     data.insert(2, "series", np.where(data.mu == 0, "μ = 0 (FedAvg)", np.where(data.best, "best μ", "grid μ")))

@@ -39,7 +39,7 @@ from replicate.experiments.khanduri2021.samples import Fig5Config
 from replicate.experiments.khanduri2021.tradeoff import REMARK2, REMARK3_OFF
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.report.claims import check
-from replicate.runs import cache, tune
+from replicate.runs import tune
 
 DEVIATIONS = (
     "Not a figure of the paper: Figure 1 is analytic there. The curve's product P = 80 (Figure 5's b = 8, I = 10), "
@@ -141,9 +141,7 @@ def measured(config: Fig1MeasuredConfig, log=None) -> pd.DataFrame:
                 "last_train_loss": outcome["last_train_loss"], "outcome": outcome["outcome"], "role": role,
                 "at_edge": edge}
 
-    rows = [row(pair, s, h, cache.run(declared.config_of(pair, h, s), stop_loss=config.target_loss,
-                                      progress=False, log=log), "tuning")
-            for pair, h, s in declared.tuning_items()]  # cached by the tuning
+    rows = [row(pair, s, h, history, "tuning") for pair, h, s, history in found.tuning]
     rows += [row(pair, s, found.chosen[pair], history, "test", grid_edges(declared.groups[pair], found.chosen[pair]))
              for pair, s, history in found.runs if s in tests]
     return pd.DataFrame(rows)

@@ -63,7 +63,7 @@ class SchemesConfig(knobs.FigureConfig):
         knobs.check_tune_seeds(self)
         if self.last > self.rounds or self.inset > self.rounds:
             raise ReplicateError(f"{type(self).__name__}: last and inset must not exceed rounds = {self.rounds}")
-        self.tuning(), self.fixed()
+        self.grid().tuning(), self.fixed()
 
     def run_config(self, dataset: str, scheme: str, lr: float, seed: int) -> RunConfig:
         return RunConfig(dataset=dataset, algorithm=FedAvg(scheme, self.clients_per_round),
@@ -75,15 +75,10 @@ class SchemesConfig(knobs.FigureConfig):
         return Grid({d: list(self.original_lrs) for d in self.datasets},
                     lambda d, lr, seed: self.run_config(d, "original", lr, seed), tuple(self.seeds), self.tune_seeds)
 
-    def labelled(self, d: str, lr: float, s: int) -> tuple[dict, RunConfig]:
-        return {"dataset": d, "scheme": "original", "lr": lr, "seed": s}, self.run_config(d, "original", lr, s)
-
-    def tuning(self) -> list[tuple[dict, RunConfig]]:
-        return [self.labelled(*item) for item in self.grid().tuning_items()]
-
-    def tuned(self, chosen: dict[str, float]) -> list[tuple[dict, RunConfig]]:
-        """The Original at its chosen η0 on the seeds that did not tune it."""
-        return [self.labelled(d, chosen[d], s) for d in self.datasets for s in self.seeds[self.tune_seeds:]]
+    @staticmethod
+    def label(d: str, lr: float, s: int) -> dict:
+        """The columns of an Original run of the grid (``runs.tune.Tuned.frame``)."""
+        return {"dataset": d, "scheme": "original", "lr": lr, "seed": s}
 
     def fixed(self) -> list[tuple[dict, RunConfig]]:
         return [({"dataset": d, "scheme": scheme, "lr": self.lr, "seed": s}, self.run_config(d, scheme, self.lr, s))
@@ -96,13 +91,14 @@ def schemes(config: SchemesConfig, progress: bool = True, workers: int = 2, log=
     Every tuning run is kept (``chosen`` marks the Original's selected η0) so the CSV shows
     the tuning; the selection is the lowest mean loss over the last ``last`` rounds.
     """
-    compute([(c, None) for _, c in config.tuning() + config.fixed()], workers, progress, log=log)  # one sweep
+    compute([(c, None) for c in config.grid().tuning() + [c for _, c in config.fixed()]], workers, progress,
+            log=log)  # one sweep
     found = config.grid().tune(functools.partial(tuning_score, last=config.last), workers=workers, log=log)
-    chosen = found.chosen
-    rest = config.tuned(chosen)
-    data = pd.concat([_runs(config.fixed(), log=log), _runs(config.tuning(), log=log)]
-                     + ([_runs(rest, log=log)] if rest else []), ignore_index=True)
-    data["chosen"] = (data.scheme != "original") | (data.lr == data.dataset.map(chosen))
+    rest = config.seeds[config.tune_seeds:]  # the Original at its chosen η0 on the seeds that did not tune it
+    data = pd.concat([_runs(config.fixed(), log=log), found.frame(config.label, ("round", "train_loss"))]
+                     + ([found.frame(config.label, ("round", "train_loss"), finals_on=rest)] if rest else []),
+                     ignore_index=True)
+    data["chosen"] = (data.scheme != "original") | (data.lr == data.dataset.map(found.chosen))
     data["series"] = data.scheme.map(SCHEME_LABELS)
     data.loc[data.scheme == "original", "series"] = data.lr.map(lambda lr: f"Original (η0 = {lr:g})")
     data["dataset"] = data["dataset"].map(LABELS)

@@ -1,4 +1,5 @@
 """Project-level promises: dependency lists agree, import stays light, notebooks stay thin."""
+import ast
 import json
 import re
 import subprocess
@@ -99,6 +100,55 @@ def test_relative_locations_from_the_environment_are_made_absolute(monkeypatch, 
     child = subprocess.run([sys.executable, "-c", "from replicate.core import paths; print(paths.cache_dir())"],
                            cwd=elsewhere, env=os.environ.copy(), capture_output=True, text=True, check=True)
     assert child.stdout.strip() == str(tmp_path / "build" / "x" / "cache")
+
+
+def _environment_reads(tree) -> list[int]:
+    """Lines of ``tree`` that read the environment: os.environ.get / os.getenv / os.environ[...] as a value /
+    ``in os.environ`` (writes, the way a driver hands a setting to the processes it starts, are not reads)."""
+    def environ(node):
+        return isinstance(node, ast.Attribute) and node.attr == "environ"
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
+                (node.func.attr == "get" and environ(node.func.value)) or node.func.attr == "getenv"):
+            found.append(node.lineno)
+        elif isinstance(node, ast.Subscript) and environ(node.value) and isinstance(node.ctx, ast.Load):
+            found.append(node.lineno)
+        elif isinstance(node, ast.Compare) and any(environ(c) for c in node.comparators):
+            found.append(node.lineno)
+    return found
+
+
+def test_the_environment_is_read_in_one_module_and_every_variable_is_a_setting():
+    """Issue #41 item 4: core/paths.py is the one reader of the environment (``paths.SETTINGS``), checked at the
+    edge (``paths.settings()``, which `python -m replicate` calls first); the package names no variable it does
+    not declare there (the CLI's benchmarks save and restore a setting around their own runs)."""
+    readers, named = {}, set()
+    for path in (paths.REPO / "replicate").rglob("*.py"):
+        text = path.read_text()
+        if lines := _environment_reads(ast.parse(text)):
+            readers[str(path.relative_to(paths.REPO))] = lines
+        named |= set(re.findall(r"\b(REPLICATE_[A-Z_]+|RAY_ADDRESS)\b", text))
+    assert set(readers) == {"replicate/core/paths.py", "replicate/cli/bench_executors.py"}, readers
+    assert named == set(paths.SETTINGS), named ^ set(paths.SETTINGS)
+    readme = (paths.REPO / "README.md").read_text().split("### Environment variables")[1].split("\n## ")[0]
+    assert [name for name in paths.SETTINGS if f"`{name}`" not in readme] == []  # each documented for users
+    assert _environment_reads(ast.parse("import os\nos.environ.get('A'); os.getenv('B'); os.environ['C']\n"
+                                        "'D' in os.environ\nos.environ['E'] = '1'")) == [2, 2, 2, 3]
+
+
+def test_every_setting_is_checked_at_the_edge_in_one_line(monkeypatch, capsys):
+    from replicate.cli.main import main
+
+    monkeypatch.setenv("REPLICATE_CHECKPOINT_S", "soon")
+    monkeypatch.setenv("REPLICATE_DEVICE", "tpu")
+    assert main(["report"]) == 2  # any command, before it does anything
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "REPLICATE_CHECKPOINT_S must be" in err and "REPLICATE_DEVICE must be" in err
+    monkeypatch.delenv("REPLICATE_CHECKPOINT_S")
+    monkeypatch.delenv("REPLICATE_DEVICE")
+    assert set(paths.settings()) == set(paths.SETTINGS)
 
 
 def test_listing_and_naming_figures_load_no_heavy_floor():

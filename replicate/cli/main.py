@@ -52,10 +52,7 @@ def _executor_settings(args) -> None:
                         (args.workers, "REPLICATE_WORKERS"), (args.batch_runs, "REPLICATE_BATCH_RUNS")):
         if value is not None:
             os.environ[name] = str(value)
-    paths.workers()
-    paths.batch_runs()
-    paths.run_device()  # the kernels read these too: a bad value is one line here, not a failed notebook
-    paths.stand_ins()
+    paths.settings()  # the kernels read these too: a bad value is one line here, not a failed notebook
     if paths.executor() == "ray":
         from replicate.runs import ray_executor
 
@@ -372,6 +369,7 @@ def main(argv=None) -> int:
     rep.set_defaults(func=_report)
     args = parser.parse_args(argv)
     try:
+        paths.settings()  # every command: the environment's settings checked before anything is done
         return args.func(args)
     except ReplicateError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -231,7 +231,7 @@ def _run_all(notebooks, profile, overrides, executed_dir, committed, target, red
         staging = _staging(nb, reduced or (profile == "paper" and not committed and "cpu_scale" in target.parts))
         executed_dir.mkdir(parents=True, exist_ok=True)
         progress_file = staging / "progress.json"
-        os.environ["REPLICATE_PROGRESS"] = str(progress_file)  # the kernel inherits it (unset below)
+        os.environ[paths.PROGRESS_FILE] = str(progress_file)  # the kernel inherits it (unset below)
         start, started = time.perf_counter(), time.time()
         kernel_log = executed_dir / f"{nb.path.stem}.kernel.log"
         _route_asyncio_log(kernel_log)  # left in place if interrupted: the process is about to exit
@@ -256,7 +256,7 @@ def _run_all(notebooks, profile, overrides, executed_dir, committed, target, red
                            f"  committed figures were left unchanged", file=sys.stderr)
                 continue
             finally:
-                os.environ.pop("REPLICATE_PROGRESS", None)
+                os.environ.pop(paths.PROGRESS_FILE, None)
                 for name in cache.damaged_since(started):  # the kernel's warning reached its notebook, not here
                     tqdm.write(f"warning: cached run {name} was damaged: moved to {paths.cache_dir() / 'damaged'} "
                                "and recomputed, not used", file=sys.stderr)

@@ -1,5 +1,9 @@
-"""Where things live. Every location can be overridden by an environment variable
-read here, at the top, and nowhere deeper in the package."""
+"""Where things live and how this process is set: every environment variable the package reads is read
+here and nowhere else (``SETTINGS`` names them all; ``tests/test_project.py`` checks that no other module
+reads the environment). The environment is how settings reach the processes a command starts (papermill
+kernels, worker processes, Ray tasks), so they are read on demand from it, and ``settings()`` checks every one
+at the edge: ``python -m replicate`` calls it before any command does anything, so a bad value is one line
+there, not a failed notebook."""
 from __future__ import annotations
 
 import os
@@ -161,3 +165,51 @@ def notebooks_dir() -> Path:
 def within(path: str | os.PathLike, root: str | os.PathLike) -> bool:
     """True when ``path`` is ``root`` or lies under it, once both are resolved (``..``, links, cwd)."""
     return Path(path).resolve().is_relative_to(Path(root).resolve())
+
+
+def checkpoint_s() -> float:
+    """Seconds of a batch's training between checkpoints (`REPLICATE_CHECKPOINT_S`, default 120; 0: never)."""
+    value = os.environ.get("REPLICATE_CHECKPOINT_S") or "120"
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if seconds < 0:
+        raise ReplicateError(f"REPLICATE_CHECKPOINT_S must be a number of seconds >= 0, got {value!r}")
+    return seconds
+
+
+# Set by a driver for the processes it starts, not by users: the file a notebook's kernel writes its runs'
+# progress to (the batch runner polls it), and the file that asks worker processes to stop at a round boundary.
+PROGRESS_FILE, STOP_FILE = "REPLICATE_PROGRESS", "REPLICATE_STOP_FILE"
+
+
+def progress_file() -> str | None:
+    return os.environ.get(PROGRESS_FILE) or None
+
+
+def stop_file() -> Path | None:
+    value = os.environ.get(STOP_FILE)
+    return Path(value) if value else None
+
+
+SETTINGS = {"REPLICATE_BUILD": build_dir, "REPLICATE_CACHE": cache_dir, "REPLICATE_DATA": data_dir,
+            "REPLICATE_DATA_FROM": local_data_source, "REPLICATE_LEDGER": ledger_dir,
+            "REPLICATE_CATALOG_OVERRIDE": catalog_override, "REPLICATE_STAND_INS": stand_ins,
+            "REPLICATE_DEVICE": run_device, "REPLICATE_EXECUTOR": executor, "RAY_ADDRESS": ray_address,
+            "REPLICATE_WORKERS": workers, "REPLICATE_BATCH_RUNS": batch_runs, "REPLICATE_RAY_GPUS": ray_gpus,
+            "REPLICATE_CHECKPOINT_S": checkpoint_s, PROGRESS_FILE: progress_file, STOP_FILE: stop_file}
+
+
+def settings() -> dict:
+    """Every setting's value as this process reads it (``SETTINGS``: variable → reader), each checked: one
+    ``ReplicateError`` naming every bad value at once."""
+    values, errors = {}, []
+    for name, read in SETTINGS.items():
+        try:
+            values[name] = read()
+        except ReplicateError as error:
+            errors.append(str(error))
+    if errors:
+        raise ReplicateError("; ".join(errors))
+    return values

@@ -56,7 +56,7 @@ class RunLog:
     fresh: set = field(default_factory=set)  # entries this log's worker pools just computed: not "from cache"
     # The batch runner sets REPLICATE_PROGRESS to a file it polls to show runs done / total and an ETA;
     # without it (JupyterLab, nbval) the log shows the same as a bar of its own.
-    progress_file: str | None = field(default_factory=lambda: os.environ.get("REPLICATE_PROGRESS"))
+    progress_file: str | None = field(default_factory=paths.progress_file)
     display: bool = True  # the bar when there is no progress file; off for a run's private log
     to_compute: int = 0  # runs announced (``planned``) or started here, that are not in the cache
     computed: int = 0  # of those, finished (here or by a worker process)

@@ -18,11 +18,10 @@ from pathlib import Path
 import torch
 
 from replicate.core import paths
-from replicate.core.errors import ReplicateError
 from replicate.core.fileio import atomic_file
 from replicate.fl.resume import Checkpoints
 
-STOP_VARIABLE = "REPLICATE_STOP_FILE"  # set by the driver for its workers: the file that asks them to stop
+STOP_VARIABLE = paths.STOP_FILE  # set by the driver for its workers: the file that asks them to stop
 
 
 def folder() -> Path:
@@ -30,14 +29,7 @@ def folder() -> Path:
 
 
 def every_s() -> float:
-    value = os.environ.get("REPLICATE_CHECKPOINT_S") or "120"
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if seconds < 0:
-        raise ReplicateError(f"REPLICATE_CHECKPOINT_S must be a number of seconds >= 0, got {value!r}")
-    return seconds
+    return paths.checkpoint_s()
 
 
 class FileCheckpoints(Checkpoints):
@@ -46,7 +38,7 @@ class FileCheckpoints(Checkpoints):
     def __init__(self, names: list[str], seconds: float | None = None):
         self.names, self.seconds = names, every_s() if seconds is None else seconds
         self.last = time.monotonic()
-        self.stop_file = os.environ.get(STOP_VARIABLE)
+        self.stop_file = paths.stop_file()
 
     def path(self, index: int) -> Path:
         return folder() / f"{self.names[index]}.pt"

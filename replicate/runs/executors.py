@@ -27,7 +27,6 @@ import concurrent.futures
 import multiprocessing
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 from replicate.core import paths
@@ -97,8 +96,8 @@ class LocalExecutor:
         context = multiprocessing.get_context("spawn")
         # A stop file asks the workers to save their runs at the next round boundary and stop: the one the
         # batch runner set for this notebook (a spent time budget touches it), else this driver's own
-        inherited = os.environ.get(checkpoints.STOP_VARIABLE)
-        stop = Path(inherited) if inherited else checkpoints.stop_file()
+        inherited = paths.stop_file()
+        stop = inherited or checkpoints.stop_file()
         os.environ[checkpoints.STOP_VARIABLE] = str(stop)  # spawned workers inherit it
         try:
             return self._run(todo, failures, context, done, device, stop)

@@ -41,7 +41,8 @@ smoke: setup
 ## build folder, never the run cache of your own figures (build/cache), and computes with half the cores'
 ## threads, so the halves do not contend for cores (two 2-thread pools on 2 cores slowed small ops up to 100×).
 HALF_THREADS := $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n > 1 ? n / 2 : 1 )))
-test: setup $(VENV)/.ray
+# The Ray extra installs in the library half (its ≈ 30 s beside the notebooks; only test-cluster needs it).
+test: setup
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-library test-notebooks
 	$(MAKE) --no-print-directory test-cluster
 

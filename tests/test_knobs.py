@@ -36,9 +36,11 @@ def test_a_notebook_is_read_for_its_config_whatever_its_import_form(tmp_path):
     _notebook(tmp_path, "notes_b", "%matplotlib inline",  # a magic is skipped, not an error
               "from replicate.experiments.li2020.fig1a import Fig1aConfig\nc = Fig1aConfig.for_profile('paper')")
     _notebook(tmp_path, "notes_c", "print('no config here')")
+    _notebook(tmp_path, "notes_d", "%matplotlib inline\nimport replicate.experiments.li2020.fig3\n!ls\n"
+              "config = replicate.experiments.li2020.fig3.Fig3Config.for_profile('smoke')")
     assert catalog.figures(tmp_path) == {"notes/a": "replicate.experiments.li2020.fig2:Fig2Config",
                                          "notes/b": "replicate.experiments.li2020.fig1a:Fig1aConfig",
-                                         "notes/c": None}
+                                         "notes/c": None, "notes/d": "replicate.experiments.li2020.fig3:Fig3Config"}
 
 
 def test_a_figure_without_a_config_or_notebook_is_a_clear_error(monkeypatch):

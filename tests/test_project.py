@@ -143,12 +143,20 @@ def test_every_setting_is_checked_at_the_edge_in_one_line(monkeypatch, capsys):
 
     monkeypatch.setenv("REPLICATE_CHECKPOINT_S", "soon")
     monkeypatch.setenv("REPLICATE_DEVICE", "tpu")
-    assert main(["report"]) == 2  # any command, before it does anything
+    assert main(["figures", "--list"]) == 2  # any command, before it does anything
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "REPLICATE_CHECKPOINT_S must be" in err and "REPLICATE_DEVICE must be" in err
     monkeypatch.delenv("REPLICATE_CHECKPOINT_S")
     monkeypatch.delenv("REPLICATE_DEVICE")
-    assert set(paths.settings()) == set(paths.SETTINGS)
+    monkeypatch.setenv("REPLICATE_WORKERS", "0")
+    assert main(["figures", "--list", "--workers", "2"]) == 0  # a command's flag replaces the variable it sets
+    capsys.readouterr()
+    monkeypatch.setenv("REPLICATE_DATA_FROM", "/nonexistent/folder")
+    assert main(["figures", "--list"]) == 2 and "REPLICATE_DATA_FROM=/nonexistent/folder" in capsys.readouterr().err
+    assert "REPLICATE_DATA_FROM" not in paths.settings(skip=("REPLICATE_DATA_FROM",))  # as `data fetch --from` asks
+    monkeypatch.delenv("REPLICATE_DATA_FROM")
+    monkeypatch.delenv("REPLICATE_CHECKPOINT_S", raising=False)
+    assert paths.settings()["REPLICATE_CHECKPOINT_S"] == 120.0 and paths.settings()["REPLICATE_WORKERS"] == 2
 
 
 def test_listing_and_naming_figures_load_no_heavy_floor():

@@ -109,3 +109,18 @@ def test_with_halving_a_tuning_run_is_the_one_its_score_is_of(monkeypatch):
     assert found.chosen == {"g": 3.0}
     assert [(c, int(h["round"].max())) for _, c, _, h in found.tuning] == [(1.0, 3), (2.0, 3), (3.0, 9)]
     assert [(c, r) for _, c, r in found.scored_at] == [(1.0, 3), (2.0, 3), (3.0, 9)]
+
+
+def test_a_value_listed_twice_is_refused_before_any_run(monkeypatch):
+    import pytest
+
+    from replicate.core.errors import ReplicateError
+
+    read, computed, _ = _fake(monkeypatch, {("a", 0.1): 1.0})
+    with pytest.raises(ReplicateError, match=r"lists a value twice: group 'a': candidates \[0.1, 0.1\]"):
+        tune.tune_then_run({"a": [0.1, 0.1]}, config_of, (0, 1), 1, last)
+    with pytest.raises(ReplicateError, match=r"seeds \(0, 0\)"):
+        tune.tune_then_run({"a": [0.1]}, config_of, (0, 0), 1, last)
+    assert read == computed == []
+    assert tune.Tuned([], {}, []).frame(lambda *_: {}, ("round", "train_loss")).columns.tolist() == ["round",
+                                                                                                      "train_loss"]

@@ -40,19 +40,26 @@ def _figures(args) -> int:
                            time_budget=args.time_budget) else 0
 
 
-def _executor_settings(args) -> None:
-    """--executor, --ray-address and --workers reach the notebooks' kernels as the environment variables
-    ``replicate.core.paths`` reads; those and the other variables the kernels read (device, stand-ins) are checked
-    here, before any notebook runs."""
+def _settings(args) -> None:
+    """Every command's settings, checked before it does anything (``paths.settings``): a bad value is one line
+    here, not a failed notebook. The flags that set one come first: `figures`' --executor, --ray-address,
+    --workers and --batch-runs reach the notebooks' kernels as the environment variables ``paths`` reads, and
+    `data`'s --from replaces REPLICATE_DATA_FROM."""
     import os
 
     from replicate.core import paths
 
-    for value, name in ((args.executor, "REPLICATE_EXECUTOR"), (args.ray_address, "RAY_ADDRESS"),
-                        (args.workers, "REPLICATE_WORKERS"), (args.batch_runs, "REPLICATE_BATCH_RUNS")):
-        if value is not None:
-            os.environ[name] = str(value)
-    paths.settings()  # the kernels read these too: a bad value is one line here, not a failed notebook
+    for flag, name in (("executor", "REPLICATE_EXECUTOR"), ("ray_address", "RAY_ADDRESS"),
+                       ("workers", "REPLICATE_WORKERS"), ("batch_runs", "REPLICATE_BATCH_RUNS")):
+        if getattr(args, flag, None) is not None:
+            os.environ[name] = str(getattr(args, flag))
+    paths.settings(skip=("REPLICATE_DATA_FROM",) if getattr(args, "source", None) else ())
+
+
+def _executor_settings(args) -> None:
+    """With the ray executor, the cluster is reached before any notebook runs."""
+    from replicate.core import paths
+
     if paths.executor() == "ray":
         from replicate.runs import ray_executor
 
@@ -369,7 +376,7 @@ def main(argv=None) -> int:
     rep.set_defaults(func=_report)
     args = parser.parse_args(argv)
     try:
-        paths.settings()  # every command: the environment's settings checked before anything is done
+        _settings(args)
         return args.func(args)
     except ReplicateError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -201,11 +201,13 @@ SETTINGS = {"REPLICATE_BUILD": build_dir, "REPLICATE_CACHE": cache_dir, "REPLICA
             "REPLICATE_CHECKPOINT_S": checkpoint_s, PROGRESS_FILE: progress_file, STOP_FILE: stop_file}
 
 
-def settings() -> dict:
+def settings(skip=()) -> dict:
     """Every setting's value as this process reads it (``SETTINGS``: variable → reader), each checked: one
-    ``ReplicateError`` naming every bad value at once."""
+    ``ReplicateError`` naming every bad value at once (``skip``: variables a command's own flag replaces)."""
     values, errors = {}, []
     for name, read in SETTINGS.items():
+        if name in skip:
+            continue
         try:
             values[name] = read()
         except ReplicateError as error:

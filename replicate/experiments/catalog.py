@@ -49,15 +49,18 @@ class FigureNotebook:
         for cell in self._cells:
             if cell["cell_type"] != "code":
                 continue
+            source = "".join(cell["source"])  # IPython's magics and shell lines are not Python: blanked
+            source = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
             try:
-                tree = ast.parse("".join(cell["source"]))
-            except SyntaxError:  # a cell with IPython magics declares nothing
+                tree = ast.parse(source)
+            except SyntaxError:  # a cell that is not Python declares nothing
                 continue
             for node in ast.walk(tree):
                 if isinstance(node, ast.ImportFrom) and node.module:
                     imported.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names})
-                elif isinstance(node, ast.Import):
-                    imported.update({a.asname or a.name: a.name for a in node.names})
+                elif isinstance(node, ast.Import):  # `import a.b as m` names a.b; `import a.b` binds a
+                    imported.update({a.asname: a.name for a in node.names if a.asname})
+                    imported.update({a.name.split(".")[0]: a.name.split(".")[0] for a in node.names if not a.asname})
             for node in ast.walk(tree):
                 if isinstance(node, ast.Attribute) and node.attr == "for_profile":
                     dotted = ast.unparse(node.value).split(".")  # exp.Fig2Config or Fig2Config

@@ -112,7 +112,9 @@ def frame(labelled: list[tuple[dict, RunConfig]], *, columns=None, extra_metrics
 
 def tidy(labelled: list[tuple[dict, pd.DataFrame]], columns=None) -> pd.DataFrame:
     """One frame of ``(labels, history)`` pairs: the label columns first, then ``columns`` of each history
-    (None = all of them), the histories one after another in the order given."""
+    (None = all of them), the histories one after another in the order given; none: an empty frame."""
+    if not labelled:
+        return pd.DataFrame(columns=list(columns or ()))
     data = pd.concat([(history if columns is None else history[list(columns)]).assign(**labels)
                       for labels, history in labelled], ignore_index=True)
     return data[[*labelled[0][0], *(c for c in data.columns if c not in labelled[0][0])]]

@@ -27,6 +27,7 @@ from typing import Any, Callable, Hashable
 import numpy as np
 import pandas as pd
 
+from replicate.core.errors import ReplicateError
 from replicate.runs import cache, pool
 
 
@@ -135,6 +136,15 @@ def tune_then_run(groups: dict[Hashable, list], config_of: Callable, seeds, tune
     its first evaluation whose training loss is at most that (rounds-to-target figures); with ``halving``
     the candidates are tuned by successive halving (module docstring)."""
     tuning = tuple(seeds[:tune_seeds])
+    def repeats(values) -> bool:  # candidates may be dicts (a setting of several knobs): compared, not hashed
+        values = list(values)
+        return any(v in values[:i] for i, v in enumerate(values))
+
+    twice = [f"group {g!r}: candidates {cands}" for g, cands in groups.items() if repeats(cands)]
+    if repeats(seeds):
+        twice.append(f"seeds {tuple(seeds)}")
+    if twice:  # a run named twice would be one run, and its rows would not say which
+        raise ReplicateError(f"a tuning grid lists a value twice: {'; '.join(twice)}")
     if halving is not None and stop_loss is not None:
         raise ValueError("halving scores runs at fixed horizons: it does not combine with stop_loss")
     return _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, extra_metrics, stop_loss,

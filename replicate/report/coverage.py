@@ -301,17 +301,10 @@ ITEMS: tuple[Item, ...] = (
 
 # Committed paper-scale figures whose claims or labels changed after they were published (their runs are hours
 # on this CPU, so they were not republished with the change): what changed, and the command that republishes them.
-_HELD_OUT = ("its claims now test the seeds that chose no rate only (issue #40 item 7: seed 1; the record was "
-             "published testing seeds 0 and 1); republish with its command in the reduced-scale section")
 _NEW_MASKS = ("its FEMNIST CNN's dropout masks now come from the counter stream computed on the run's device "
               "(issue #38 item 3; cache NUMERICS conv_dropout 1), so its runs are recomputed with other masks: "
               "republish with its command in the reduced-scale section (it states the compute its runs took)")
-_MU_SEEDS = ("its claims now test seed 1 alone, which chose no μ (issue #40 item 7: the record tested seeds 0 and 1, "
-             "and μ was chosen on seed 0); on the committed CSV the restated claims give the same verdicts")
-STALE: dict[str, str] = {"fedprox2020/fig3": _MU_SEEDS + "; republish with `python -m replicate figures fedprox2020/fig3 "
-                                             "--profile paper --set data_source=stand-in` (EMNIST* is built from the "
-                                             "partial LEAF copy here; ≈ 2 h of one core's compute)",
-                         **{f"cpu_scale/charles2021/{fig}": _NEW_MASKS for fig in ("fig6", "fig13")}}
+STALE: dict[str, str] = {f"cpu_scale/charles2021/{fig}": _NEW_MASKS for fig in ("fig6", "fig13")}
 for _fig in ("fig6", "fig13"):  # they tune rates on seed 0
     STALE[f"cpu_scale/charles2021/{_fig}"] += ("; its claims also test seed 1 alone now, which chose no rate (issue #40 "
                                                "item 7), with the same verdicts on the committed CSV")

@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml requirements.txt
 setup: $(VENV)/.installed
 
 # Ray, for the ray executor's tests on a real local cluster (tests/test_executors.py): an optional extra
-# (about 340 MB, 20 s from a package mirror), so only the test targets install it; where it cannot be installed
+# (about 340 MB, 20 s from a package mirror), so only `make test` installs it; where it cannot be installed
 # those tests are skipped with the reason and the rest runs.
 $(VENV)/.ray: requirements-ray.txt $(VENV)/.installed
 	if $(BIN)/python -m pip install -q -r requirements-ray.txt; then touch $@; \
@@ -41,9 +41,7 @@ smoke: setup
 ## build folder, never the run cache of your own figures (build/cache), and computes with half the cores'
 ## threads, so the halves do not contend for cores (two 2-thread pools on 2 cores slowed small ops up to 100×).
 HALF_THREADS := $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n > 1 ? n / 2 : 1 )))
-# The Ray extra installs in the library half (its ≈ 30 s beside the notebooks; only test-cluster needs it): it
-# adds 37 packages and upgrades none that the notebooks' kernels import meanwhile (pip install --dry-run --report).
-test: setup
+test: setup $(VENV)/.ray
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-library test-notebooks
 	$(MAKE) --no-print-directory test-cluster
 

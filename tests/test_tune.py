@@ -122,5 +122,7 @@ def test_a_value_listed_twice_is_refused_before_any_run(monkeypatch):
     with pytest.raises(ReplicateError, match=r"seeds \(0, 0\)"):
         tune.tune_then_run({"a": [0.1]}, config_of, (0, 0), 1, last)
     assert read == computed == []
+    with pytest.raises(ReplicateError, match="lists a value twice"):  # as a figure's config declares its grid
+        tune.Grid({"a": [0.1, 0.1]}, config_of, (0,), 1)
     assert tune.Tuned([], {}, []).frame(lambda *_: {}, ("round", "train_loss")).columns.tolist() == ["round",
                                                                                                       "train_loss"]

@@ -69,6 +69,9 @@ class Grid:
     seeds: tuple
     tune_seeds: int
 
+    def __post_init__(self):  # a figure's config builds its grid when it is validated: before anything runs
+        _refuse_repeats(self.groups, self.seeds)
+
     def tuning_items(self) -> list[tuple[Hashable, Any, int]]:
         """(group, candidate, seed) of every tuning run, in the order ``tune`` computes them."""
         tuning = self.seeds[:self.tune_seeds]
@@ -108,6 +111,19 @@ class Halving:
         return max(1, math.ceil(alive / self.eta))
 
 
+def _refuse_repeats(groups: dict, seeds) -> None:
+    """A run named twice would be one run, and the figure's rows would not say which: refused."""
+    def repeats(values) -> bool:  # candidates may be dicts (a setting of several knobs): compared, not hashed
+        values = list(values)
+        return any(v in values[:i] for i, v in enumerate(values))
+
+    twice = [f"group {g!r}: candidates {cands}" for g, cands in groups.items() if repeats(cands)]
+    if repeats(seeds):
+        twice.append(f"seeds {tuple(seeds)}")
+    if twice:
+        raise ReplicateError(f"a tuning grid lists a value twice: {'; '.join(twice)}")
+
+
 def ranked(scored: list[tuple[float, Any]], pick: Callable, count: int) -> list[Any]:
     """The best ``count`` candidates by ``pick`` (the figure's rule and tie-break), best first: ``pick``
     applied again to what is left."""
@@ -136,15 +152,7 @@ def tune_then_run(groups: dict[Hashable, list], config_of: Callable, seeds, tune
     its first evaluation whose training loss is at most that (rounds-to-target figures); with ``halving``
     the candidates are tuned by successive halving (module docstring)."""
     tuning = tuple(seeds[:tune_seeds])
-    def repeats(values) -> bool:  # candidates may be dicts (a setting of several knobs): compared, not hashed
-        values = list(values)
-        return any(v in values[:i] for i, v in enumerate(values))
-
-    twice = [f"group {g!r}: candidates {cands}" for g, cands in groups.items() if repeats(cands)]
-    if repeats(seeds):
-        twice.append(f"seeds {tuple(seeds)}")
-    if twice:  # a run named twice would be one run, and its rows would not say which
-        raise ReplicateError(f"a tuning grid lists a value twice: {'; '.join(twice)}")
+    _refuse_repeats(groups, seeds)
     if halving is not None and stop_loss is not None:
         raise ValueError("halving scores runs at fixed horizons: it does not combine with stop_loss")
     return _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, extra_metrics, stop_loss,

@@ -8,10 +8,12 @@ import pytest
 from replicate.cli import check, main
 
 
-def _write(root, values, passed=True, labels=("a", "b"), scale="paper"):
+def _write(root, values, passed=True, labels=("a", "b"), scale="paper", machines=None):
     (root / "li2020").mkdir(parents=True, exist_ok=True)
     pd.DataFrame({"series": list(labels), "loss": values}).to_csv(root / "li2020" / "fig3.csv", index=False)
     claims = {"scale": scale, "claims": [{"claim": "K barely matters", "passed": passed}]}
+    if machines is not None:
+        claims["machines"] = machines
     (root / "li2020" / "fig3.claims.json").write_text(json.dumps(claims))
 
 
@@ -52,11 +54,33 @@ def test_drift_verdict_change_and_shape_change_fail(tmp_path):
     assert not flipped.ok and flipped.verdicts_differ == ("K barely matters",)
     assert "CHANGED" in check.report([flipped])
     _write(tmp_path / "new", [0.5, 1.25], labels=("a", "c"))
-    assert "labels differ" in check.compare("li2020/fig3", tmp_path / "old", tmp_path / "new").problem
+    assert check.compare("li2020/fig3", tmp_path / "old", tmp_path / "new").problem == "labels differ in series"
     assert "missing" in check.compare("li2020/fig1a", tmp_path / "old", tmp_path / "new").problem
     _write(tmp_path / "new", [0.5, 1.25], scale="modified")  # same numbers, but not from the paper's settings
     assert check.compare("li2020/fig3", tmp_path / "old", tmp_path / "new").problem == \
         "regenerated at modified scale, not paper"
+
+
+def test_the_report_names_both_processors_when_they_differ(tmp_path):
+    """Rounding differs between processors: the report says which processors computed each side, so a user
+    reads a difference as rounding (other processors) or as a change (the same one)."""
+    amd, intel = {"AMD EPYC 7B13, x86_64 AVX2, torch 2.13.0": 10}, {"Intel(R) Xeon(R), x86_64 AVX512, torch 2.13.0": 10}
+    _write(tmp_path / "old", [0.5, 1.25], machines=amd)
+    _write(tmp_path / "new", [0.5 * (1 + 3e-3), 1.25], machines=intel)
+    other = check.compare("li2020/fig3", tmp_path / "old", tmp_path / "new")
+    assert other.ok and other.other_machine
+    text = check.report([other])
+    assert "committed runs computed on: AMD EPYC 7B13, x86_64 AVX2, torch 2.13.0 (10 runs)" in text
+    assert "regenerated runs computed on: Intel(R) Xeon(R), x86_64 AVX512, torch 2.13.0 (10 runs)" in text
+    _write(tmp_path / "new", [0.5, 1.25], labels=("a", "c"), machines=intel)  # a failure names them too
+    assert "committed runs computed on" in check.report([check.compare("li2020/fig3", tmp_path / "old",
+                                                                       tmp_path / "new")])
+    _write(tmp_path / "new", [0.5, 1.25], machines=amd)
+    same = check.compare("li2020/fig3", tmp_path / "old", tmp_path / "new")
+    assert not same.other_machine and "computed on" not in check.report([same])
+    _write(tmp_path / "old", [0.5, 1.25])  # a record published before records named processors
+    assert "committed runs computed on: not recorded" in check.report([check.compare(
+        "li2020/fig3", tmp_path / "old", tmp_path / "new")])
 
 
 def test_check_needs_the_paper_profile(capsys):

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from replicate.core import paths
+from replicate.core.machine import cpu_model, describe
 from replicate.data.quadratic import li2020_counterexample
 from replicate.core.errors import ReplicateError
 from replicate.experiments.li2020 import fig2
@@ -31,9 +32,12 @@ def test_cache_roundtrip_and_resume(monkeypatch):
     assert used["runs_compute_s"] == pytest.approx(json.loads(stored.with_suffix(".json").read_text())["elapsed_s"], abs=0.06)
     assert used["runs_compute_by_dataset_s"] == {"quadratic": used["runs_compute_s"]}  # where the time goes
     assert list(used["run_seconds"]) == [stored.stem]
+    here = describe("cpu")  # the processor, counted in the record (figures --check compares them)
+    assert json.loads(stored.with_suffix(".json").read_text())["machine"] == here and used["machines"] == {here: 1}
     other = cache.RunLog()  # another notebook's log: the run is from the cache there
     cache.run(QUAD, progress=False, log=other)
     assert other.provenance()["runs"] == other.provenance()["runs_from_cache"] == 1
+    assert other.provenance()["machines"] == {here: 1}  # read from the sidecar
     pooled = cache.RunLog()
     pooled.mark_computed(QUAD)  # as a worker pool does after computing it for this notebook
     cache.run(QUAD, progress=False, log=pooled)
@@ -283,3 +287,11 @@ def test_runs_of_an_older_cache_version_are_counted_for_the_user():
     old = paths.cache_dir() / "runs" / "0123456789abcdef0123.json"  # a VERSION 3 sidecar: no "version" field
     old.write_text(json.dumps({"dataset": "quadratic", "scheme": "full", "elapsed_s": 1.0}))
     assert cache.older_entries() == 1
+
+
+def test_the_processor_is_named_by_model_and_instruction_set(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\nflags\t: fpu\n")
+    assert cpu_model(info) == "AMD EPYC 7B13"
+    name = describe("cpu")
+    assert torch.backends.cpu.get_cpu_capability() in name and f"torch {torch.__version__.split('+')[0]}" in name

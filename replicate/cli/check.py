@@ -14,6 +14,10 @@ round where a loss crosses its target a hair earlier or later, hence 5e-2 there.
 at η0 ≥ 0.5 trains unstably: a one-ulp change of its initial model moves its loss by 0.26 % after one round
 (measured), and two CPUs (an AMD EPYC and an Intel Xeon with AVX-512, 2026-11-28) gave curves up to 13 % apart
 with the same verdicts; there the promise is the verdicts, with values within 15 %.
+
+Each claims record counts the processors its runs computed on (``machines``: ``core.machine.describe``, from
+the runs' sidecars), and the report prints both sides' when they differ, so a user reads a difference
+between processors as rounding, and one on the same processor as a change of code or data.
 """
 from __future__ import annotations
 
@@ -41,6 +45,11 @@ class FigureCheck:
     rtol: float
     verdicts_differ: tuple[str, ...]  # claims whose verdict changed
     problem: str = ""  # structural mismatch (missing file, different shape or columns)
+    machines: tuple[str, str] = ("", "")  # the processors the committed and the regenerated runs computed on
+
+    @property
+    def other_machine(self) -> bool:
+        return self.machines[0] != self.machines[1]
 
     @property
     def ok(self) -> bool:
@@ -56,19 +65,22 @@ def compare(key: str, committed: Path, fresh: Path, scale: str = "paper") -> Fig
     missing = [str(f) for f in files if not f.exists()]
     if missing:
         return FigureCheck(key, 0, np.nan, np.nan, 0, rtol, (), f"missing {', '.join(missing)}")
-    record = fresh / paper / f"{figure}.claims.json"
-    ran = json.loads(record.read_text()).get("scale", "paper") if record.exists() else "paper"
+    records = [_record(root / paper / f"{figure}.claims.json") for root in (committed, fresh)]
+    machines = tuple(_machines(r) for r in records)
+    ran = records[1].get("scale", "paper")
     if ran != scale:  # e.g. a notebook whose parameters cell sets a knob away from the paper profile
-        return FigureCheck(key, 0, np.nan, np.nan, 0, rtol, (), f"regenerated at {ran} scale, not {scale}")
+        return FigureCheck(key, 0, np.nan, np.nan, 0, rtol, (), f"regenerated at {ran} scale, not {scale}", machines)
     a, b = (pd.read_csv(f) for f in files)
     if list(a.columns) != list(b.columns) or a.shape != b.shape:
         return FigureCheck(key, 0, np.nan, np.nan, 0, rtol, (),
-                           f"shape or columns differ: {a.shape} {list(a.columns)} vs {b.shape} {list(b.columns)}")
+                           f"shape or columns differ: {a.shape} {list(a.columns)} vs {b.shape} {list(b.columns)}",
+                           machines)
     numeric = [c for c in a.columns if pd.api.types.is_numeric_dtype(a[c]) and pd.api.types.is_numeric_dtype(b[c])
                and c not in TIMINGS]
     text = [c for c in a.columns if c not in numeric and c not in TIMINGS]
-    if text and not a[text].astype(str).equals(b[text].astype(str)):
-        return FigureCheck(key, 0, np.nan, np.nan, 0, rtol, (), f"labels differ in {', '.join(text)}")
+    differ = [c for c in text if not a[c].astype(str).equals(b[c].astype(str))]
+    if differ:
+        return FigureCheck(key, 0, np.nan, np.nan, 0, rtol, (), f"labels differ in {', '.join(differ)}", machines)
     x, y = a[numeric].to_numpy(float), b[numeric].to_numpy(float)
     both_nan = np.isnan(x) & np.isnan(y)
     same = both_nan | (x == y)  # equal infinities too (a target never reached): inf − inf is no difference
@@ -80,16 +92,24 @@ def compare(key: str, committed: Path, fresh: Path, scale: str = "paper") -> Fig
                        np.where(np.isinf(diff), np.inf, diff / np.where(scale > 0, scale, 1.0)))
     close = both_nan | np.isclose(y, x, rtol=rtol, atol=ATOL)
     return FigureCheck(key, int(x.size), float(np.nanmax(diff, initial=0.0)), float(np.nanmax(rel, initial=0.0)),
-                       int((~close).sum()), rtol, _verdicts(committed, fresh, paper, figure))
+                       int((~close).sum()), rtol, _verdicts(*records), "", machines)
 
 
-def _verdicts(committed: Path, fresh: Path, paper: str, figure: str) -> tuple[str, ...]:
-    records = []
-    for root in (committed, fresh):
-        path = root / paper / f"{figure}.claims.json"
-        records.append({c["claim"]: c["passed"] for c in json.loads(path.read_text())["claims"]}
-                       if path.exists() else {})
-    old, new = records
+def _record(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _machines(record: dict) -> str:
+    """The processors a record's runs computed on, with their run counts ("not recorded" for a record
+    published before records named them, or for runs whose sidecars do not)."""
+    counts = record.get("machines")
+    if not counts:
+        return "not recorded"
+    return "; ".join(f"{name} ({runs} run{'s' * (runs != 1)})" for name, runs in counts.items())
+
+
+def _verdicts(committed: dict, fresh: dict) -> tuple[str, ...]:
+    old, new = ({c["claim"]: c["passed"] for c in record.get("claims", [])} for record in (committed, fresh))
     return tuple(claim for claim in dict.fromkeys([*old, *new]) if old.get(claim) != new.get(claim))
 
 
@@ -116,7 +136,10 @@ def report(results: list[FigureCheck]) -> str:
     for r, cells in rows:
         if r.problem:
             lines.append(f"{r.key.ljust(widths[0])}  {r.problem}  FAIL")
-            continue
-        lines.append(line(cells))
-        lines += [f"    verdict changed: {claim}" for claim in r.verdicts_differ]
+        else:
+            lines.append(line(cells))
+            lines += [f"    verdict changed: {claim}" for claim in r.verdicts_differ]
+        if r.other_machine:  # rounding differs between processors: the tolerance, not bitwise, is the promise
+            lines += [f"    committed runs computed on: {r.machines[0]}",
+                      f"    regenerated runs computed on: {r.machines[1]}"]
     return "\n".join(lines)

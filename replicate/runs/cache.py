@@ -28,6 +28,7 @@ from replicate.core import paths
 from replicate.core.errors import ReplicateError
 from replicate.fl import engine
 from replicate.core.fileio import atomic_write_text, check_writable
+from replicate.core.machine import describe
 from replicate.core.threads import threads
 from replicate.runs import checkpoints
 from replicate.runs.config import RunConfig, build
@@ -65,15 +66,20 @@ class RunLog:
     by_dataset: dict = field(default_factory=dict)  # dataset → compute seconds: where a figure's time goes
     seconds: dict = field(default_factory=dict)  # run key → compute seconds, so totals over figures count a run once
     read: set = field(default_factory=set)  # run keys recorded so far
+    machines: dict = field(default_factory=dict)  # processor (sidecar "machine") → runs: which ones computed the figure
     _bar: object = field(default=None, repr=False, compare=False)
 
-    def record(self, elapsed: float | None, cached: bool, dataset: str | None = None, key: str | None = None) -> None:
-        """A run was read (``cached``) or computed. A run used again (a tuned figure scores its tuning runs,
-        then reads them into its frame) counts once: ``runs`` and its compute time are the figure's distinct runs."""
+    def record(self, elapsed: float | None, cached: bool, dataset: str | None = None, key: str | None = None,
+               machine: str | None = None) -> None:
+        """A run was read (``cached``) or computed (on ``machine``: ``core.machine.describe``; None: a sidecar from
+        before they named it). A run used again (a tuned figure scores its tuning runs, then reads them into its
+        frame) counts once: ``runs`` and its compute time are the figure's distinct runs."""
         if key is not None and key in self.read:
             return
         self.read.add(key)
         self.runs += 1
+        name = machine or "not recorded"
+        self.machines[name] = self.machines.get(name, 0) + 1
         self.from_cache += cached
         if elapsed is None:
             self.untimed += 1
@@ -131,7 +137,8 @@ class RunLog:
         return {"runs": self.runs, "runs_from_cache": self.from_cache,
                 "runs_compute_s": round(self.compute_s, 1), "runs_untimed": self.untimed,
                 "runs_compute_by_dataset_s": {k: round(v, 1) for k, v in sorted(self.by_dataset.items())},
-                "run_seconds": dict(sorted(self.seconds.items())), "cache_version": VERSION}
+                "run_seconds": dict(sorted(self.seconds.items())), "cache_version": VERSION,
+                "machines": dict(sorted(self.machines.items()))}
 
 
 
@@ -290,8 +297,9 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
         raise ReplicateError("a run on a given problem cannot be cached: pass use_cache=False")
     entry = _file(config, stop_loss, "", extra_metrics) if use_cache else None
     if use_cache and (cached := load(config, stop_loss, extra_metrics)) is not None:
-        log.record(json.loads(_with(entry, ".json").read_text()).get("elapsed_s"),
-                   cached=_with(entry, ".csv") not in log.fresh, dataset=config.dataset, key=entry.name)
+        sidecar = json.loads(_with(entry, ".json").read_text())
+        log.record(sidecar.get("elapsed_s"), cached=_with(entry, ".csv") not in log.fresh, dataset=config.dataset,
+                   key=entry.name, machine=sidecar.get("machine"))
         return cached
     device = engine.default_device()
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -304,7 +312,8 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
     history, text, meta = compute(config, stop_loss=stop_loss, extra_metrics=extra_metrics, device=device,
                                   progress=progress, problem=problem, serialize=use_cache,
                                   checkpoint=entry.name if use_cache else None)
-    log.record(meta["elapsed_s"], cached=False, dataset=config.dataset, key=entry.name if use_cache else None)
+    log.record(meta["elapsed_s"], cached=False, dataset=config.dataset, key=entry.name if use_cache else None,
+               machine=meta["machine"])
     log.finished()
     if use_cache:
         store(config, stop_loss, extra_metrics, text, meta)
@@ -364,23 +373,13 @@ def entry_of(config: RunConfig, stop_loss: float | None, extra_metrics, history:
         buffer = io.StringIO()
         history.to_csv(buffer, index=False)
         text = buffer.getvalue()
-    meta = config.to_dict() | {"elapsed_s": round(elapsed, 3), "device": str(device), "machine": machine(device),
+    meta = config.to_dict() | {"elapsed_s": round(elapsed, 3), "device": str(device), "machine": describe(device),
                                "extra_metrics": metrics_key(extra_metrics), "version": VERSION} | notes
     if text is not None:
         meta |= integrity(text)
     if stop_loss is not None:
         meta["target"] = stop_loss
     return text, meta
-
-
-def machine(device) -> str:
-    """The processor a run computed on, for the record (CUDA runs of one key agree across GPU models within
-    float32 rounding only): the GPU's name, or the CPU's architecture."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    import platform
-    return platform.machine() or "cpu"
 
 
 def store(config: RunConfig, stop_loss: float | None, extra_metrics, text: str, meta: dict) -> None:

@@ -311,6 +311,10 @@ def test_report_says_where_a_figures_compute_goes():
     assert report._wall(record) == ("60 s (3/3 runs from cache; runs take 120 s from scratch: "
                                     "big 1.5 min (75%), small 0.5 min (25%))")
     assert report._wall({**record, "runs_compute_by_dataset_s": {"big": 120.0}}).endswith("from scratch)")
+    one = {**record, "runs_compute_by_dataset_s": {}, "machines": {"Intel(R) Xeon(R), x86_64 AVX512, torch 2.13.0": 3}}
+    assert report._wall(one).endswith("from scratch; computed on Intel(R) Xeon(R), x86_64 AVX512, torch 2.13.0)")
+    two = {**one, "machines": {"NVIDIA H200, torch 2.13.0": 2, "x86_64": 1}}  # "x86_64": a sidecar of an older format
+    assert report._wall(two).endswith("; computed on NVIDIA H200, torch 2.13.0: 2, x86_64: 1)")
 
 
 def test_paper_compute_counts_each_run_once():

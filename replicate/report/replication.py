@@ -308,8 +308,18 @@ def _wall(r: dict) -> str:
     if r.get("runs"):
         wall += (f" ({r['runs_from_cache']}/{r['runs']} runs from cache; "
                  f"runs take {r['runs_compute_s']:.0f} s from scratch"
-                 + (f", {r['runs_untimed']} untimed" if r.get("runs_untimed") else "") + _split(r) + ")")
+                 + (f", {r['runs_untimed']} untimed" if r.get("runs_untimed") else "") + _split(r) + _where(r) + ")")
     return wall
+
+
+def _where(r: dict) -> str:
+    """The processors its runs computed on (``machines``, counted by the record; none before records named
+    them): timings and last digits belong to them."""
+    machines = r.get("machines") or {}
+    if not machines:
+        return ""
+    named = [name if len(machines) == 1 else f"{name}: {runs}" for name, runs in machines.items()]
+    return "; computed on " + ", ".join(named)
 
 
 def _split(r: dict) -> str:

@@ -219,6 +219,30 @@ def test_li2020_table2_counts_the_fitted_partition_as_a_consistency_check():
     assert unbalanced.kind == "consistency" and unbalanced.basis == "fitted" and unbalanced.passed
 
 
+OUTSIDE = ("final paper", "readme", "recalled")  # sources outside the five documents (issue #40 item 2)
+
+
+def test_a_counted_claim_quotes_one_of_the_five_documents():
+    """Issue #40 item 2: a replication claim names its source, and that source is one of the five documents:
+    a claim quoting the final FedProx paper or the authors' README is external (shown, never counted), and one
+    without a source is not counted at all. Records announced as stale wait for their republishing."""
+    counted = 0
+    for path in sorted(paths.figures_dir().glob("**/*.claims.json")):
+        key = str(path.relative_to(paths.figures_dir())).removesuffix(".claims.json")
+        if key in coverage.STALE:
+            continue
+        for c in json.loads(path.read_text())["claims"]:
+            if c.get("kind", "replication") != "replication":
+                continue
+            counted += 1
+            source = c.get("source", "")
+            assert source and not any(word in source.lower() for word in OUTSIDE), (key, c["claim"], source)
+    assert counted > 40
+    stragglers = json.loads((paths.figures_dir() / "fedprox2020" / "stragglers.claims.json").read_text())["claims"]
+    external = [c for c in stragglers if c["basis"] == "external"]
+    assert len(external) == 5 and all(c["kind"] == "context" and c["source"] for c in external)
+
+
 def test_stale_figures_are_listed_with_their_command(tmp_path, monkeypatch):
     from replicate.report import coverage, replication
 

@@ -280,11 +280,14 @@ def _run_all(notebooks, profile, overrides, executed_dir, committed, target, red
         counted = [c for c in record["claims"] if c.get("kind", "replication") == "replication"]
         status = (f"{sum(c['passed'] for c in counted)}/{len(counted)} replication claims "
                   + ("would hold: smoke scale, not a replication verdict" if profile == "smoke" else "hold"))
-        if not counted:  # an analytic figure (consistency checks), or the arena (cross-checks, shown only)
-            kind = "shown" if record["claims"] and all(c.get("kind") == "context" for c in record["claims"]) \
-                else "consistency"
-            status = f"no replication claims; {sum(c['passed'] for c in record['claims'])}/{len(record['claims'])} " \
-                     + ("cross-checks hold (shown, not counted)" if kind == "shown" else "consistency checks hold")
+        if not counted:  # an analytic figure (consistency checks); the arena, external statements (shown only)
+            parts = []
+            for kind, words in (("consistency", "consistency checks hold"),
+                                ("context", "shown beside the figure agree, not counted")):
+                mine = [c for c in record["claims"] if c.get("kind") == kind]
+                if mine:
+                    parts.append(f"{sum(c['passed'] for c in mine)}/{len(mine)} {words}")
+            status = "; ".join(["no replication claims"] + parts)
         tqdm.write(f"done   {nb.key} in {elapsed:.0f}s ({status}) -> {target / nb.paper}", file=sys.stderr)
     _route_asyncio_log(None)
     if committed:

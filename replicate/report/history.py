@@ -6,6 +6,15 @@ item by item. Newest first; REPLICATION.md renders them under its headline.
 from __future__ import annotations
 
 HISTORY: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
+    ("2026-11-28", "42 of 72", "39 of 67", (
+        "The final FedProx paper's straggler figure (Figure 1): every statement it tests comes from the final paper, "
+        "which is not among the five documents (the draft has no stragglers), two quoted as recalled and three with no "
+        "source at all. All five are external now: shown beside the figure, never counted (issue #40 item 2; the "
+        "figure republished from its runs, numbers unchanged). Of the five, three had held: 'FedProx μ > 0 is robust "
+        "where FedAvg degrades', 'keeping partial work already beats dropping it' and 'the proximal term helps beyond "
+        "partial work'; 'FedAvg degrades as stragglers grow' and the +22-point average gain had failed (−5 counted, "
+        "−3 holding)",
+    )),
     ("2026-11-27", "42 of 69", "42 of 72", (
         "Khanduri et al. Figure 5 published at the paper profile (104 runs from two H200 slots, through the "
         "ledger): its three replication claims now count, and all three fail, because every STEM candidate of the "

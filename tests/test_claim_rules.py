@@ -465,3 +465,20 @@ def test_gpu_scale_rows_state_no_cost_by_hand():
             if seconds:
                 mean = sum(seconds.values()) / len(seconds)
                 assert f"mean {mean:,.0f} s" in rows[figure.figure]["measured"], (figure.figure, key)
+
+
+def test_reduced_notes_state_no_compute_time_and_no_verdict_against_their_record():
+    """Issue #40 item 8 for the reduced-scale notes: a compute time typed into a note goes stale (STEM Figure 2's
+    note said 4,794 s where its record holds 4,094; FedProx Sent140's note said 'the claim PASSes' where its record
+    fails it): the command's line renders the record's compute, and a verdict a note names is its record's."""
+    from replicate.report.reduced import REDUCED
+
+    for item in REDUCED:
+        assert not re.search(r"\d s of (one core|compute)|\d h of one core|\d s \(", item.note), item.key
+        path = paths.figures_dir() / f"{item.key}.claims.json"
+        if not path.exists() or item.key in coverage.STALE:
+            continue
+        claims = [c for c in json.loads(path.read_text())["claims"] if c.get("kind", "replication") == "replication"]
+        if "PASSes" in item.note or "FAILs" in item.note:
+            assert len(claims) == 1, item.key  # a note names one verdict only where its figure has one claim
+            assert ("PASSes" in item.note) == bool(claims[0]["passed"]), item.key

@@ -52,8 +52,8 @@ _STEM_CIFAR_NOTES = {
             "inside its grid: larger steps end higher or diverge (FedAvg η = 0.1: 1.752, 0.2: 1.982; SCAFFOLD 0.2 and "
             "STEM κ̄ ≥ 0.2 diverged) and κ̄ = 0.05 ends at 1.817. The three end close and STEM is not ahead: level "
             "with FedAvg on seed 0 (1.707 vs 1.710), behind on seed 1 (1.817 vs 1.788), 0.2-1.1 points behind in "
-            "test accuracy; STEM's warm-up round (its initial batch B = b·I) starts it one round later. 15 runs, "
-            "4,794 s of one core (1-10 min a run, two at a time; diverged candidates stop early); 10 rounds cannot "
+            "test accuracy; STEM's warm-up round (its initial batch B = b·I) starts it one round later. 15 runs "
+            "(diverged candidates stop early; their compute: the command's line above); 10 rounds cannot "
             "say how the tuned ordering ends at 100.",
     "fig3": "Large batches (b = 64, I = 7) want the largest steps, as the spec expects: every algorithm is tuned at "
             "its grid's top (FedAvg and SCAFFOLD η = 0.2, STEM κ̄ = 0.4, c = 9), so a wider grid may do better "
@@ -63,14 +63,13 @@ _STEM_CIFAR_NOTES = {
             "grid tried this session) it trailed by 9-11 %, so the step range decides this comparison. All three "
             "are behind Figure 2 (test accuracy 28.6-29.0 % vs 36.4-37.1 %, seed means, training losses 14-15 % "
             "apart), so 'Figures 2 and 3 end similar' fails on accuracy at this scale; Figure 3 reads 8 % fewer "
-            "samples a round and 10 rounds is early. 15 runs of its own, 2,736 s of one core (2-4 min a run), "
-            "beside Figure 2's 15.",
+            "samples a round and 10 rounds is early. 15 runs of its own, beside Figure 2's 15.",
     "fig4": "At high heterogeneity STEM trains only at the smallest step, κ̄ = 0.05, c = 570 (a ≈ 0.9): κ̄ = 0.1 "
             "(Figure 2's choice) diverges after round 5, and κ̄ = 0.2 and 0.4 diverge too. It ends behind FedAvg by "
             "2.7-3.6 % in training loss (1.798 / 1.865 vs 1.751 / 1.801, seeds 0 / 1) and 3.1-3.4 points in test "
             "accuracy; FedAvg and SCAFFOLD at η = 0.05, inside their grids (0.2 diverges for both). STEM's choice "
             "is its grid's smallest κ̄: a smaller step may do better, which the paper profile's 34 pairs (on a GPU) "
-            "would show. 15 runs, 3,287 s of one core.",
+            "would show. 15 runs.",
 }
 
 REDUCED: tuple[Reduced, ...] = (
@@ -85,7 +84,7 @@ REDUCED: tuple[Reduced, ...] = (
             "majority class throughout (test accuracy 0.606 = the majority share). By test accuracy E = 20 / 50 do "
             "learn: 0.643 / 0.637 at round 200, so larger E is faster in accuracy and slower in loss at this scale. "
             "Republished on 2026-11-26 under the stacked LSTM's hand-written backward (NUMERICS sent_lstm = 1, "
-            "2026-11-24): its 4 runs with E = 20 and 50 recomputed (3,565 s of one core), the 2 with E = 1 from the "
+            "2026-11-24): its 4 runs with E = 20 and 50 recomputed, the 2 with E = 1 from the "
             "cache. The runs before it (autograd recurrence) gave the same picture with other numbers (E = 50 ended "
             "at 0.89; these runs are chaotic: one float32 rounding apart grows to another seed's curve within 10 "
             "rounds)."),
@@ -100,8 +99,10 @@ REDUCED: tuple[Reduced, ...] = (
             "vs 0.83 on seed 0, 0.92 vs 0.79 on seed 1) and fluctuates a little more (1.15 vs 1.10, seed means); "
             "μ ≥ 0.5 ends below the majority-class accuracy (0.59-0.60 vs 0.606). So μ does not help here, which "
             "is what the draft's §5.3 says of Sent140 (\"on Sent140, μ does not help speed up convergence\"; μ "
-            "stabilises \"the four datasets except Sent140\"): the claim PASSes. Republished on 2026-11-26 from "
-            "runs recomputed by today's code (8 runs, 2.0 h of one core). The runs published before picked μ = "
+            "stabilises \"the four datasets except Sent140\"). But the claim also asks μ = 0 to train (its training loss "
+            "to end below its first evaluation), and here it does not (seed 1: 0.687 at the first evaluation, 0.792 at "
+            "round 200; ≈ 4 tweets a device overfit at E = 50), so the claim FAILs at this scale. The runs published "
+            "before 2026-11-26 picked μ = "
             "0.01, which ended 12 % below μ = 0 on seed 0 and 1 % on seed 1: these Sent140 runs are chaotic (one "
             "float32 rounding apart grows to another seed's curve within 10 rounds), so which small μ ends lowest "
             "moves between recomputations, while 'no clear gain from μ' held both times. With ≈ 4 tweets a device "
@@ -144,8 +145,7 @@ REDUCED: tuple[Reduced, ...] = (
             "final test accuracy is 0.001 and 0.008 below (the claim's margin: 0.02), where the earlier outputs, "
             "a 'final' of 2 evaluations, had it pass by 0.0001 on one seed. At η = 0.1 both momentum variants "
             "fall to chance (0.07) and plain GD reaches 0.42-0.46. Republished on 2026-11-26: 20 runs (4 shared "
-            "with Figure 13's cache), 14,203 s of compute for the other 16, two workers on a CPU shared with "
-            "other jobs (9-15 min a run)."),
+            "with Figure 13's cache); their compute: the command's line above."),
     Reduced("cpu_scale/charles2021/fig12", "Charles & Konečný Figure 12, FEMNIST panel (training loss for "
             "several client rates γ at a fixed server rate η)",
             "100 of 1,500 rounds (evaluated every 8th), γ ∈ {0.01, 0.0316, 0.1} of the 7-value grid, η = 0.01, "
@@ -209,9 +209,8 @@ REDUCED: tuple[Reduced, ...] = (
             "(I = 100) are interior optima of their wider grids now. Its initial batch B = b·I costs STEM 800 "
             "samples before the first step at I = 100. The paper's own (κ̄, c, w) are lost; a wider grid at the "
             "paper's budget (the paper profile, on a GPU) may change the STEM ordering. Republished on 2026-11-26: "
-            "48 runs in 3,701 s of one core (12-177 s a run, median 71 s: the engine stops training a run once "
-            "its model is all NaN, so the 22 diverged candidates cost seconds; the earlier, narrower grid's 36 runs "
-            "took 8,067 s)."),
+            "48 runs (the engine stops training a run once its model is all NaN, so the 22 diverged candidates "
+            "cost seconds; their compute: the command's line above)."),
     *(Reduced(f"cpu_scale/khanduri2021/{figure}", what, _STEM_CIFAR_SCALE,
               "python -m replicate figures khanduri2021/" + figure + " --profile paper " + _STEM_CIFAR_KNOBS, note)
       for figure, what, note in (

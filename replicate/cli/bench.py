@@ -45,6 +45,7 @@ import torch
 
 from replicate.fl import engine
 from replicate.fl import oracle
+from replicate.core.machine import describe
 from replicate.core.errors import ReplicateError
 from replicate.fl import models, problems
 from replicate.fl.algorithms import FedAvg, FedProx
@@ -270,9 +271,8 @@ def profile_table(device=None) -> str:
 
 def describe_machine(device=None) -> str:
     device = torch.device(device) if device else engine.default_device()
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
     load = f", load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores" if hasattr(os, "getloadavg") else ""
-    return (f"{device.type} ({name}), torch {torch.__version__}, {torch.get_num_threads()} threads, "
+    return (f"{device.type} ({describe(device)}), {torch.get_num_threads()} threads, "
             f"python {platform.python_version()}{load} (read at the start: other work on the machine slows the timings; ratios within one run compare like with like)")
 
 

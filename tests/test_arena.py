@@ -8,6 +8,7 @@ import pytest
 
 from replicate.core.errors import ReplicateError
 from replicate.experiments.arena import ArenaConfig, arena, claims, leaderboard
+from replicate.experiments.arena import tables as exp_tables
 from replicate.experiments.arena.entries import ENTRIES, cost, rounds, trials
 from replicate.experiments.arena.tasks import TASKS
 from replicate.fl.algorithms import ALGORITHMS
@@ -78,6 +79,20 @@ def test_held_out_seeds_never_choose_and_the_board_reads_only_them():
     assert board.set_index("algorithm").loc["FedAvg", "final_loss"] == pytest.approx(mean, rel=1e-12)
     assert board.set_index("algorithm").loc["SCAFFOLD-II", "rounds"] == 2  # half of FedAvg's 4 at equal bytes
     assert all(c.kind == "context" and c.basis == "cross-check" for c in claims(board, config))
+    # best-so-far at the budget: each held-out run's best evaluation, then mean / min / max over the seeds
+    row = board.set_index("algorithm").loc["FedAvg"]
+    best_acc = [p["test_acc"].max() for _, p in fedavg.groupby("seed")]
+    best_loss = [p["train_loss"].min() for _, p in fedavg.groupby("seed")]
+    assert (row.best_acc, row.best_acc_min, row.best_acc_max) == (pytest.approx(sum(best_acc) / 2), min(best_acc),
+                                                                  max(best_acc))
+    assert (row.best_loss_min, row.best_loss_max) == (min(best_loss), max(best_loss))
+    assert row.best_loss <= row.final_loss + 1e-12 and row.best_acc >= row.final_acc - 1e-12
+    # the tables published beside the board: every curve row (all seeds), every trial
+    tabled = exp_tables(data)
+    assert len(tabled["curves"]) == int((data.kind == "curve").sum())
+    assert set(tabled["curves"].seed) == {0, 1, 2} and set(tabled["curves"].held_out) == {True, False}
+    assert len(tabled["trials"]) == 3 * len(TINY["algorithms"]) and "kind" not in tabled["trials"]
+    assert tabled["trials"]["score"].tolist() == data[data.kind == "trial"]["score"].tolist()
 
 
 USER_FILE = '''
@@ -138,6 +153,34 @@ def test_a_users_algorithm_file_joins_the_leaderboard(user_algorithm):
         ArenaConfig.for_profile("smoke", user_algorithm=f"{file}:Unregistered")
 
 
+@pytest.mark.smoke  # runs the notebook once, through the command line
+def test_the_arena_command_takes_a_users_file_as_its_algorithm(user_algorithm, tmp_path, monkeypatch, capsys):
+    """Issue #42: `python -m replicate arena --algorithm path/to/file.py:Name`, a file outside the package, named
+    relative to where the user stands; `--algorithm NAME` picks the entries it runs against."""
+    import pandas as pd
+
+    from replicate.cli.main import main
+
+    file, _, name = user_algorithm.rpartition(":")
+    monkeypatch.setenv("REPLICATE_BUILD", str(tmp_path / "build"))
+    monkeypatch.chdir(Path(file).parent)  # the notebook runs elsewhere: the path is resolved here
+    out = tmp_path / "out"
+    assert main(["arena", "--algorithm", f"{Path(file).name}:{name}", "--algorithm", "FedAvg",
+                 "--set", "budget=4", "--set", "local_steps=3", "--set", "evals=2",
+                 "--set", f"out_dir={json.dumps(str(out))}"]) == 0
+    board = pd.read_csv(out / "arena" / "leaderboard.csv")
+    assert sorted(board.algorithm) == ["FedAvg", "HalfStepAvg"] and board.final_loss.notna().all()
+    curves = pd.read_csv(out / "arena" / "leaderboard.curves.csv")
+    trials_ = pd.read_csv(out / "arena" / "leaderboard.trials.csv")
+    assert set(curves.algorithm) == set(trials_.algorithm) == {"FedAvg", "HalfStepAvg"}
+    held = curves[curves.held_out]
+    for row in board.itertuples():  # the board is read from the curves published beside it
+        runs = [p for _, p in held[held.algorithm == row.algorithm].groupby("seed")]
+        assert row.best_loss == pytest.approx(sum(p.train_loss.min() for p in runs) / len(runs), rel=1e-5)
+    assert main(["arena", "--algorithm", "a.py:A", "--algorithm", "b.py:B"]) == 2  # one user file at a time
+    assert "one user algorithm at a time" in capsys.readouterr().err
+
+
 def test_successive_halving_scores_the_eliminated_at_their_last_rung():
     config = ArenaConfig.for_profile("smoke", **TINY | {"algorithms": ["FedAvg"], "budget": 9, "halving_rungs": 2,
                                                        "evals": 9})
@@ -170,8 +213,22 @@ def test_every_arena_number_is_reproduced_from_the_cache_and_from_nothing(tmp_pa
         result = check.compare("arena/leaderboard", outputs["first"], outputs[name], scale="smoke")
         assert result.ok, check.report([result])
         assert (outputs[name] / "arena" / "leaderboard.csv").read_bytes() == data, name
+        for table in ("curves", "trials"):
+            assert ((outputs[name] / "arena" / f"leaderboard.{table}.csv").read_bytes()
+                    == (outputs["first"] / "arena" / f"leaderboard.{table}.csv").read_bytes()), (name, table)
         again = json.loads((outputs[name] / "arena" / "leaderboard.claims.json").read_text())["claims"]
         assert [c["verdict"] for c in again] == verdicts
+    curves = outputs["from_nothing"] / "arena" / "leaderboard.curves.csv"  # --check reads the tables too
+    import pandas as pd
+
+    table = pd.read_csv(curves)
+    table.loc[0, "train_loss"] *= 1.5
+    table.to_csv(curves, index=False)
+    result = check.compare("arena/leaderboard", outputs["first"], outputs["from_nothing"], scale="smoke")
+    assert not result.ok and result.outside == 1 and result.max_rel == pytest.approx(1 / 3), check.report([result])
+    curves.unlink()
+    assert "missing" in check.compare("arena/leaderboard", outputs["first"], outputs["from_nothing"],
+                                      scale="smoke").problem
 
 
 def test_each_dataset_trains_its_papers_model_and_clients():

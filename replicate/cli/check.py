@@ -57,12 +57,14 @@ class FigureCheck:
 
 
 def compare(key: str, committed: Path, fresh: Path, scale: str = "paper") -> FigureCheck:
-    """Compare ``<paper>/<figure>.csv`` and its claims between two output folders; the regenerated
-    figure must have been run at ``scale`` (``reduced`` for the reduced-scale commands)."""
+    """Compare ``<paper>/<figure>.csv``, the tables published beside it (``<figure>.<name>.csv``,
+    ``report.claims.publish``) and its claims between two output folders; the regenerated figure must have
+    been run at ``scale`` (``reduced`` for the reduced-scale commands)."""
     paper, figure = key.split("/")
     rtol = RTOL_BY_FIGURE.get(key, RTOL)
-    files = [root / paper / f"{figure}.csv" for root in (committed, fresh)]
-    missing = [str(f) for f in files if not f.exists()]
+    tables = sorted({p.name for root in (committed, fresh) for p in (root / paper).glob(f"{figure}.*.csv")})
+    pairs = [[root / paper / name for root in (committed, fresh)] for name in [f"{figure}.csv", *tables]]
+    missing = [str(f) for files in pairs for f in files if not f.exists()]
     if missing:
         return FigureCheck(key, 0, np.nan, np.nan, 0, rtol, (), f"missing {', '.join(missing)}")
     records = [_record(root / paper / f"{figure}.claims.json") for root in (committed, fresh)]
@@ -70,17 +72,29 @@ def compare(key: str, committed: Path, fresh: Path, scale: str = "paper") -> Fig
     ran = records[1].get("scale", "paper")
     if ran != scale:  # e.g. a notebook whose parameters cell sets a knob away from the paper profile
         return FigureCheck(key, 0, np.nan, np.nan, 0, rtol, (), f"regenerated at {ran} scale, not {scale}", machines)
-    a, b = (pd.read_csv(f) for f in files)
+    values, max_abs, max_rel, outside = 0, 0.0, 0.0, 0
+    for files in pairs:
+        a, b = (pd.read_csv(f) for f in files)
+        where = "" if files[0].name == f"{figure}.csv" else f" ({files[0].name})"
+        found = _frames(a, b, rtol)
+        if isinstance(found, str):
+            return FigureCheck(key, 0, np.nan, np.nan, 0, rtol, (), found + where, machines)
+        values, max_abs, max_rel, outside = (values + found[0], max(max_abs, found[1]), max(max_rel, found[2]),
+                                             outside + found[3])
+    return FigureCheck(key, values, max_abs, max_rel, outside, rtol, _verdicts(*records), "", machines)
+
+
+def _frames(a: pd.DataFrame, b: pd.DataFrame, rtol: float) -> str | tuple[int, float, float, int]:
+    """(numeric values compared, max abs diff, max rel diff, values outside the tolerance), or what differs
+    in shape, columns or labels."""
     if list(a.columns) != list(b.columns) or a.shape != b.shape:
-        return FigureCheck(key, 0, np.nan, np.nan, 0, rtol, (),
-                           f"shape or columns differ: {a.shape} {list(a.columns)} vs {b.shape} {list(b.columns)}",
-                           machines)
+        return f"shape or columns differ: {a.shape} {list(a.columns)} vs {b.shape} {list(b.columns)}"
     numeric = [c for c in a.columns if pd.api.types.is_numeric_dtype(a[c]) and pd.api.types.is_numeric_dtype(b[c])
                and c not in TIMINGS]
     text = [c for c in a.columns if c not in numeric and c not in TIMINGS]
     differ = [c for c in text if not a[c].astype(str).equals(b[c].astype(str))]
     if differ:
-        return FigureCheck(key, 0, np.nan, np.nan, 0, rtol, (), f"labels differ in {', '.join(differ)}", machines)
+        return f"labels differ in {', '.join(differ)}"
     x, y = a[numeric].to_numpy(float), b[numeric].to_numpy(float)
     both_nan = np.isnan(x) & np.isnan(y)
     same = both_nan | (x == y)  # equal infinities too (a target never reached): inf − inf is no difference
@@ -91,8 +105,8 @@ def compare(key: str, committed: Path, fresh: Path, scale: str = "paper") -> Fig
         rel = np.where(same | (scale < 1e-12), 0.0,
                        np.where(np.isinf(diff), np.inf, diff / np.where(scale > 0, scale, 1.0)))
     close = both_nan | np.isclose(y, x, rtol=rtol, atol=ATOL)
-    return FigureCheck(key, int(x.size), float(np.nanmax(diff, initial=0.0)), float(np.nanmax(rel, initial=0.0)),
-                       int((~close).sum()), rtol, _verdicts(*records), "", machines)
+    return (int(x.size), float(np.nanmax(diff, initial=0.0)), float(np.nanmax(rel, initial=0.0)),
+            int((~close).sum()))
 
 
 def _record(path: Path) -> dict:

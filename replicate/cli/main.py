@@ -267,15 +267,23 @@ def main(argv=None) -> int:
     paths.pin_environment()  # before any kernel or worker starts elsewhere
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["arena"] and not {"-h", "--help"} & set(argv):  # the arena is its notebook, run as figures are
-        argv = ["figures", "arena/leaderboard", *argv[1:]]
+        from replicate.cli import arena
+
+        try:
+            argv = arena.figures_argv(argv[1:])
+        except ReplicateError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     parser = argparse.ArgumentParser(prog="python -m replicate", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("arena", help="every algorithm on the same datasets at one budget, tuned alike (issue #42)",
-                   description="python -m replicate arena [--profile paper] [--set NAME=VALUE ...] [figures' options]: "
-                               "runs notebooks/arena_leaderboard.ipynb as `figures arena/leaderboard` does (the "
-                               "leaderboard, curves and rank map in build/figures/arena, or figures/arena at the paper "
-                               "profile). Its knobs: replicate/experiments/arena/board.py (ArenaConfig); "
-                               "e.g. --set budget_kind=samples --set 'user_algorithm=\"my_alg.py:MyAlg\"'.")
+                   description="python -m replicate arena [--algorithm path/to/file.py:ClassName] [--algorithm NAME "
+                               "...] [--profile paper] [--set NAME=VALUE ...] [figures' options]: runs "
+                               "notebooks/arena_leaderboard.ipynb as `figures arena/leaderboard` does (the leaderboard, "
+                               "its curves and trials as CSVs, the curves and rank map in build/figures/arena, or "
+                               "figures/arena at the paper profile). --algorithm FILE:Class adds your registered "
+                               "algorithm; --algorithm NAME (repeatable) picks the entries to run (default all). Its "
+                               "knobs: replicate/experiments/arena/board.py (ArenaConfig); e.g. --set budget_kind=samples.")
     fig = sub.add_parser("figures", help="run figure notebooks with papermill")
     fig.add_argument("names", nargs="*", help="figures (li2020/fig2), notebooks (li2020_fig2) or papers (li2020); default all")
     fig.add_argument("--profile", default="smoke", choices=["smoke", "paper"],

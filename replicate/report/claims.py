@@ -190,12 +190,14 @@ def committed_figures_refused(folder) -> ReplicateError:
 
 def publish(fig, data: pd.DataFrame, claims: list[Claim], *, paper: str, figure: str,
             profile: str, out_dir=None, deviations=(), notes: str = "", provenance: dict | None = None,
-            config=None) -> ClaimsTable:
+            config=None, tables: dict[str, pd.DataFrame] | None = None) -> ClaimsTable:
     """Save a figure, the tidy data behind it and its claim results; return the claims table
     (displayed once by Jupyter as the cell's value).
 
     ``provenance`` (e.g. ``RunLog.provenance()``: runs, how many from the cache, their compute
     time) is saved in the claims record so the report can say what the figure costs from scratch.
+    ``tables`` (name → frame) are further tidy data beside it, each saved as ``<figure>.<name>.csv`` and
+    compared by ``figures --check`` as the main CSV is (e.g. the arena's curves and trials).
     ``config`` (the notebook's figure config) says which knobs a paper-profile run changed
     (``changed()``): such a run is labelled ``modified`` (or ``reduced`` under figures/cpu_scale) in its
     title, figure and record, which lists the changed knobs, so edited parameters never pass as the paper's.
@@ -218,6 +220,10 @@ def publish(fig, data: pd.DataFrame, claims: list[Claim], *, paper: str, figure:
             label_reduced(fig, f"{STAND_IN_LABEL}: {', '.join(stand_ins)}", own_line=True)
         plotting.save(fig, stem)
     atomic_write_text(stem.with_suffix(".csv"), data.to_csv(index=False, float_format="%.6g"))
+    for name, table in (tables or {}).items():
+        if not name.isidentifier():
+            raise ReplicateError(f"a table's name makes its file name <figure>.<name>.csv: {name!r} is not one")
+        atomic_write_text(stem.parent / f"{figure}.{name}.csv", table.to_csv(index=False, float_format="%.6g"))
     record = {
         "paper": paper,
         "figure": figure,

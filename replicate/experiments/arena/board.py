@@ -207,22 +207,41 @@ def arena(config: ArenaConfig, log=None) -> pd.DataFrame:
 
 
 def leaderboard(data: pd.DataFrame, config: ArenaConfig) -> pd.DataFrame:
-    """Per dataset and entry, over the held-out seeds: final and best-so-far training loss and final test
-    accuracy (mean, min, max), the rank by mean final training loss (a diverged entry ranks last)."""
+    """Per dataset and entry, over the held-out seeds: final and best-so-far training loss and test accuracy
+    at the budget (each its mean, min and max over the seeds: ``<measure>``, ``<measure>_min``, ``<measure>_max``),
+    the rank by mean final training loss (a diverged entry ranks last). Best-so-far is the best evaluation a
+    run reached within the budget (lowest loss, highest accuracy); final is the mean of its last ``tail``."""
     curves = data[(data.kind == "curve") & data.held_out.astype(bool)]
     rows = []
     for (d, a), part in curves.groupby(["dataset", "algorithm"], sort=False):
         runs = [p for _, p in part.groupby("seed")]
-        loss = np.array([final(p, "train_loss", fraction=config.tail) for p in runs])
-        best = np.array([p["train_loss"].min() for p in runs])
-        acc = np.array([final(p, "test_acc", fraction=config.tail) for p in runs])
-        rows.append({"dataset": d, "algorithm": a, "final_loss": loss.mean(), "final_loss_min": loss.min(),
-                     "final_loss_max": loss.max(), "best_loss": best.mean(), "final_acc": acc.mean(),
-                     "final_acc_min": acc.min(), "final_acc_max": acc.max(), "chosen": part.chosen.iloc[0],
+        measures = {"final_loss": [final(p, "train_loss", fraction=config.tail) for p in runs],
+                    "best_loss": [p["train_loss"].min() for p in runs],
+                    "final_acc": [final(p, "test_acc", fraction=config.tail) for p in runs],
+                    "best_acc": [p["test_acc"].max() for p in runs]}
+        spread = {}
+        for name, values in measures.items():  # a diverged run's final loss is inf (measures.worst): last
+            values = np.array(values, dtype=float)
+            spread |= {name: values.mean(), f"{name}_min": values.min(), f"{name}_max": values.max()}
+        rows.append({"dataset": d, "algorithm": a, **spread, "chosen": part.chosen.iloc[0],
                      "at_edge": part.at_edge.iloc[0], "rounds": int(part["round"].max()), "seeds": len(runs)})
     board = pd.DataFrame(rows)
     board["rank"] = board.groupby("dataset")["final_loss"].rank(method="min", na_option="bottom").astype(int)
     return board.sort_values(["dataset", "rank"], ignore_index=True)
+
+
+CURVE_COLUMNS = ("dataset", "algorithm", "seed", "held_out", "chosen", "round", "budget_spent", "train_loss",
+                 "train_acc", "test_loss", "test_acc")
+
+
+def tables(data: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The tidy data beside the leaderboard (figures/arena/leaderboard.<name>.csv): ``curves``, every evaluation
+    of every entry's chosen point on every seed (``held_out`` marks the seeds the board reads), against the
+    budget spent in rounds of FedAvg; ``trials``, every point tried, its score and the round it was scored at."""
+    curves = data[data.kind == "curve"]
+    trials_ = data[data.kind == "trial"].dropna(axis=1, how="all").drop(columns="kind")
+    return {"curves": curves[[c for c in CURVE_COLUMNS if c in curves]].reset_index(drop=True),
+            "trials": trials_.reset_index(drop=True)}
 
 
 CROSS_CHECKS = (  # (the entry the document says wins, the one it beats, where it says so)

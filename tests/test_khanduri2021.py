@@ -165,9 +165,9 @@ def test_a_group_whose_every_candidate_diverged_is_said_untuned(monkeypatch):
     scores = ([(stem, h, math.inf) for h in config.candidates("stem")]
               + [(fedavg, {"lr": 0.05}, 0.3), (fedavg, {"lr": 0.1}, 0.2)])
     found = SimpleNamespace(scores=scores, chosen={stem: config.candidates("stem")[0], fedavg: {"lr": 0.1}},
-                            runs=[(stem, 1, None), (fedavg, 1, None)])
+                            runs=[(stem, 1, None), (fedavg, 1, None)], tuning=[])
     monkeypatch.setattr(tune.Grid, "tune", lambda self, *a, **k: found)
-    _, runs = common.tune_and_run(config, config.local_updates)
+    _, runs, _ = common.tune_and_run(config, config.local_updates)
     assert [r[-1] for r in runs] == [common.ALL_DIVERGED, "lr"]
     keys = [(a, i, s) for a in ("STEM", "FedAvg", "SCAFFOLD") for i in (10, 100) for s in (0, 1)]
     data = _fake_fig5({k: 300.0 for k in keys}, {k: 0.2 for k in keys})

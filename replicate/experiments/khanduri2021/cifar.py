@@ -184,21 +184,26 @@ class Fig4Config(Fig2Config):
 
 
 def curves(config: Fig2Config, log=None) -> pd.DataFrame:
-    """Tidy rows: ``kind`` = tuning (one per candidate: mean final training loss on the tuning seeds)
-    and curve (per evaluation of every final run), each with its ``setting`` (b, I); ``figure`` names
-    the figure a setting belongs to (Figure 3's data also holds Figure 2's setting)."""
-    frames = []
+    """Tidy rows: ``kind`` = tuning (one per candidate: mean final training loss on the tuning seeds),
+    curve (per evaluation of every final run) and tuning curve (per evaluation of every tuning run, its
+    setting in ``chosen``), each with its ``setting`` (b, I); ``figure`` names the figure a setting belongs
+    to (Figure 3's data also holds Figure 2's setting)."""
+    frames, tuned = [], []
     for n, part in enumerate(config.compared()):
         figure = config.FIGURE if n == 0 else "Figure 2"
-        rows, runs = tune_and_run(part, part.updates(), log)
+        rows, runs, tuning = tune_and_run(part, part.updates(), log)
         label = dict(figure=figure, setting=part.setting(), batch_size=part.batch_size, dataset=part.dataset_name())
         frames.append(pd.DataFrame(rows).assign(**label))
         per_round = part.batch_size * part.local_updates
-        for a, _, s, history, chosen, at_edge in runs:
-            frames.append(history.assign(kind="curve", algorithm=LABELS[a], local_updates=part.local_updates, seed=s,
-                                         chosen=chosen_text(chosen), at_edge=at_edge,
-                                         epoch=history["round"] * per_round / TRAIN_PER_WORKER, **label))
-    return pd.concat(frames, ignore_index=True)
+
+        def rows_of(kind, a, s, history, setting, at_edge):
+            return history.assign(kind=kind, algorithm=LABELS[a], local_updates=part.local_updates, seed=s,
+                                  chosen=chosen_text(setting), at_edge=at_edge,
+                                  epoch=history["round"] * per_round / TRAIN_PER_WORKER, **label)
+
+        frames += [rows_of("curve", a, s, h, chosen, at_edge) for a, _, s, h, chosen, at_edge in runs]
+        tuned += [rows_of("tuning curve", a, s, h, setting, "") for a, _, s, h, setting in tuning]
+    return pd.concat(frames + tuned, ignore_index=True)
 
 
 def finals(data: pd.DataFrame, tail: float = 0.1) -> pd.DataFrame:

@@ -85,10 +85,12 @@ def grid_edges(candidates: list[dict], chosen: dict) -> str:
     return ", ".join(key for key, value in chosen.items() if at_grid_edge(value, {c[key] for c in candidates}))
 
 
-def tune_and_run(config, local_updates, log=None) -> tuple[list[dict], list[tuple]]:
+def tune_and_run(config, local_updates, log=None) -> tuple[list[dict], list[tuple], list[tuple]]:
     """Tune every algorithm at every I on the first ``tune_seeds`` seeds (lowest mean final training
-    loss, ``runs.tune``), then run the chosen rates on every seed. Returns the tuning rows (one per candidate)
-    and ``(algorithm, I, seed, history, chosen, at_edge)`` for every final run."""
+    loss, ``runs.tune``), then run the chosen rates on every seed. Returns the tuning rows (one per candidate),
+    ``(algorithm, I, seed, history, chosen, at_edge)`` for every final run, and ``(algorithm, I, seed, history,
+    candidate)`` for every tuning run (published as ``tuning curve`` rows: the full grid's curves, on which
+    successive halving is validated, tests/test_halving.py)."""
     grid = config.grid(local_updates)
     groups = grid.groups
     found = grid.tune(lambda run: final(run, "train_loss", fraction=config.tail), workers=config.workers, log=log)
@@ -97,7 +99,7 @@ def tune_and_run(config, local_updates, log=None) -> tuple[list[dict], list[tupl
     trained = {group for group, _, score in found.scores if np.isfinite(score)}
     return rows, [(a, i, s, history, found.chosen[(a, i)],
                    grid_edges(groups[(a, i)], found.chosen[(a, i)]) if (a, i) in trained else ALL_DIVERGED)
-                  for (a, i), s, history in found.runs]
+                  for (a, i), s, history in found.runs], [(a, i, s, history, h) for (a, i), h, s, history in found.tuning]
 
 
 # ``at_edge`` of a group whose every candidate diverged on the tuning seeds: its "chosen" setting is only the

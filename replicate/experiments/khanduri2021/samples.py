@@ -100,16 +100,18 @@ class Fig5Config(StemRuns, knobs.FigureConfig):
 
 
 def samples(config: Fig5Config, log=None) -> pd.DataFrame:
-    """Tidy rows: ``kind`` = tuning (one per candidate, mean final loss on the tuning seeds) and
-    curve (per evaluation of every final run)."""
-    rows, runs = tune_and_run(config, config.updates(), log)
-    frames = []
-    for a, i, s, history, chosen, at_edge in runs:
+    """Tidy rows: ``kind`` = tuning (one per candidate, mean final loss on the tuning seeds), curve (per
+    evaluation of every final run) and tuning curve (per evaluation of every tuning run, its setting in
+    ``chosen``)."""
+    rows, runs, tuning = tune_and_run(config, config.updates(), log)
+
+    def rows_of(kind, a, i, s, history, setting, at_edge):
         per_round = config.batch_size * i
-        frames.append(history.assign(kind="curve", algorithm=LABELS[a], local_updates=i, seed=s,
-                                     chosen=chosen_text(chosen), at_edge=at_edge,
-                                     samples=history["round"] * per_round,
-                                     gradients=_gradients(a, history["round"], per_round)))
+        return history.assign(kind=kind, algorithm=LABELS[a], local_updates=i, seed=s, chosen=chosen_text(setting),
+                              at_edge=at_edge, samples=history["round"] * per_round,
+                              gradients=_gradients(a, history["round"], per_round))
+
+    frames = [rows_of("curve", *run) for run in runs] + [rows_of("tuning curve", *run, "") for run in tuning]
     return pd.concat([pd.DataFrame(rows), *frames], ignore_index=True)
 
 

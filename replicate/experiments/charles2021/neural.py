@@ -190,8 +190,9 @@ def diverged(run: pd.DataFrame) -> bool:
 
 
 def sweep(config: Fig12Config, log=None) -> pd.DataFrame:
-    """Tidy rows: ``kind`` = tuning (per dataset and (γ, η): mean final loss over the tuning seeds) and
-    curve (per evaluation of the chosen η's run, every seed), with ``diverged`` per curve."""
+    """Tidy rows: ``kind`` = tuning (per dataset and (γ, η): mean final loss over the tuning seeds), curve (per
+    evaluation of the chosen η's run, every seed), with ``diverged`` per curve, and, where η is tuned (Figure 13),
+    tuning curve (per evaluation of every tuning run: the full grid's curves, tests/test_halving.py)."""
     tuned = len(config.server_lrs) > 1  # one η: Figure 12, nothing to tune
     # the lowest mean final training loss; on a tie the smaller η
     found = config.grid().tune(lambda run: final(run, "train_loss", rounds=config.tail_rounds),
@@ -204,6 +205,9 @@ def sweep(config: Fig12Config, log=None) -> pd.DataFrame:
         e = found.chosen[(d, g)]
         frames.append(history.assign(kind="curve", dataset=d, client_lr=g, server_lr=e, seed=s,
                                      diverged=diverged(history), eta_at_edge=tuned and at_grid_edge(e, config.server_lrs)))
+    if tuned:
+        frames += [history.assign(kind="tuning curve", dataset=d, client_lr=g, server_lr=e, seed=s,
+                                  diverged=diverged(history)) for (d, g), e, s, history in found.tuning]
     return pd.concat([pd.DataFrame(rows), *frames], ignore_index=True)
 
 

@@ -99,8 +99,9 @@ def _tail_accuracy(run: pd.DataFrame, tail_rounds: int) -> float:
 
 
 def tuned(config: Fig6Config, log=None) -> pd.DataFrame:
-    """Tidy rows: ``kind`` = tuning (per variant and (γ, η): the selection score) and curve (per
-    evaluation of each variant's chosen (γ, η), every seed)."""
+    """Tidy rows: ``kind`` = tuning (per variant and (γ, η): the selection score), curve (per evaluation of
+    each variant's chosen (γ, η), every seed) and tuning curve (per evaluation of every tuning run: the full
+    grid's curves, on which successive halving is validated, tests/test_halving.py)."""
     variants = {(server, alpha): panel for panel, server, alpha in config.variants()}
     # the best mean tail accuracy; on a tie the smaller γ, then the smaller η
     found = config.grid().tune(lambda run: _tail_accuracy(run, config.tail_rounds),
@@ -114,6 +115,9 @@ def tuned(config: Fig6Config, log=None) -> pd.DataFrame:
         frames.append(history.assign(kind="curve", panel=variants[(server, alpha)], variant=_label(server, alpha),
                                      server=server, alpha=alpha, client_lr=g, server_lr=e, seed=seed,
                                      diverged=diverged(history), at_edge=_edges(config, g, e)))
+    frames += [history.assign(kind="tuning curve", panel=variants[v], variant=_label(*v), server=v[0], alpha=v[1],
+                              client_lr=g, server_lr=e, seed=seed, diverged=diverged(history))
+               for v, (g, e), seed, history in found.tuning]
     return pd.concat([pd.DataFrame(rows), *frames], ignore_index=True)
 
 

@@ -482,3 +482,39 @@ def test_reduced_notes_state_no_compute_time_and_no_verdict_against_their_record
         if "PASSes" in item.note or "FAILs" in item.note:
             assert len(claims) == 1, item.key  # a note names one verdict only where its figure has one claim
             assert ("PASSes" in item.note) == bool(claims[0]["passed"]), item.key
+
+
+def test_reduced_notes_render_their_numbers_from_their_csvs(tmp_path):
+    """Issue #40 item 8 for the reduced-scale notes: their losses and accuracies were typed by hand and went
+    stale (Charles & Konečný Figure 12 said γ = 0.1's early loss was 3.92 / 3.95 where its record says 3.902 /
+    3.936, and its test accuracy 0.24 where the CSV's seed mean is 0.21). A note with ``facts`` reads them from
+    its figure's CSV: every placeholder filled from today's outputs, an edited CSV changes the prose, and a
+    missing CSV shows "?" instead of a number."""
+    import shutil
+
+    import pandas as pd
+
+    from replicate.report import reduced
+
+    root = paths.figures_dir()
+    rendered = {item.key: item for item in reduced.REDUCED if item.facts}
+    assert {"cpu_scale/fedprox2020/fig2", "cpu_scale/charles2021/fig12", "cpu_scale/charles2021/fig13"} <= set(rendered)
+    for key, item in rendered.items():
+        text = item.text(root)
+        assert "?" not in text and not re.search(r"\{[a-z_0-9]+\}", text), key
+    fig12 = rendered["cpu_scale/charles2021/fig12"].text(root)
+    early = next(c["result"] for c in json.loads((root / "cpu_scale/charles2021/fig12.claims.json").read_text())
+                 ["claims"] if c["claim"].startswith("FEMNIST: a larger client rate"))
+    assert "early loss (3.90 / 3.94; rounds 1-20)" in fig12 and "γ=0.1: [3.902, 3.936]" in early
+    for key, column, scale, expect in (("cpu_scale/fedprox2020/fig2", "test_acc", 0.5, "E = 20 / 50 do learn: 0.321"),
+                                       ("cpu_scale/charles2021/fig13", "train_loss", 2.0, "training loss over the last "
+                                                                                          "40 rounds 1.46 / 1.52")):
+        moved = tmp_path / key
+        moved.parent.mkdir(parents=True, exist_ok=True)
+        data = pd.read_csv(root / f"{key}.csv")
+        data[column] *= scale
+        data.to_csv(moved.with_suffix(".csv"), index=False)
+        assert expect in rendered[key].text(tmp_path), rendered[key].text(tmp_path)
+    shutil.rmtree(tmp_path / "cpu_scale")
+    assert "{" not in rendered["cpu_scale/charles2021/fig12"].text(tmp_path)
+    assert "ends at a training loss of ? (seeds" in rendered["cpu_scale/charles2021/fig12"].text(tmp_path)

@@ -278,7 +278,7 @@ def _reduced(root: Path) -> list[str]:
     for item, record in present:
         lines += [f"### {item.what}", "", f"Scale: {item.scale}. [figure](figures/{item.key}.png); produced by "
                   f"`{item.command}` ({_wall(record)}).", "", _knobs(item, record), ""] + (
-                  [item.note, ""] if item.note else []) + (
+                  [item.text(root), ""] if item.note else []) + (
                   [f"**Stale:** {item.stale}", ""] if item.stale else []) + (
                   ["**Stale:** published before figures recorded their scale: its title lacks the CPU-scale label "
                    "and its claims record says only `profile: paper`; the command above republishes it.", ""]

@@ -1,0 +1,147 @@
+"""The numbers a reduced-scale note states, read from the figure's committed CSV (issue #40 item 8: prose never
+states by hand a number a record holds). Each function takes the CSV's path and returns the note's ``{name}``
+values; ``reduced.Reduced.text`` fills them in (a CSV not published gives "?").
+
+The windows are the figures' own: FedProx's Sent140 panels end at their last evaluation (round 200); Charles &
+Konečný's "final" is the mean training loss of the last ``TAIL`` rounds and "early" that of rounds 1 to ``EARLY``
+(the CPU-scale commands' ``tail_rounds`` and ``early_rounds``, as their claims compute them).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+TAIL, EARLY = 40, 20  # Charles & Konečný's CPU-scale windows (rounds), as their commands set them
+
+
+def _seeds(values, spec: str = ".2f") -> str:
+    """Per-seed values as the notes write them: "3.25 / 3.17"."""
+    return " / ".join(f"{v:{spec}}" for v in values)
+
+
+def fedprox_fig2(csv: Path) -> dict:
+    """FedProx Figures 2/6, Sent140 (CPU scale): the loss each E starts from, its range at round 10 for E > 1, and
+    every E's seed-mean training loss and test accuracy at the last round."""
+    data = pd.read_csv(csv)
+    last = data[data["round"] == data["round"].max()].groupby("E")[["train_loss", "test_acc"]].mean()
+    tenth = data[(data["round"] == 10) & (data["E"] > 1)]["train_loss"]
+    return {"start": f"{data[data['round'] == 0]['train_loss'].mean():.2f}",
+            "jump": f"{tenth.min():.1f}-{tenth.max():.1f}",
+            **{f"loss_{e}": f"{last.loc[e, 'train_loss']:.2f}" for e in last.index},
+            **{f"acc_{e}": f"{last.loc[e, 'test_acc']:.3f}" for e in last.index}}
+
+
+def _charles(csv: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per (γ, seed) of the final runs: η, the final and early training loss, the last round's test accuracy."""
+    data = pd.read_csv(csv)
+    rows = []
+    for (gamma, seed), run in data[data["kind"] == "curve"].groupby(["client_lr", "seed"]):
+        run = run.sort_values("round")
+        rows.append({"gamma": gamma, "seed": int(seed), "eta": run["server_lr"].iloc[0],
+                     "final": run[run["round"] > run["round"].max() - TAIL]["train_loss"].mean(),
+                     "early": run[run["round"].between(1, EARLY)]["train_loss"].mean(), "acc": run["test_acc"].iloc[-1]})
+    runs = pd.DataFrame(rows)
+    return runs, runs.groupby("gamma").agg(eta=("eta", "first"), acc=("acc", "mean"))
+
+
+def charles_fig12(csv: Path) -> dict:
+    """Charles & Konečný Figure 12, FEMNIST (CPU scale): per γ (``g0``: the smallest, …) its per-seed final and
+    early losses and seed-mean test accuracy, and the smallest γ's lead over the largest per seed."""
+    runs, per = _charles(csv)
+    out = {}
+    for n, gamma in enumerate(per.index):
+        part = runs[runs.gamma == gamma].sort_values("seed")
+        out |= {f"final{n}": _seeds(part["final"]), f"early{n}": _seeds(part["early"]),
+                f"acc{n}": f"{per.loc[gamma, 'acc']:.2f}"}
+    low, high = (runs[runs.gamma == g].sort_values("seed")["final"].to_numpy() for g in (per.index[0], per.index[-1]))
+    out["lead"] = " and ".join(f"{v:.1%}" for v in (high - low) / low)
+    return out
+
+
+def charles_fig13(csv: Path) -> dict:
+    """Charles & Konečný Figure 13, FEMNIST (CPU scale): per γ the tuned η, its per-seed final loss and its
+    seed-mean test accuracy at the last round."""
+    runs, per = _charles(csv)
+    out = {}
+    for n, gamma in enumerate(per.index):
+        part = runs[runs.gamma == gamma].sort_values("seed")
+        out |= {f"eta{n}": f"{per.loc[gamma, 'eta']:.3g}", f"final{n}": _seeds(part["final"]),
+                f"acc{n}": f"{per.loc[gamma, 'acc']:.2f}"}
+    return out
+
+
+def _mu(mu: float) -> str:
+    return f"μ = {mu:g}"
+
+
+def fedprox_fig3(csv: Path) -> dict:
+    """FedProx Figures 3/7, Sent140 (CPU scale): the μ grid's final training loss on the tuning seed (mean of the
+    last two evaluations, the claims' window), the best μ > 0, μ = 0 against it on each seed, the final test
+    accuracy of μ ≥ 0.5 and μ = 0's loss on the test seed at its first evaluation and at its end."""
+    data = pd.read_csv(csv)
+    tail = data[data["round"] >= sorted(data["round"].unique())[-2]]
+    finals = tail.groupby(["mu", "seed"])[["train_loss", "test_acc"]].mean()
+    best = float(data[data["best"]]["mu"].iloc[0])
+    seeds = sorted(data["seed"].unique())
+    zero = data[(data["mu"] == 0) & (data["seed"] == seeds[-1])].sort_values("round")["train_loss"]
+    large = finals.xs(seeds[0], level="seed").query("mu >= 0.5")["test_acc"]
+    return {"grid": ", ".join(f"{_mu(mu) if n == 0 else f'{mu:g}'}: {v:.2f}" for n, (mu, v) in enumerate(
+                finals.xs(seeds[0], level="seed")["train_loss"].items())),
+            "best": f"{best:g}",
+            "versus": ", ".join(f"{finals.loc[(best, s), 'train_loss']:.2f} vs {finals.loc[(0.0, s), 'train_loss']:.2f} "
+                                f"on seed {s}" for s in seeds),
+            "large_acc": f"{large.min():.3f}-{large.max():.3f}", "zero_first": f"{zero.iloc[0]:.3f}",
+            "zero_last": f"{finals.loc[(0.0, seeds[-1]), 'train_loss']:.3f}", "test_seed": f"{seeds[-1]}"}
+
+
+def fedprox_fig4(csv: Path) -> dict:
+    """FedProx Figure 4, Sent140 (CPU scale): the mean dissimilarity over rounds per μ on the tuning seed."""
+    data = pd.read_csv(csv)
+    first = data[data["seed"] == data["seed"].min()]
+    means = first.groupby("mu")["dissimilarity"].mean()
+    return {"dissimilarity": ", ".join(f"{_mu(mu) if n == 0 else f'{mu:g}'}: {v:.0f}"
+                                       for n, (mu, v) in enumerate(means.items()))}
+
+
+STEM_LABELS = {"FedAvg": "fedavg", "SCAFFOLD": "scaffold", "STEM": "stem"}  # placeholder suffix per algorithm
+
+
+def _setting(algorithm: str, lr: float, c: float) -> str:
+    return f"κ̄ = {lr:g}, c = {c:g}" if algorithm == "STEM" else f"η = {lr:g}"
+
+
+def stem_cifar(csv: Path) -> dict:
+    """STEM Figures 2-4 on CIFAR-10 (CPU scale), the note's own figure (the first ``figure`` of its curves): per
+    algorithm (suffix ``fedavg``, ``scaffold``, ``stem``) the chosen setting, every candidate's tuning loss
+    (``diverged`` where it did not finish), the final runs' last training loss and test accuracy per seed, and
+    STEM's first-epoch momentum weight a = c·(κ̄/2^(1/3))²; STEM's lag behind FedAvg per seed, in training loss
+    (%) and test accuracy (points); and each figure's range of seed-mean test accuracies (``acc_range_<n>``)."""
+    data = pd.read_csv(csv)
+    figure = data[data["kind"] == "curve"]["figure"].iloc[0]
+    own = data[data["figure"] == figure]
+    out = {}
+    last = {}
+    for algorithm, suffix in STEM_LABELS.items():
+        tuned = own[(own["kind"] == "tuning") & (own["algorithm"] == algorithm)]
+        out[f"tuning_{suffix}"] = ", ".join(
+            f"{_setting(algorithm, r.lr, r.c)}: " + (f"{r.final_train_loss:.3f}" if np.isfinite(r.final_train_loss)
+                                                      else "diverged") for r in tuned.itertuples())
+        runs = own[(own["kind"] == "curve") & (own["algorithm"] == algorithm)].sort_values(["seed", "round"])
+        ends = runs.groupby("seed").last()
+        last[algorithm] = ends
+        out[f"final_{suffix}"] = _seeds(ends["train_loss"], ".3f")
+        out[f"acc_{suffix}"] = _seeds(100 * ends["test_acc"], ".1f")
+        chosen = tuned.sort_values("final_train_loss").iloc[0]
+        out[f"chosen_{suffix}"] = _setting(algorithm, chosen.lr, chosen.c)
+        if algorithm == "STEM":
+            out["a_stem"] = f"{chosen.c * (chosen.lr / 2 ** (1 / 3)) ** 2:.2f}"
+    stem, fedavg = last["STEM"], last["FedAvg"]
+    lag, points = (stem["train_loss"] / fedavg["train_loss"] - 1) * 100, (fedavg["test_acc"] - stem["test_acc"]) * 100
+    out["loss_lag"] = f"{lag.min():+.1f} to {lag.max():+.1f} %"
+    out["acc_lag"] = f"{points.min():+.1f} to {points.max():+.1f}"
+    for name, part in data[data["kind"] == "curve"].groupby("figure"):
+        means = part.sort_values("round").groupby(["algorithm", "seed"]).last().groupby("algorithm")["test_acc"].mean()
+        out[f"acc_range_{name[-1]}"] = f"{100 * means.min():.1f}-{100 * means.max():.1f} %"
+    return out

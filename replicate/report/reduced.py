@@ -205,20 +205,22 @@ REDUCED: tuple[Reduced, ...] = (
             "--set 'stem_lr=[0.05,0.1,0.2,0.5]' --set 'stem_c=[6,35,100,150]' "
             "--set 'client_lr=[0.01,0.02,0.05,0.1,0.2]' --set evals=20 --set 'seeds=[0,1]' --set workers=1 "
             "--set out_dir=figures/cpu_scale",
-            "The large I needs more samples per worker to reach 90 % test accuracy for all three (FedAvg 800-960 vs "
-            "2,400; SCAFFOLD 1,600-1,920 vs 2,400; STEM 960 vs 3,200; the I = 100 runs are evaluated once a round, "
-            "every 800 samples). STEM is not the best here: its final training loss is second at I = 10 (0.15 vs "
-            "FedAvg's 0.13) and last at I = 100 (0.34 vs 0.24). Of the 11 (κ̄, c) pairs STEM trained only at "
-            "κ̄ = 0.1, c = 150 (a ≈ 0.94, nearly plain SGD) at I = 10, and there and at c = 100 (a ≈ 0.63, final "
-            "0.60) at I = 100; the larger steps diverged even with a near 0.9 (κ̄ = 0.5, c = 6; κ̄ = 0.2, c = 35, "
-            "which at I = 100 stalled at chance, loss 2.30), and so did every smaller a. c = 150 is flagged at its "
-            "grid's edge, but a larger c at κ̄ = 0.1 makes a ≥ 1 (no momentum left: outside the spec's range), so "
-            "only c ∈ (150, 159) remains unexplored. FedAvg's η = 0.1 and SCAFFOLD's 0.02 (I = 10) and 0.05 "
-            "(I = 100) are interior optima of their wider grids now. Its initial batch B = b·I costs STEM 800 "
-            "samples before the first step at I = 100. The paper's own (κ̄, c, w) are lost; a wider grid at the "
-            "paper's budget (the paper profile, on a GPU) may change the STEM ordering. Republished on 2026-11-26: "
-            "48 runs (the engine stops training a run once its model is all NaN, so the 22 diverged candidates "
-            "cost seconds; their compute: the command's line above)."),
+            "The large I needs more samples per worker to reach 90 % test accuracy for all three (I = 10 against "
+            "I = 100, over the seeds: FedAvg {target_fedavg_10} vs {target_fedavg_100}; SCAFFOLD {target_scaffold_10} "
+            "vs {target_scaffold_100}; STEM {target_stem_10} vs {target_stem_100}; the I = 100 runs are evaluated "
+            "once a round, every b·I = 800 samples). STEM is not the best here: its final training loss (seed mean) "
+            "is {loss_stem_10} at I = 10 against FedAvg's {loss_fedavg_10} and SCAFFOLD's {loss_scaffold_10}, and "
+            "{loss_stem_100} at I = 100 against {loss_fedavg_100} and {loss_scaffold_100}. Of the {pairs} (κ̄, c) "
+            "pairs these STEM settings finished their tuning run (a = c·η_1², the first-epoch momentum weight): at "
+            "I = 10 {trained_10}; at I = 100 {trained_100}; every other pair diverged, even with a near 0.9 at the "
+            "larger steps. c = 150 is flagged at its grid's edge, but a larger c at κ̄ = 0.1 makes a ≥ 1 (no "
+            "momentum left: outside the spec's range), so only c ∈ (150, 159) remains unexplored. FedAvg's "
+            "η = {chosen_fedavg_10} / {chosen_fedavg_100} and SCAFFOLD's {chosen_scaffold_10} / {chosen_scaffold_100} "
+            "(I = 10 / 100) are their tuned rates. Its initial batch B = b·I costs STEM 800 samples before the first "
+            "step at I = 100. The paper's own (κ̄, c, w) are lost; a wider grid at the paper's budget (the paper "
+            "profile, on a GPU) may change the STEM ordering. The engine stops training a run once its model is all "
+            "NaN, so the diverged candidates cost seconds; every tuning run is published with its curve "
+            "(tests/test_halving.py replays them).", facts=reduced_facts.stem_fig5),
     *(Reduced(f"cpu_scale/khanduri2021/{figure}", what, _STEM_CIFAR_SCALE,
               "python -m replicate figures khanduri2021/" + figure + " --profile paper " + _STEM_CIFAR_KNOBS, note,
               facts=reduced_facts.stem_cifar)

@@ -145,3 +145,39 @@ def stem_cifar(csv: Path) -> dict:
         means = part.sort_values("round").groupby(["algorithm", "seed"]).last().groupby("algorithm")["test_acc"].mean()
         out[f"acc_range_{name[-1]}"] = f"{100 * means.min():.1f}-{100 * means.max():.1f} %"
     return out
+
+
+def _span(values, spec: str = ",.0f") -> str:
+    low, high = min(values), max(values)
+    return f"{low:{spec}}" if low == high else f"{low:{spec}}-{high:{spec}}"
+
+
+def stem_fig5(csv: Path) -> dict:
+    """STEM Figure 5 on MNIST (CPU scale): per algorithm (suffix as ``stem_cifar``) the samples per worker to 90 %
+    test accuracy at I = 10 and 100 (over the seeds) and the seed-mean final training loss at each I (mean of
+    the last 10 % of evaluations, the figure's); the STEM settings that trained at each I (a finite tuning loss)
+    with their momentum weight and loss; the chosen rates of FedAvg and SCAFFOLD; the pairs tried and how many."""
+    from replicate.experiments.khanduri2021.samples import to_target  # the figure's own measure
+
+    data = pd.read_csv(csv)
+    reached = to_target(data, 0.9, 0.1)
+    out = {}
+    for algorithm, suffix in STEM_LABELS.items():
+        part = reached[reached["algorithm"] == algorithm]
+        for i in (10, 100):
+            at = part[part["local_updates"] == i]
+            out[f"target_{suffix}_{i}"] = _span(at["samples_to_target"])
+            out[f"loss_{suffix}_{i}"] = f"{at['final_train_loss'].mean():.2f}"
+    tuning = data[data["kind"] == "tuning"]
+    stem = tuning[tuning["algorithm"] == "STEM"]
+    out["pairs"] = f"{len(stem) // stem['local_updates'].nunique()}"
+    for i in (10, 100):
+        trained = stem[(stem["local_updates"] == i) & np.isfinite(stem["final_train_loss"])]
+        out[f"trained_{i}"] = "; ".join(
+            f"{_setting('STEM', r.lr, r.c)} (a ≈ {r.c * (r.lr / 2 ** (1 / 3)) ** 2:.2f}, loss {r.final_train_loss:.2f})"
+            for r in trained.itertuples())
+        for algorithm in ("FedAvg", "SCAFFOLD"):
+            chosen = tuning[(tuning["algorithm"] == algorithm) & (tuning["local_updates"] == i)]
+            best = chosen.sort_values("final_train_loss").iloc[0]
+            out[f"chosen_{STEM_LABELS[algorithm]}_{i}"] = f"{best.lr:g}"
+    return out

@@ -8,6 +8,7 @@ Konečný's "final" is the mean training loss of the last ``TAIL`` rounds and "e
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -181,3 +182,36 @@ def stem_fig5(csv: Path) -> dict:
             best = chosen.sort_values("final_train_loss").iloc[0]
             out[f"chosen_{STEM_LABELS[algorithm]}_{i}"] = f"{best.lr:g}"
     return out
+
+
+def _claims(csv: Path) -> dict:
+    """The claim results of the record beside ``csv``, by the claim's opening words."""
+    import json
+
+    record = json.loads(csv.with_name(csv.stem + ".claims.json").read_text())
+    return {c["claim"]: c["result"] for c in record["claims"]}
+
+
+def _result(results: dict, opening: str) -> str:
+    return next(text for claim, text in results.items() if claim.startswith(opening))
+
+
+def stragglers(csv: Path) -> dict:
+    """FedProx's straggler figure, Sent140 (CPU scale): FedAvg's final training loss without and with 90 %
+    stragglers, FedProx's (μ = 0 and μ > 0) at 90 %, and the test-accuracy gains over FedAvg there, each
+    "mean [min, max]" over the seeds as its claims state them; FedAvg's final test accuracy at 90 % from the CSV
+    (mean of the last 10 % of evaluations, the figure's window)."""
+    from replicate.runs.measures import final
+
+    results = _claims(csv)
+    degrade = re.search(r"Sent140: (\S+ \[[^]]+\]) → (\S+ \[[^]]+\])", _result(results, "FedAvg degrades"))
+    prox = re.search(r"vs (\S+ \[[^]]+\])", _result(results, "FedProx (μ > 0) is robust"))
+    partial = re.search(r"vs (\S+ \[[^]]+\])", _result(results, "Keeping the stragglers"))
+    gains = _result(results, "FedProx improves absolute test accuracy")
+    gain, alone = re.findall(r"Sent140: (\S+ \[[^]]+\])", gains)
+    data = pd.read_csv(csv)
+    worst = data[(data["algorithm"] == "FedAvg") & (data["drop"] == data["drop"].max())]
+    accs = [final(run.sort_values("round"), "test_acc", fraction=0.1) for _, run in worst.groupby("seed")]
+    return {"fedavg_none": degrade.group(1), "fedavg_90": degrade.group(2), "prox_90": prox.group(1),
+            "partial_90": partial.group(1), "gain": gain, "gain_alone": alone,
+            "fedavg_acc_90": f"{np.mean(accs):.3f} [{min(accs):.3f}, {max(accs):.3f}]"}

@@ -70,6 +70,10 @@ def charles_fig13(csv: Path) -> dict:
         part = runs[runs.gamma == gamma].sort_values("seed")
         out |= {f"eta{n}": f"{per.loc[gamma, 'eta']:.3g}", f"final{n}": _seeds(part["final"]),
                 f"acc{n}": f"{per.loc[gamma, 'acc']:.2f}"}
+    curves = pd.read_csv(csv).query("kind == 'curve'")
+    edges = sorted(curves[curves["eta_at_edge"].astype(str) == "True"]["client_lr"].unique())
+    out["edges"] = (f"at its grid's edge for γ = {', '.join(f'{g:g}' for g in edges)}" if edges
+                    else "each inside its grid")
     return out
 
 
@@ -215,3 +219,30 @@ def stragglers(csv: Path) -> dict:
     return {"fedavg_none": degrade.group(1), "fedavg_90": degrade.group(2), "prox_90": prox.group(1),
             "partial_90": partial.group(1), "gain": gain, "gain_alone": alone,
             "fedavg_acc_90": f"{np.mean(accs):.3f} [{min(accs):.3f}, {max(accs):.3f}]"}
+
+
+CHARLES6 = {"no momentum": "plain", "Nesterov": "nesterov", "heavy-ball": "heavy", "no momentum, α = 1": "alpha"}
+
+
+def charles_fig6(csv: Path) -> dict:
+    """Charles & Konečný Figure 6 (= 11), FEMNIST (CPU scale): per variant (suffix ``plain``, ``nesterov``,
+    ``heavy``, ``alpha``) its tuned η, and per seed its test accuracy and training loss at the last round; how far
+    α = 1's mean test accuracy over the last ``TAIL`` rounds (the figure's selection window) lies below α = 0's on
+    each seed; and each variant's tuning score (tail accuracy) at the grid's largest η."""
+    data = pd.read_csv(csv)
+    curves, tuning = data[data["kind"] == "curve"], data[data["kind"] == "tuning"]
+    out, tails = {}, {}
+    for variant, suffix in CHARLES6.items():
+        runs = curves[curves["variant"] == variant].sort_values(["seed", "round"])
+        ends = runs.groupby("seed").last()
+        out |= {f"eta_{suffix}": f"{runs['server_lr'].iloc[0]:.3g}", f"acc_{suffix}": _seeds(ends["test_acc"]),
+                f"loss_{suffix}": _seeds(ends["train_loss"])}
+        tails[suffix] = [run[run["round"] > run["round"].max() - TAIL]["test_acc"].mean()
+                         for _, run in runs.groupby("seed")]
+        top = tuning[(tuning["variant"] == variant)].sort_values("server_lr").iloc[-1]
+        out[f"top_{suffix}"] = f"{top['score']:.2f}"
+    edges = curves[curves["at_edge"].notna() & (curves["at_edge"].astype(str) != "")]["variant"].unique()
+    out["edges"] = (f"at its grid's edge: {', '.join(edges)}" if len(edges) else "each inside its grid")
+    out["top_eta"] = f"{tuning['server_lr'].max():.3g}"
+    out["alpha_gap"] = " and ".join(f"{a - b:.3f}" for a, b in zip(tails["plain"], tails["alpha"]))
+    return out

@@ -305,10 +305,6 @@ _NEW_MASKS = ("its FEMNIST CNN's dropout masks now come from the counter stream 
               "(issue #38 item 3; cache NUMERICS conv_dropout 1), so its runs are recomputed with other masks: "
               "republish with its command in the reduced-scale section (it states the compute its runs took)")
 STALE: dict[str, str] = {f"cpu_scale/charles2021/{fig}": _NEW_MASKS for fig in ("fig6",)}
-STALE["cpu_scale/fedprox2020/stragglers"] = (
-    "its five claims quote the final FedProx paper, which is not among the five documents: they are external now "
-    "(shown, never counted; issue #40 item 2), and its record does not yet name its stand-in data (FEMNIST; issue "
-    "#39): republish with its command in the reduced-scale section (it states the compute its runs took)")
 for _fig in ("fig6",):  # it tunes rates on seed 0
     STALE[f"cpu_scale/charles2021/{_fig}"] += ("; its claims also test seed 1 alone now, which chose no rate (issue #40 "
                                                "item 7), with the same verdicts on the committed CSV")

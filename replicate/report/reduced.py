@@ -31,11 +31,16 @@ class Reduced:
 
     def text(self, root: Path) -> str:
         """The note with every ``{name}`` filled from the figure's CSV under ``root`` (``facts``): a note never
-        states by hand a number its outputs hold (issue #40 item 8); with no CSV, each reads "?"."""
+        states by hand a number its outputs hold (issue #40 item 8); with no CSV (or one without the figure's
+        columns), each reads "?"."""
         if self.facts is None:
             return self.note
-        csv = root / f"{self.key}.csv"
-        return self.note.format_map(_Missing(self.facts(csv) if csv.is_file() else {}))
+        found = {}
+        try:
+            found = self.facts(root / f"{self.key}.csv")
+        except (KeyError, IndexError, StopIteration, AttributeError, OSError):  # no CSV, or not the figure's columns
+            pass
+        return self.note.format_map(_Missing(found))
 
     @property
     def knobs(self) -> tuple[str, ...]:

@@ -518,3 +518,51 @@ def test_reduced_notes_render_their_numbers_from_their_csvs(tmp_path):
     shutil.rmtree(tmp_path / "cpu_scale")
     assert "{" not in rendered["cpu_scale/charles2021/fig12"].text(tmp_path)
     assert "ends at a training loss of ? (seeds" in rendered["cpu_scale/charles2021/fig12"].text(tmp_path)
+
+
+def test_reduced_notes_of_fedprox_stragglers_and_stem_cifar_follow_their_outputs(tmp_path):
+    """Issue #40 item 8, beyond the two notes above: every note whose record is published renders all its numbers;
+    FedProx's Sent140 straggler note (its CSV and its claims record) and STEM's CIFAR-10 Figure 4 note (its final
+    runs, its tuning losses and its published tuning curves) state what an edited CSV holds: an accuracy, the
+    rate chosen, the round a candidate diverged after; and with no CSV each number reads "?"."""
+    import shutil
+
+    from replicate.report import reduced
+
+    root = paths.figures_dir()
+    notes = {item.key: item for item in reduced.REDUCED}
+    for key, item in notes.items():
+        if (root / f"{key}.claims.json").exists():
+            text = item.text(root)
+            assert "?" not in text and not re.search(r"\{[a-z_0-9]+\}", text), key
+
+    def edited(key: str, edit) -> str:
+        (tmp_path / key).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(root / f"{key}.claims.json", tmp_path / f"{key}.claims.json")
+        data = pd.read_csv(root / f"{key}.csv")
+        edit(data)
+        data.to_csv(tmp_path / f"{key}.csv", index=False)
+        return notes[key].text(tmp_path)
+
+    def fedavg_at_90(data):
+        data.loc[(data["algorithm"] == "FedAvg") & (data["drop"] == data["drop"].max()), "test_acc"] = 0.5
+
+    stragglers = "cpu_scale/fedprox2020/stragglers"
+    assert "its final test accuracy there 0.500 [0.500, 0.500]" in edited(stragglers, fedavg_at_90)
+
+    def stem_fig4(data):
+        data.loc[(data["kind"] == "curve") & (data["algorithm"] == "STEM"), "test_acc"] = 0.2
+        data.loc[(data["kind"] == "tuning") & (data["algorithm"] == "FedAvg") & (data["lr"] == 0.1),
+                 "final_train_loss"] = 1.0  # now the lowest: FedAvg's choice
+        data.loc[(data["kind"] == "tuning curve") & (data["chosen"] == "lr=0.1, c=150") & (data["round"] > 2),
+                 "train_loss"] = np.nan
+
+    cifar = "cpu_scale/khanduri2021/fig4"
+    text = edited(cifar, stem_fig4)
+    assert "κ̄ = 0.1, c = 150: diverged after round 2," in text, text
+    assert "STEM ends behind FedAvg (η = 0.1)" in text and "(20.0 / 20.0 % vs" in text, text
+
+    for key in (stragglers, cifar):
+        (tmp_path / f"{key}.csv").unlink()
+    assert "degrades (final training loss ? without stragglers, ? at 90 %" in notes[stragglers].text(tmp_path)
+    assert "STEM ends behind FedAvg (?) by ? in training loss (? vs ?" in notes[cifar].text(tmp_path)

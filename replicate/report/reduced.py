@@ -83,7 +83,9 @@ _STEM_CIFAR_NOTES = {
             "(FedAvg {chosen_fedavg}, SCAFFOLD {chosen_scaffold}, STEM {chosen_stem}), so a wider grid may do "
             "better still. With them STEM is level with FedAvg after 10 rounds (final training loss {final_stem} vs "
             "{final_fedavg}, seeds 0 / 1: {loss_lag}; test accuracy {acc_stem} % vs {acc_fedavg} %), inside "
-            "neither margin, so the step range decides this comparison. All three are behind Figure 2 (seed-mean "
+            "neither margin, after a spike at {spike_round} (training loss up to {spike_loss}, test accuracy "
+            "down {spike_drop} points, seeds 0 / 1), the sign of a step near its limit, so the step range decides "
+            "this comparison. All three are behind Figure 2 (seed-mean "
             "test accuracies {acc_range_3} against Figure 2's {acc_range_2}), so 'Figures 2 and 3 end similar' "
             "fails on accuracy at this scale; Figure 3 reads 8 % fewer samples a round (64 · 7 against 8 · 61) and "
             "10 rounds is early.",
@@ -193,8 +195,8 @@ REDUCED: tuple[Reduced, ...] = (
             "means). The claims test seed 1 alone (seed 0 chose the rates). So 'larger γ faster early' and 'γ changes "
             "the loss reached' hold, and 'a smaller γ eventually ends lower' fails here: the paper's curves run 1,500 "
             "rounds, and at 100 the runs are still descending, so this says only that the trade-off, if it comes, "
-            "comes later. A tuned η at a grid's edge is flagged because a two-point grid tried earlier held γ = 0.1 "
-            "at an η a third of its optimum and showed the opposite order (docs/CHANGELOG.md). Its seed-0 tuning "
+            "comes later. A tuned η at a grid's edge is flagged because a narrower grid tried earlier held γ = 0.1 "
+            "below its optimal η and showed the opposite order (docs/CHANGELOG.md). Its seed-0 tuning "
             "grid is published with its curves (tests/test_halving.py replays them).",
             facts=reduced_facts.charles_fig13),
     Reduced("cpu_scale/khanduri2021/fig5", "STEM Figure 5 (MNIST, high heterogeneity: STEM vs FedAvg vs SCAFFOLD "

@@ -120,9 +120,10 @@ def _setting(algorithm: str, lr: float, c: float) -> str:
 def stem_cifar(csv: Path) -> dict:
     """STEM Figures 2-4 on CIFAR-10 (CPU scale), the note's own figure (the first ``figure`` of its curves): per
     algorithm (suffix ``fedavg``, ``scaffold``, ``stem``) the chosen setting, every candidate's tuning loss
-    (``diverged`` where it did not finish), the final runs' last training loss and test accuracy per seed, and
-    STEM's first-epoch momentum weight a = c·(κ̄/2^(1/3))²; STEM's lag behind FedAvg per seed, in training loss
-    (%) and test accuracy (points); and each figure's range of seed-mean test accuracies (``acc_range_<n>``)."""
+    (where it did not finish, the last round its published tuning curve is finite), the final runs' last training
+    loss and test accuracy per seed, and STEM's first-epoch momentum weight a = c·(κ̄/2^(1/3))² and its largest
+    rise in training loss (``spike_*``); STEM's lag behind FedAvg per seed, in training loss (%) and test accuracy
+    (points); and each figure's range of seed-mean test accuracies (``acc_range_<n>``)."""
     data = pd.read_csv(csv)
     figure = data[data["kind"] == "curve"]["figure"].iloc[0]
     own = data[data["figure"] == figure]
@@ -132,7 +133,8 @@ def stem_cifar(csv: Path) -> dict:
         tuned = own[(own["kind"] == "tuning") & (own["algorithm"] == algorithm)]
         out[f"tuning_{suffix}"] = ", ".join(
             f"{_setting(algorithm, r.lr, r.c)}: " + (f"{r.final_train_loss:.3f}" if np.isfinite(r.final_train_loss)
-                                                      else "diverged") for r in tuned.itertuples())
+                                                      else f"diverged after round {_diverged_after(own, algorithm, r)}")
+            for r in tuned.itertuples())
         runs = own[(own["kind"] == "curve") & (own["algorithm"] == algorithm)].sort_values(["seed", "round"])
         ends = runs.groupby("seed").last()
         last[algorithm] = ends
@@ -142,6 +144,7 @@ def stem_cifar(csv: Path) -> dict:
         out[f"chosen_{suffix}"] = _setting(algorithm, chosen.lr, chosen.c)
         if algorithm == "STEM":
             out["a_stem"] = f"{chosen.c * (chosen.lr / 2 ** (1 / 3)) ** 2:.2f}"
+            out |= _spike(runs)
     stem, fedavg = last["STEM"], last["FedAvg"]
     lag, points = (stem["train_loss"] / fedavg["train_loss"] - 1) * 100, (fedavg["test_acc"] - stem["test_acc"]) * 100
     out["loss_lag"] = f"{lag.min():+.1f} to {lag.max():+.1f} %"
@@ -150,6 +153,29 @@ def stem_cifar(csv: Path) -> dict:
         means = part.sort_values("round").groupby(["algorithm", "seed"]).last().groupby("algorithm")["test_acc"].mean()
         out[f"acc_range_{name[-1]}"] = f"{100 * means.min():.1f}-{100 * means.max():.1f} %"
     return out
+
+
+def _diverged_after(own: pd.DataFrame, algorithm: str, candidate) -> str:
+    """The last round at which a tuning candidate's published curve (``kind = "tuning curve"``, named by its
+    ``chosen`` text) is finite: where it diverged."""
+    name = f"lr={candidate.lr:g}" + (f", c={candidate.c:g}" if algorithm == "STEM" else "")
+    run = own[(own["kind"] == "tuning curve") & (own["algorithm"] == algorithm) & (own["chosen"] == name)]
+    finite = run[run["train_loss"].notna()]["round"]
+    return f"{finite.max():.0f}" if len(finite) else "?"
+
+
+def _spike(runs: pd.DataFrame) -> dict:
+    """Where each seed's final run rises most in training loss between two evaluations (a step near its limit):
+    the round (``spike_round``), the loss there and the test accuracy lost, per seed."""
+    rounds, peaks, drops = [], [], []
+    for _, run in runs.groupby("seed"):
+        at = run["train_loss"].diff().idxmax()
+        rounds.append(run.loc[at, "round"])
+        peaks.append(run.loc[at, "train_loss"])
+        drops.append(100 * (run["test_acc"].shift() - run["test_acc"]).loc[at])
+    return {"spike_round": (f"round {rounds[0]:.0f} on both seeds" if len(set(rounds)) == 1
+                            else f"rounds {_seeds(rounds, '.0f')} (seeds 0 / 1)"),
+            "spike_loss": _seeds(peaks, ".2f"), "spike_drop": _seeds(drops, ".1f")}
 
 
 def _span(values, spec: str = ",.0f") -> str:

@@ -77,12 +77,7 @@ class Item:
         number by hand that a record holds (issue #40 item 8); a number whose record is absent reads "?"."""
         if self.facts is None:
             return self.detail
-        found = {}
-        try:
-            found = self.facts(by_key)
-        except (KeyError, StopIteration, AttributeError, OSError):  # a record, claim or CSV not published (yet)
-            pass
-        return self.detail.format_map(_Missing(found))
+        return facts.render(self.detail, self.facts, by_key)
 
     @property
     def name(self) -> str:
@@ -104,11 +99,6 @@ class Item:
     def status(self, by_key: dict) -> str:
         replication = [c for c in self.claims(by_key) if c.get("kind", "replication") == "replication"]
         return status(self.run, self.data_of(by_key), sum(bool(c["passed"]) for c in replication), len(replication))
-
-
-class _Missing(dict):
-    def __missing__(self, name: str) -> str:
-        return "?"
 
 
 ITEMS: tuple[Item, ...] = (

@@ -6,6 +6,24 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Callable
+
+
+def render(template: str, read: Callable, source) -> str:
+    """``template`` with every ``{name}`` filled from ``read(source)``; a name it cannot give reads "?": a record,
+    claim or CSV not published (yet), or a CSV without the figure's columns, leaves the prose readable, not an error.
+    Used by the coverage rows (``source``: the records by key) and the reduced-scale notes (their CSV's path)."""
+    found = {}
+    try:
+        found = read(source)
+    except (KeyError, IndexError, StopIteration, AttributeError, OSError):
+        pass
+    return template.format_map(_Missing(found))
+
+
+class _Missing(dict):
+    def __missing__(self, name: str) -> str:
+        return "?"
 
 
 def _result(by_key: dict, key: str, claim: str) -> str:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from replicate.report import reduced_facts
+from replicate.report import facts, reduced_facts
 
 # --set names that say where or how a figure runs, not what it computes: never a changed knob of a record
 NOT_KNOBS = ("out_dir", "workers", "data_source")  # data_source: labelled apart (a stand-in is data-limited)
@@ -35,12 +35,7 @@ class Reduced:
         columns), each reads "?"."""
         if self.facts is None:
             return self.note
-        found = {}
-        try:
-            found = self.facts(root / f"{self.key}.csv")
-        except (KeyError, IndexError, StopIteration, AttributeError, OSError):  # no CSV, or not the figure's columns
-            pass
-        return self.note.format_map(_Missing(found))
+        return facts.render(self.note, self.facts, root / f"{self.key}.csv")
 
     @property
     def knobs(self) -> tuple[str, ...]:
@@ -48,11 +43,6 @@ class Reduced:
         words = shlex.split(self.command)
         names = (word.split("=", 1)[0] for flag, word in zip(words, words[1:]) if flag == "--set")
         return tuple(name for name in names if name not in NOT_KNOBS)
-
-
-class _Missing(dict):
-    def __missing__(self, name: str) -> str:
-        return "?"
 
 
 # STEM's CIFAR-10 Figures 2-4 at the scale this machine ran in one session with a GPU-less, shared 2-core CPU

@@ -10,11 +10,10 @@ from replicate.cli.main import main
 from replicate.core import paths
 from replicate.core.errors import ReplicateError
 from replicate.experiments.li2020 import fig2
-from replicate.fl import engine
 from replicate.report.claims import publish
 from replicate.runs import archive, cache, keys
 from replicate.fl.algorithms import FedAvg
-from replicate.runs.config import RunConfig
+from replicate.runs.config import RunConfig, run_device
 
 QUAD = RunConfig(dataset="quadratic", algorithm=FedAvg("full"), local_steps=5, batch_size=None, client_lr=0.4,
                  lr_schedule="constant", weight_decay=0.0, clip_norm=None, rounds=20)
@@ -61,7 +60,7 @@ def test_export_import_and_replot_without_computing(tmp_path, monkeypatch, capsy
     assert "not exported: li2020/fig1a" in err  # no record of it names its runs (never published here)
     manifest = json.loads(_members(file)["manifest.json"])
     assert manifest["cache_version"] == keys.VERSION and len(manifest["entries"]) == 4
-    assert all(e["device"].split(":")[0] == engine.default_device().type and len(e["csv_sha256"]) == 64
+    assert all(e["device"].split(":")[0] == run_device().type and len(e["csv_sha256"]) == 64
                for e in manifest["entries"])
 
     monkeypatch.setenv("REPLICATE_CACHE", str(tmp_path / "empty"))
@@ -181,7 +180,7 @@ def test_import_says_when_runs_ran_on_another_device_type(tmp_path, monkeypatch,
     that notebooks here read them only with REPLICATE_DEVICE=cuda."""
     from replicate.core import paths
 
-    monkeypatch.setattr("replicate.fl.engine.default_device", lambda: torch.device("cpu"))  # on any machine
+    monkeypatch.setattr("replicate.runs.config.run_device", lambda: torch.device("cpu"))  # on any machine
     cache.run(QUAD, progress=False)
     stored = paths.cache_dir() / "runs" / f"{cache.key(QUAD)}"
     meta = json.loads(stored.with_suffix(".json").read_text()) | {"device": "cuda:0"}

@@ -200,7 +200,7 @@ def test_a_sweep_is_grouped_by_what_runs_share(monkeypatch):
     monkeypatch.delenv("REPLICATE_BATCH_RUNS")
     neural = [Job(c.replace(model="mlp")) for c in _sweep()]
     assert [len(b) for b in batched.group(neural)] == [1] * 6  # on a CPU: not bitwise, and slower batched
-    monkeypatch.setattr(batched.engine, "default_device", lambda: torch.device("cuda"))
+    monkeypatch.setattr(batched.run_config, "run_device", lambda: torch.device("cuda"))
     assert [len(b) for b in batched.group(neural)] == [5, 1]  # on CUDA every model batches (the GPU hour)
     pieces = batched.group(neural, max_runs=3)  # a cut group: runs of one seed share clients, so a piece each
     assert [[job.config.seed for job in piece] for piece in pieces] == [[0, 0, 0], [1, 1], [0]]

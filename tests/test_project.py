@@ -138,6 +138,30 @@ def test_the_environment_is_read_in_one_module_and_every_variable_is_a_setting()
                                         "'D' in os.environ\nos.environ['E'] = '1'")) == [2, 2, 2, 3]
 
 
+def _imports_paths(tree: ast.AST) -> list[int]:
+    """Lines of ``tree`` that import ``replicate.core.paths`` (the settings' reader), in any form."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "replicate.core":
+            found += [node.lineno for alias in node.names if alias.name == "paths"]
+        elif isinstance(node, ast.ImportFrom) and node.module == "replicate.core.paths":
+            found.append(node.lineno)
+        elif isinstance(node, ast.Import):
+            found += [node.lineno for alias in node.names if alias.name == "replicate.core.paths"]
+    return found
+
+
+def test_the_engine_floor_reads_no_setting():
+    """Issue #41 item 4: models, problems, algorithms and the engine (``replicate/fl``) take everything a run's
+    numbers depend on as arguments, the device included; the run layer decides it (``runs.config.run_device``,
+    from ``REPLICATE_DEVICE``) and names it in the cache key. Before, ``engine.default_device()`` read the setting."""
+    readers = {str(path.relative_to(paths.REPO)): lines for path in (paths.REPO / "replicate" / "fl").rglob("*.py")
+               if (lines := _imports_paths(ast.parse(path.read_text())))}
+    assert readers == {}, readers
+    assert _imports_paths(ast.parse("from replicate.core import rng, paths\nimport replicate.core.paths\n"
+                                    "from replicate.core.paths import REPO\nfrom replicate.core import rng")) == [1, 2, 3]
+
+
 def test_every_setting_is_checked_at_the_edge_in_one_line(monkeypatch, capsys):
     from replicate.cli.main import main
 

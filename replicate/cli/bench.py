@@ -51,7 +51,7 @@ from replicate.fl import models, problems
 from replicate.fl.algorithms import FedAvg, FedProx
 from replicate.fl.algorithms.protocol import fused_update
 from replicate.fl.models import opcount
-from replicate.runs.config import RunConfig, build
+from replicate.runs.config import RunConfig, build, run_device
 
 WORKLOADS = {
     "synthetic(1,1), E=20, b=24": (
@@ -132,7 +132,7 @@ def run(rounds: int = 5, repeats: int = 3, device=None, workloads=None) -> list[
     The solvers alternate within each (workload, K), so a change in machine load between
     them shows up in all of them. The oracle runs a quarter of the engine's rounds.
     """
-    device = torch.device(device) if device else engine.default_device()
+    device = torch.device(device) if device else run_device()
     results = []
     for name, (base, ks) in (workloads or WORKLOADS).items():
         try:
@@ -156,7 +156,7 @@ def run(rounds: int = 5, repeats: int = 3, device=None, workloads=None) -> list[
 def lstm_run(rounds: int = 2, repeats: int = 4, device=None) -> list[dict]:
     """One row per LSTM workload: seconds per round stacked, static (graphed on a GPU), client by client
     and in the oracle, and which engine execution ``execution="auto"`` picks on this device."""
-    device = torch.device(device) if device else engine.default_device()
+    device = torch.device(device) if device else run_device()
     results = []
     for name, config in LSTM_WORKLOADS.items():
         try:
@@ -190,7 +190,7 @@ def _markdown(header: list[str], rows: list[list[str]]) -> str:
 
 def gemm_peak_gflops(n: int = 1024, repeats: int = 5, device=None) -> float:
     """This machine's single-precision GEMM rate on one large square product (a practical peak)."""
-    device = torch.device(device) if device else engine.default_device()
+    device = torch.device(device) if device else run_device()
     a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
     times = []
     for _ in range(repeats + 1):
@@ -251,7 +251,7 @@ PROFILED = "mnist unbalanced, E=100, b=64"  # the workload whose step is broken 
 
 def profile_table(device=None) -> str:
     """Markdown: the fused step of ``PROFILED`` broken down, against this machine's GEMM peak."""
-    device = torch.device(device) if device else engine.default_device()
+    device = torch.device(device) if device else run_device()
     config, (k, *_) = WORKLOADS[PROFILED]
     if device.type != "cpu":
         return "(step breakdown: CPU only)"
@@ -270,7 +270,7 @@ def profile_table(device=None) -> str:
 
 
 def describe_machine(device=None) -> str:
-    device = torch.device(device) if device else engine.default_device()
+    device = torch.device(device) if device else run_device()
     load = f", load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores" if hasattr(os, "getloadavg") else ""
     return (f"{device.type} ({describe(device)}), {torch.get_num_threads()} threads, "
             f"python {platform.python_version()}{load} (read at the start: other work on the machine slows the timings; ratios within one run compare like with like)")

@@ -34,7 +34,7 @@ from replicate.fl import engine
 from replicate.fl.algorithms import FedAvg, FedProx, Stem
 from replicate.fl.schedules import LRSchedule
 from replicate.runs import batched
-from replicate.runs.config import RunConfig, build
+from replicate.runs.config import RunConfig, build, run_device
 
 SIZES = (1, 4, 16)
 WORKLOADS = {
@@ -64,7 +64,7 @@ def _seconds_per_run(problem, work, objective, configs, rounds, execution) -> fl
 
 def run(repeats: int = 3, device=None, sizes=SIZES) -> list[dict]:
     """One row per workload: seconds per run (and per round) at each batch size R, and the gain over R = 1."""
-    device = torch.device(device) if device else engine.default_device()
+    device = torch.device(device) if device else run_device()
     results, threads = [], torch.get_num_threads()
     torch.set_num_threads(1)  # as a sweep's worker processes run (runs/executors.py)
     try:

@@ -14,7 +14,7 @@ from replicate.cli.bench import _markdown, _timed
 from replicate.core.errors import ReplicateError
 from replicate.fl import engine
 from replicate.fl.algorithms import Stem
-from replicate.runs.config import RunConfig, build
+from replicate.runs.config import RunConfig, build, run_device
 
 
 def _stem_cifar(batch_size: int, local_updates: int) -> RunConfig:
@@ -32,7 +32,7 @@ STEM_WORKLOADS = {"STEM CIFAR-10 LeNet-5, K=100, b=8, I=61 (Fig. 2)": (8, 61),
 def run(device=None) -> list[dict]:
     """One row per STEM CIFAR-10 workload: seconds of a regular round stacked and in the client loop,
     and of the warm-up round (stacked), with one intra-op thread."""
-    device = torch.device(device) if device else engine.default_device()
+    device = torch.device(device) if device else run_device()
     results, threads = [], torch.get_num_threads()
     torch.set_num_threads(1)
     try:

@@ -90,7 +90,7 @@ def _check(args, overrides) -> int:
 def _bench(args) -> int:
     from replicate.cli import bench, bench_batched, bench_executors, bench_noise, bench_stem
     from replicate.core import paths
-    from replicate.fl import engine
+    from replicate.runs.config import run_device
 
     sections = {  # name: (heading, table maker), each printed as soon as it is timed
         "engine": ("", lambda: bench.table(bench.run(rounds=args.rounds, device=args.device))),
@@ -107,7 +107,7 @@ def _bench(args) -> int:
     unknown = [name for name in chosen if name not in sections]
     if unknown:
         raise ReplicateError(f"unknown bench section(s) {', '.join(unknown)}; choose from {', '.join(sections)}")
-    device = args.device or str(engine.default_device())
+    device = args.device or str(run_device())
     cuda = device.startswith("cuda")
     if args.record and args.sections is not None and not cuda:  # a lease records what it had time for
         raise ReplicateError("--record with --sections would replace BENCHMARKS.md's other sections: record them "

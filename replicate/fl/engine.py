@@ -28,7 +28,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from replicate.core import paths, rng
+from replicate.core import rng
 from replicate.core.threads import threads
 from replicate.core.errors import ReplicateError
 from replicate.fl import batching, sgd
@@ -107,11 +107,6 @@ def device_numerics(device):
         (backends.cuda.matmul.allow_tf32, backends.cudnn.allow_tf32, backends.cudnn.deterministic,
          backends.cudnn.benchmark) = saved[:4]
         torch.use_deterministic_algorithms(saved[4], warn_only=saved[5])
-
-
-def default_device() -> torch.device:
-    """Where runs compute (and which cache entries they read): ``REPLICATE_DEVICE``, else CUDA when present."""
-    return torch.device(paths.run_device() or ("cuda" if torch.cuda.is_available() else "cpu"))
 
 
 def train_clients(problem, algorithm, state, ctx: RoundContext, clients, batches, objective: LocalObjective,

@@ -27,8 +27,8 @@ from pathlib import Path
 from replicate.core import paths
 from replicate.core.errors import ReplicateError
 from replicate.core.fileio import atomic_file
-from replicate.fl import engine
 from replicate.runs import cache, keys
+from replicate.runs.config import run_device
 
 FORMAT = 1  # the archive layout; bump when the manifest changes meaning
 MANIFEST = "manifest.json"
@@ -191,7 +191,7 @@ def load(file: Path) -> tuple[int, int, dict[str, int]]:
     new, same, elsewhere = [], 0, {}
     for entry, data in verified(file):
         device = str(json.loads(data[".json"])["device"]).split(":")[0]
-        if device != engine.default_device().type:
+        if device != run_device().type:
             elsewhere[device] = elsewhere.get(device, 0) + 1
         here = entry.path(".csv")
         if cache.present(entry.path("")):  # a damaged one is moved aside and replaced by the archive's

@@ -35,7 +35,7 @@ import torch
 
 from replicate.core import paths
 from replicate.core.errors import ReplicateError
-from replicate.fl import batching, engine, models
+from replicate.fl import batching, models
 from replicate.fl.algorithms.protocol import Population, client_settings, fused_update
 from replicate.runs import cache
 from replicate.runs.checkpoints import FileCheckpoints
@@ -116,7 +116,7 @@ def default_runs(config: RunConfig) -> int:
     fused solver (``Model.batch_exact``), i.e. plain-SGD algorithms only. The generic step of the others
     (SCAFFOLD, STEM, server momentum, FedAdam) forms one GEMM over the stack, and a BLAS may round a run's
     rows otherwise where they start off its alignment (MKL on an AVX2 CPU: fl/models/fused_runs.py)."""
-    if engine.default_device().type == "cuda":
+    if run_config.run_device().type == "cuda":
         return MAX_RUNS
     return MAX_RUNS if _fused(config) else 1
 
@@ -125,7 +125,7 @@ def compute(jobs: list, device: str | None = None, *, progress: bool = False) ->
     """Train one batch (``group``'s) on ``device`` (None: this process's default) and return each run as
     ``cache.store`` takes it (CSV text, sidecar fields), touching no file: a worker anywhere calls it
     (``executors.compute_task``) and the driver stores what comes back."""
-    device = torch.device(device) if device is not None else engine.default_device()
+    device = torch.device(device) if device is not None else run_config.run_device()
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ReplicateError("runs are read for CUDA (REPLICATE_DEVICE) but this machine has none: compute them on "
                              "a CUDA machine and `cache import` them, or unset REPLICATE_DEVICE")

@@ -31,7 +31,7 @@ from replicate.core.fileio import atomic_write_text, check_writable
 from replicate.core.machine import describe
 from replicate.core.threads import threads
 from replicate.runs import checkpoints
-from replicate.runs.config import RunConfig, build
+from replicate.runs.config import RunConfig, build, run_device
 # entries are named by runs/keys.py (its versions are read there: keys.VERSION, keys.NUMERICS, keys.DRAWS);
 # its functions are the cache's too (cache.key, cache.entry_name, ...)
 from replicate.runs.keys import VERSION, entry_name, key, metrics_key, numerics, sidecar_config  # noqa: F401
@@ -301,7 +301,7 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
         log.record(sidecar.get("elapsed_s"), cached=_with(entry, ".csv") not in log.fresh, dataset=config.dataset,
                    key=entry.name, machine=sidecar.get("machine"))
         return cached
-    device = engine.default_device()
+    device = run_device()
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ReplicateError(f"run {entry.name if entry else config.dataset} is not in the cache and runs are read "
                              "for CUDA (REPLICATE_DEVICE), but this machine has none: compute it on a CUDA machine "
@@ -327,7 +327,7 @@ def compute(config: RunConfig, *, stop_loss: float | None = None, extra_metrics=
     and save to, ``runs.checkpoints``): its history, that history as the cache's CSV text (when
     ``serialize``) and its sidecar's fields. A worker anywhere (a process of this machine, a Ray node
     without this checkout) calls it and hands the text and fields back; ``store`` writes them."""
-    device = torch.device(device) if device is not None else engine.default_device()
+    device = torch.device(device) if device is not None else run_device()
     start = time.perf_counter()
     problem, _, work, _, objective = build(config, device=device, problem=problem)
     (history, text, meta), = train(problem, [(config, stop_loss, extra_metrics)], work, objective, progress=progress,

@@ -15,6 +15,9 @@ import functools
 import re
 from dataclasses import dataclass, field
 
+import torch
+
+from replicate.core import paths
 from replicate.fl import engine
 from replicate.fl import models
 from replicate.fl import problems
@@ -135,13 +138,19 @@ def dataset(name: str, data_seed: int | None, num_clients: int | None):
     return data.load(name, **seed, **clients)  # a builder without num_clients refuses it by name
 
 
+def run_device() -> torch.device:
+    """Where runs compute, and so which cache entries they read: the ``REPLICATE_DEVICE`` setting, else CUDA when
+    present. Decided here, in the run layer, and handed to the engine as an argument: the engine reads no setting."""
+    return torch.device(paths.run_device() or ("cuda" if torch.cuda.is_available() else "cpu"))
+
+
 def build(config: RunConfig, device=None, problem=None):
     """(problem, algorithm, local work, lr schedule, local objective) for a config.
 
     ``problem`` supplies the federated problem of a ``dataset="given"`` config (e.g. a
     quadratic built from a random spectrum); every other dataset is built from its name.
     """
-    device = device or engine.default_device()
+    device = device or run_device()
     if problem is not None or config.dataset == "given":
         if problem is None or config.dataset != "given":
             raise ReplicateError("pass problem=... exactly when the config says dataset='given'")

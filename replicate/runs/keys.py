@@ -12,9 +12,8 @@ import json
 from dataclasses import dataclass
 
 from replicate.core.errors import ReplicateError
-from replicate.fl import engine
 from replicate.fl.schedules import FORMER_NAMES
-from replicate.runs.config import RunConfig
+from replicate.runs.config import RunConfig, run_device
 
 VERSION = 4  # 4: the key holds the full config (the algorithm's own settings), the device type and the extra metrics
 # Numerics versions per model or algorithm name: bump an entry when a change alters that model's or
@@ -60,7 +59,7 @@ def key(config: RunConfig, extra_metrics=None, device: str | None = None) -> str
     included, so a default that changes meaning cannot alias old entries), the device type (CPU and
     CUDA draw the same streams but sum in another order) with its ``DRAWS`` version, the extra metrics
     recorded, ``VERSION`` and the model's and algorithm's ``NUMERICS`` versions."""
-    device = device or engine.default_device().type
+    device = device or run_device().type
     recorded = config.to_dict()
     # a schedule renamed since is hashed under its former name, so that its runs keep their entries
     recorded["lr_schedule"] = _FORMER.get(recorded["lr_schedule"], recorded["lr_schedule"])

@@ -95,9 +95,9 @@ def _no_cuda() -> bool:
     """Runs are for CUDA (``REPLICATE_DEVICE``) and this machine has none: local workers cannot compute them."""
     import torch
 
-    from replicate.fl import engine
+    from replicate.runs.config import run_device
 
-    return engine.default_device().type == "cuda" and not torch.cuda.is_available()
+    return run_device().type == "cuda" and not torch.cuda.is_available()
 
 
 def frame(labelled: list[tuple[dict, RunConfig]], *, columns=None, extra_metrics=None, workers: int = 1,

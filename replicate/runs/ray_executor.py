@@ -131,7 +131,7 @@ def _gpus(device: str, address: str | None) -> float:
 def check(address: str | None) -> None:
     """What a batch of notebooks checks before its first one starts (each kernel joins the cluster
     itself): the cluster is there, runs Ray, Python and torch of these versions and has the GPUs."""
-    from replicate.fl import engine
+    from replicate.runs.config import run_device
 
     if address is None:  # each kernel would start a private cluster of its own: only check Ray is there
         try:
@@ -143,7 +143,7 @@ def check(address: str | None) -> None:
     import ray
 
     try:
-        _gpus(engine.default_device().type, address)
+        _gpus(run_device().type, address)
     finally:
         ray.shutdown()
 
@@ -157,9 +157,9 @@ class RayExecutor:
         self.address = address
 
     def run(self, tasks: list[list], done: Callable[[list, list], None], device: str | None = None) -> list:
-        from replicate.fl import engine
+        from replicate.runs.config import run_device
 
-        device = device or engine.default_device().type  # the device type the cache keys name
+        device = device or run_device().type  # the device type the cache keys name
         connect(self.address)
         import ray
 

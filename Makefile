@@ -42,26 +42,35 @@ smoke: setup
 ## threads, so the halves do not contend for cores (two 2-thread pools on 2 cores slowed small ops up to 100×).
 HALF_THREADS := $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n > 1 ? n / 2 : 1 )))
 test: setup $(VENV)/.ray
+	@mkdir -p build && date +%s > build/.time-test
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-library test-notebooks
+	@mkdir -p build && date +%s > build/.time-cluster
 	$(MAKE) --no-print-directory test-cluster
+	@echo "make test: $$(( $$(date +%s) - $$(cat build/.time-test) )) s (the executors' tests $$(( $$(date +%s) - $$(cat build/.time-cluster) )) s)"
 
 test-library: setup $(VENV)/.ray
+	@mkdir -p build && date +%s > build/.time-library
 	OMP_NUM_THREADS=$(HALF_THREADS) REPLICATE_BUILD=$(CURDIR)/build/test \
 	    $(BIN)/python -m pytest -q -rs tests --ignore=tests/test_executors.py --ignore=$(E2E) -p no:cacheprovider --durations=20
+	@mkdir -p build && date +%s > build/.time-guard
 	OMP_NUM_THREADS=$(HALF_THREADS) $(MAKE) --no-print-directory guard
+	@echo "test-library: $$(( $$(date +%s) - $$(cat build/.time-library) )) s (the guard $$(( $$(date +%s) - $$(cat build/.time-guard) )) s)"
 
 # tests/ is named so that its conftest.py (data-aware skips of notebooks) applies; its test files are not run here,
-# except, after the notebooks, the official-data end-to-end test (twelve notebooks on fabricated downloads: ≈ 4 min,
+# except, after the notebooks, the official-data end-to-end test (twelve notebooks on fabricated downloads: ≈ 2 min,
 # which balances the halves)
 E2E := tests/test_official_data_e2e.py
 # and what the notebooks' smoke figures show: a measured point in every panel (issue #37 item 9)
 FIRST_LOOK := tests/test_first_look.py
 test-notebooks: setup
+	@mkdir -p build && date +%s > build/.time-notebooks
 	OMP_NUM_THREADS=$(HALF_THREADS) REPLICATE_BUILD=$(CURDIR)/build/test-notebooks \
 	    $(BIN)/python -m pytest -q -rs tests notebooks --nbval-lax --ignore-glob='tests/test_*.py' -p no:cacheprovider --durations=10
+	@mkdir -p build && date +%s > build/.time-e2e
 	OMP_NUM_THREADS=$(HALF_THREADS) REPLICATE_BUILD=$(CURDIR)/build/test-notebooks \
 	REPLICATE_SMOKE_FIGURES=$(CURDIR)/build/test-notebooks/figures \
 	    $(BIN)/python -m pytest -q -rs $(FIRST_LOOK) $(E2E) -p no:cacheprovider
+	@echo "test-notebooks: $$(( $$(date +%s) - $$(cat build/.time-notebooks) )) s (the first-look and end-to-end tests $$(( $$(date +%s) - $$(cat build/.time-e2e) )) s)"
 
 test-cluster: setup $(VENV)/.ray
 	REPLICATE_BUILD=$(CURDIR)/build/test $(BIN)/python -m pytest -q -rs tests/test_executors.py -p no:cacheprovider

@@ -159,7 +159,7 @@ class Fig12Config(NeuralRuns):
 
     @classmethod
     def smoke(cls):
-        return cls(num_clients=4, clients_per_round=4, client_lrs=(0.01, 0.1), rounds=2, seeds=(0,), eval_every=1,
+        return cls(num_clients=2, clients_per_round=2, client_lrs=(0.01, 0.1), rounds=2, seeds=(0,), eval_every=1,
                    tail_rounds=1, early_rounds=1, workers=1)
 
     def validate(self) -> None:
@@ -179,7 +179,7 @@ class Fig13Config(Fig12Config):
 
     @classmethod
     def smoke(cls):
-        return cls(datasets=("femnist",), num_clients=4, clients_per_round=4, client_lrs=(0.01, 0.1),
+        return cls(datasets=("femnist",), num_clients=2, clients_per_round=2, client_lrs=(0.01, 0.1),
                    server_lrs=(0.01, 0.1), rounds=2, seeds=(0,), eval_every=1, tail_rounds=1, early_rounds=1, workers=1)
 
 

@@ -60,7 +60,7 @@ class Fig6Config(NeuralRuns):
 
     @classmethod
     def smoke(cls):
-        return cls(num_clients=4, clients_per_round=4, client_lrs=(0.03162,), server_lrs=(0.01,), alphas=(0.0, 0.1),
+        return cls(num_clients=2, clients_per_round=2, client_lrs=(0.03162,), server_lrs=(0.01,), alphas=(0.0, 0.1),
                    rounds=2, seeds=(0,), eval_every=1, tail_rounds=1, workers=1)
 
     def validate(self) -> None:

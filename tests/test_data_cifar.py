@@ -172,3 +172,26 @@ def test_stem_cifar10_partition_counts_disjointness_and_classes(heterogeneity, c
     assert not np.array_equal(parts[0], class_shards(labels, heterogeneity, 2, stream)[0])
     few = load(name, seed=1, num_clients=3)
     assert torch.equal(few.train.x, ds.train.x[:3 * 490]) and torch.equal(few.test.y, ds.test.y[:3 * 90])
+
+
+def test_cifar_features_are_the_plain_formula_bitwise_and_contiguous():
+    """STEM spec §6.3 step 4: (x/255 − mean)/std per channel, computed in place (``shards._cifar_features``):
+    bitwise the plain float32 formula for every byte value in every channel, laid out (n, 3, 32, 32) C-contiguous
+    (so flattening a worker's images copies nothing)."""
+    from replicate.data.shards import CIFAR_MEAN, CIFAR_STD, _cifar_features
+
+    images = np.random.default_rng(0).integers(0, 256, (9, 32, 32, 3), dtype=np.uint8)
+    images[0] = np.arange(3 * 32 * 32).reshape(32, 32, 3) % 256  # every value in every channel
+    plain = images.astype(np.float32).transpose(0, 3, 1, 2) / np.float32(255.0)
+    plain = (plain - np.float32(CIFAR_MEAN)[:, None, None]) / np.float32(CIFAR_STD)[:, None, None]
+    features = _cifar_features(images)
+    assert features.dtype == np.float32 and features.shape == (9, 3, 32, 32) and features.flags["C_CONTIGUOUS"]
+    assert np.array_equal(features, plain)
+
+
+def test_mnist_features_are_the_plain_formula_bitwise():
+    from replicate.data.shards import MNIST_MEAN, MNIST_STD, _mnist_features
+
+    images = np.arange(2 * 28 * 28).reshape(2, 28, 28).astype(np.uint8)  # every byte value
+    plain = ((images.astype(np.float32) / 255.0) - MNIST_MEAN) / MNIST_STD
+    assert plain.dtype == np.float32 and np.array_equal(_mnist_features(images), plain)

@@ -33,9 +33,9 @@ figures: setup
 smoke: setup
 	$(BIN)/python -m replicate figures --profile smoke
 
-## Unit, equivalence and data tests, every notebook at smoke scale through nbval, and the number guard, as two
-## halves side by side (each prints when it ends, with its slowest tests: where CI time goes): test-library
-## (tests/, then the guard) and test-notebooks (nbval, then the official-data end-to-end test); then
+## Unit, equivalence and data tests, every notebook at smoke scale once, and the number guard, as two halves side
+## by side (each prints when it ends, with its slowest tests: where CI time goes): test-library (tests/, then the
+## guard) and test-notebooks (nbval, then the official-data end-to-end test, the first look and the arena); then
 ## test-cluster (the executors' tests, which start a real Ray head node: alone, as a loaded machine makes it
 ## miss its health checks). Each half writes its own
 ## build folder, never the run cache of your own figures (build/cache), and computes with half the cores'
@@ -51,26 +51,30 @@ test: setup $(VENV)/.ray
 test-library: setup $(VENV)/.ray
 	@mkdir -p build && date +%s > build/.time-library
 	OMP_NUM_THREADS=$(HALF_THREADS) REPLICATE_BUILD=$(CURDIR)/build/test \
-	    $(BIN)/python -m pytest -q -rs tests --ignore=tests/test_executors.py --ignore=$(E2E) -p no:cacheprovider --durations=20
+	    $(BIN)/python -m pytest -q -rs tests --ignore=tests/test_executors.py --ignore=$(E2E) --ignore=$(ARENA) \
+	    -p no:cacheprovider --durations=20
 	@mkdir -p build && date +%s > build/.time-guard
 	OMP_NUM_THREADS=$(HALF_THREADS) $(MAKE) --no-print-directory guard
 	@echo "test-library: $$(( $$(date +%s) - $$(cat build/.time-library) )) s (the guard $$(( $$(date +%s) - $$(cat build/.time-guard) )) s)"
 
-# tests/ is named so that its conftest.py (data-aware skips of notebooks) applies; its test files are not run here,
-# except, after the notebooks, the official-data end-to-end test (twelve notebooks on fabricated downloads: ≈ 2 min,
-# which balances the halves)
+# tests/ is named so that its conftest.py (data-aware skips of notebooks) applies; its test files are not run here.
+# nbval leaves the twelve notebooks of tests/substituted.py to the official-data end-to-end test, which runs them
+# once, on fabricated downloads, and copies their figures for the first-look test
 E2E := tests/test_official_data_e2e.py
-# and what the notebooks' smoke figures show: a measured point in every panel (issue #37 item 9)
+# what the notebooks' smoke figures show: a measured point in every panel (issue #37 item 9)
 FIRST_LOOK := tests/test_first_look.py
+# and the arena's tests (they run its notebook four times): here, which balances the halves
+ARENA := tests/test_arena.py
 test-notebooks: setup
 	@mkdir -p build && date +%s > build/.time-notebooks
 	OMP_NUM_THREADS=$(HALF_THREADS) REPLICATE_BUILD=$(CURDIR)/build/test-notebooks \
-	    $(BIN)/python -m pytest -q -rs tests notebooks --nbval-lax --ignore-glob='tests/test_*.py' -p no:cacheprovider --durations=10
+	    $(BIN)/python -m pytest -q -rs tests notebooks --nbval-lax --notebooks-on-official-data \
+	    --ignore-glob='tests/test_*.py' -p no:cacheprovider --durations=10
 	@mkdir -p build && date +%s > build/.time-e2e
 	OMP_NUM_THREADS=$(HALF_THREADS) REPLICATE_BUILD=$(CURDIR)/build/test-notebooks \
 	REPLICATE_SMOKE_FIGURES=$(CURDIR)/build/test-notebooks/figures \
-	    $(BIN)/python -m pytest -q -rs $(FIRST_LOOK) $(E2E) -p no:cacheprovider
-	@echo "test-notebooks: $$(( $$(date +%s) - $$(cat build/.time-notebooks) )) s (the first-look and end-to-end tests $$(( $$(date +%s) - $$(cat build/.time-e2e) )) s)"
+	    $(BIN)/python -m pytest -q -rs $(E2E) $(FIRST_LOOK) $(ARENA) -p no:cacheprovider --durations=5
+	@echo "test-notebooks: $$(( $$(date +%s) - $$(cat build/.time-notebooks) )) s (the end-to-end, first-look and arena tests $$(( $$(date +%s) - $$(cat build/.time-e2e) )) s)"
 
 test-cluster: setup $(VENV)/.ray
 	REPLICATE_BUILD=$(CURDIR)/build/test $(BIN)/python -m pytest -q -rs tests/test_executors.py -p no:cacheprovider

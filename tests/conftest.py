@@ -10,9 +10,19 @@ import pytest
 from replicate.data.federated import FederatedDataset, Split
 
 
+def pytest_addoption(parser):
+    parser.addoption("--notebooks-on-official-data", action="store_true",
+                     help="skip the notebooks of tests/substituted.py: the official-data end-to-end test runs them "
+                          "(`make test` runs each notebook once)")
+
+
 def pytest_collection_modifyitems(config, items):
     """nbval notebooks are skipped, with the reason, exactly when a dataset they read at the profile of
-    their parameters cell is absent (``replicate.experiments.requirements``)."""
+    their parameters cell is absent (``replicate.experiments.requirements``), or, with
+    ``--notebooks-on-official-data``, when the official-data end-to-end test runs them (tests/substituted.py)."""
+    from tests import substituted
+
+    later = config.getoption("--notebooks-on-official-data")
     reasons = {}  # nbval makes an item per cell: one decision per notebook
     for item in items:
         path = str(getattr(item, "fspath", ""))
@@ -26,7 +36,9 @@ def pytest_collection_modifyitems(config, items):
 
             meta = json.loads(open(path).read()).get("metadata", {}).get("replicate", {})
             profile = json.loads(papermill.inspect_notebook(path)["profile"]["default"])
-            reasons[path] = requirements.skip_reason(f"{meta['paper']}/{meta['figure']}", profile)
+            key = f"{meta['paper']}/{meta['figure']}"
+            reasons[path] = ("runs on fabricated official downloads in tests/test_official_data_e2e.py instead"
+                             if later and key in substituted.FIGURES else requirements.skip_reason(key, profile))
         if reasons[path]:
             item.add_marker(pytest.mark.skip(reason=reasons[path]))
 

@@ -9,11 +9,10 @@ from replicate.data import store, variants
 from replicate.experiments import catalog, knobs, requirements
 from replicate.report import claims as report_claims
 from replicate.report import coverage
+from tests import substituted
 
 # The figures whose paper profile read a stand-in before issue #39 (every dataset of theirs had one)
-SUBSTITUTED = ("charles2021/fig6", "charles2021/fig12", "charles2021/fig13", "charles2021/table3",
-               "fedprox2020/table1", "fedprox2020/fig2", "fedprox2020/fig3", "fedprox2020/fig4",
-               "fedprox2020/stragglers", "khanduri2021/fig2", "khanduri2021/fig3", "khanduri2021/fig4")
+SUBSTITUTED = substituted.FIGURES
 LSTM = {"datasets": ["sent140"]}  # FedProx's Sent140 panels, runnable where named
 
 

@@ -92,6 +92,34 @@ def test_replication_md_has_the_table_and_each_gpu_row_states_its_work():
     assert table in committed, "regenerate REPLICATION.md: python -m replicate report"
 
 
+def test_flops_per_step_are_the_committed_ones_and_grow_with_the_batch():
+    """gpu_work.json's FLOPs of a client's step (what the planner prices a step by where dispatch is cheaper):
+    the FEMNIST CNN's at b = 20 as committed, twice that at b = 40; and not zero for an LSTM (one client alone
+    would take a fused kernel the counter does not see)."""
+    committed = {k: v for r in _committed() for k, v in r["gflop_per_client_step"].items()}
+    femnist = work.flops_per_step("conv_dropout", "femnist", 20)
+    assert round(femnist / 1e9, 4) == committed["conv_dropout (femnist), b = 20"]
+    assert work.flops_per_step("conv_dropout", "femnist", 40) == pytest.approx(2 * femnist, rel=1e-9)
+    assert 71.6e6 * 20 < femnist < 1.4 * 71.6e6 * 20  # by hand: ≈ 71.6 MFLOP an image, forward and backward
+    assert committed["char_lstm (shakespeare), b = 10"] > 1.0
+
+
+def test_the_planner_prices_a_step_by_the_larger_of_dispatch_and_arithmetic():
+    from replicate.experiments import plan
+
+    config = next(c for c in _figure("Fig. 6 / 11, FEMNIST").plan()[0] if c.model == "conv_dropout")
+    gflop = next(r["gflop_per_client_step"][work.flops_name(config)] for r in _committed()
+                 if r["figure"] == "Fig. 6 / 11, FEMNIST")
+    arithmetic = gflop * 1e9 * config.clients_per_round / plan.DEVICE_FLOPS
+    dispatch = (78 + plan.NOISE_OPS) * plan.OP_SECONDS * 0.5
+    assert arithmetic > dispatch and plan._modelled(config, shared=0.5) == pytest.approx(arithmetic)
+    assert plan._modelled(config, shared=1e6) == pytest.approx((78 + plan.NOISE_OPS) * plan.OP_SECONDS * 1e6)
+
+
+def _figure(name: str):
+    return next(f for f in work.FIGURES if f.figure == name)
+
+
 @pytest.mark.parametrize("model, dataset", [("lenet", "mnist_stem_high"), ("lenet5", "cifar10_stem_moderate")])
 def test_ops_per_step_matches_the_committed_count(model, dataset):
     counts = {k.split(" (")[0]: v for r in _committed() for k, v in r["ops_per_step"].items()}

@@ -37,6 +37,11 @@ NOISE_OPS = 22
 # Seconds a gradient step measured on CUDA outside the ledger: STEM's stacked CIFAR-10 round, 0.9 s at
 # (b, I) = (8, 61) on an H100 (docs/BENCHMARKS.cuda.md, 2026-11-26), two gradients a step
 REFERENCE_S = {"lenet5": 0.9 / 61 / 2}
+# Where no CUDA timing exists, a step costs at least its arithmetic: one client's gradient FLOPs at the run's
+# mini-batch (gpu_work.json's ``gflop_per_client_step``, ``work.flops_per_step``) times the clients a round, at
+# DEVICE_FLOPS, a sustained fp32 rate assumed for an H100/H200 (PROPOSED: ≈ 40 % of the H100 SXM's 67 TFLOP/s
+# dense fp32). Dispatch alone priced Charles & Konečný's FEMNIST CNN figures ≈ 15× under their arithmetic.
+DEVICE_FLOPS = 25e12
 # The fields the figures tune (rates, STEM's c, FedProx's μ): a final run's template matches a run of the
 # ledger that equals it on every other field, its seed included
 TUNED = {"client_lr", "lr_decay", "algorithm.server_lr", "algorithm.momentum_c", "algorithm.prox_mu"}
@@ -196,14 +201,19 @@ def _seconds_per_step(runs: dict[str, dict], epochs: dict) -> dict[tuple[str, st
 
 def _modelled(config, shared: float = 1.0) -> float:
     """Seconds a run's local step when no run of its model was timed on this device kind: ``REFERENCE_S``
-    where a bench measured it, else its op count (gpu_work.json, + ``NOISE_OPS`` for dropout) × ``OP_SECONDS``
-    per gradient (STEM takes two a step), of which the run pays ``shared``: host-bound, a step of a piece of
-    runs dispatches the ops of one, so its runs share it (the figure's batched over sequential steps)."""
+    where a bench measured it, else the larger of its dispatch and its arithmetic, per gradient (STEM takes
+    two a step). Dispatch: its op count (gpu_work.json, + ``NOISE_OPS`` for dropout) × ``OP_SECONDS``, of which
+    the run pays ``shared`` (host-bound, a step of a piece of runs dispatches the ops of one, so its runs share
+    it: the figure's batched over sequential steps). Arithmetic: its clients' FLOPs at ``DEVICE_FLOPS``, paid
+    by every run (a run of full participation, STEM's, has no clients-a-round figure: dispatch alone)."""
     per_gradient = REFERENCE_S.get(config.model)
     if per_gradient is None:
         name = f"{config.model} ({config.dataset})"
         ops = next(row["ops_per_step"][name] for row in _work_rows() if name in row["ops_per_step"])
         per_gradient = (ops + (NOISE_OPS if config.model == "conv_dropout" else 0)) * OP_SECONDS * shared
+        gflop = next((row["gflop_per_client_step"][work.flops_name(config)] for row in _work_rows()
+                      if work.flops_name(config) in row.get("gflop_per_client_step", {})), 0.0)
+        per_gradient = max(per_gradient, gflop * 1e9 * (config.clients_per_round or 0) / DEVICE_FLOPS)
     return per_gradient * (2 if config.algorithm_name == "stem" else 1)
 
 
@@ -261,5 +271,5 @@ def minutes(seconds: float) -> str:
     return f"{seconds / 60:,.1f} min" if seconds < 6000 else f"{seconds / 3600:,.1f} h"
 
 
-__all__ = ["OP_SECONDS", "PRIORITY", "Progress", "Unit", "concurrency", "head_starts", "left_s", "minutes", "progress", "slot",
+__all__ = ["DEVICE_FLOPS", "OP_SECONDS", "PRIORITY", "Progress", "Unit", "concurrency", "head_starts", "left_s", "minutes", "progress", "slot",
            "steps", "table", "write_status"]

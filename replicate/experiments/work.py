@@ -209,14 +209,16 @@ def slot_steps(tuning: list, final: list, cache: dict) -> tuple[int, int]:
     return together, own
 
 
-def _narrow(model: str, dataset: str):
-    """(model at narrowed widths, sequence length or None) with ``dataset``'s inputs (loaded for the LSTMs)."""
+def _narrow(model: str, dataset: str, full: bool = False):
+    """(model at narrowed widths, or at the paper's with ``full``; sequence length or None) with ``dataset``'s
+    inputs (loaded for the LSTMs)."""
     from replicate.fl import models
     if model in models._LSTM_PRESETS:
         from replicate import data
         ds = data.load(dataset)
-        preset = dict(models._LSTM_PRESETS[model], embed=8, hidden=16)
-        preset["head"] = tuple(8 for _ in preset.get("head", ()))
+        preset = dict(models._LSTM_PRESETS[model]) if full else dict(models._LSTM_PRESETS[model], embed=8, hidden=16)
+        if not full:
+            preset["head"] = tuple(8 for _ in preset.get("head", ()))
         vocab = ds.meta.get("vocab_size") or len(ds.meta.get("vocabulary", ()))
         if preset.get("loss_kind") == "token":
             preset["uncounted"] = tuple(ds.meta.get("uncounted", ()))
@@ -225,16 +227,42 @@ def _narrow(model: str, dataset: str):
     shapes = {"conv_dropout": ((1, 28, 28), 62), "lenet": ((1, 28, 28), 10), "lenet5": ((3, 32, 32), 10)}
     shape, classes = shapes[model]
     if model == "conv_dropout":
-        return models.ConvDropout(shape, classes, channels=(4, 8), hidden=16), None
+        return (models.ConvDropout(shape, classes) if full
+                else models.ConvDropout(shape, classes, channels=(4, 8), hidden=16)), None
     return models.CNN(shape, classes, **models._CNN_PRESETS[model]), None
 
 
 def ops_per_step(model: str, dataset: str, k: int = 2, batch: int = 2) -> int:
     """Top-level ATen ops of one stacked local step of ``model`` on ``dataset``'s input shape."""
+    from replicate.fl.models import opcount
+    net, flat, x, y, noise = _step_inputs(*_narrow(model, dataset), k, batch)
+    return int(sum(opcount.step_ops(net, flat, x, y, noise).values()))
+
+
+def flops_per_step(model: str, dataset: str, batch: int) -> float:
+    """Floating-point operations of one client's local gradient (forward and backward) of ``model`` at the
+    paper's widths on a mini-batch of ``batch`` of ``dataset``'s inputs (``torch.utils.flop_counter``: the
+    matrix products and convolutions; elementwise ops are not counted, so a lower bound), as the stacked engine
+    computes it: on two stacked clients through ``torch.func`` and halved (one client alone may train through a
+    fused LSTM kernel the counter does not see; vmap's convolution gradients count ≈ 30 % over a hand count)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    net, flat, x, y, noise = _step_inputs(*_narrow(model, dataset, full=True), 2, batch)
+    with FlopCounterMode(display=False) as counter:
+        net.grad(flat, x, y, None, noise)
+    return counter.get_total_flops() / 2
+
+
+def flops_name(config) -> str:
+    """A run's key in a row's ``gflop_per_client_step``: its model, dataset and mini-batch size."""
+    return f"{config.model} ({config.dataset}), b = {config.batch_size}"
+
+
+def _step_inputs(net, steps, k: int, batch: int):
+    """(net, k stacked parameter vectors, mini-batches x and y, dropout noise or None) of one local step."""
     import torch
 
-    from replicate.fl.models import CharLSTM, opcount
-    net, steps = _narrow(model, dataset)
+    from replicate.fl.models import CharLSTM
     g = torch.Generator().manual_seed(0)
     flat = net.init(g).unsqueeze(0) + 0.01 * torch.randn(k, net.num_params, generator=g)
     noise = None
@@ -248,7 +276,7 @@ def ops_per_step(model: str, dataset: str, k: int = 2, batch: int = 2) -> int:
         x, y = x.view(k, batch, *x.shape[1:]), y.view(k, batch, *y.shape[1:])
         if net.dropout:
             noise = torch.rand(k, batch, *net.dropout_shape, generator=g)
-    return int(sum(opcount.step_ops(net, flat, x, y, noise).values()))
+    return net, flat, x, y, noise
 
 
 def _recorded(key: str, scale: str) -> str:
@@ -282,7 +310,7 @@ def _on_gpu(every: list) -> str:
 
 def table() -> list[dict]:
     """One row per GPU-scale figure (see the module docstring)."""
-    means, ops, lengths = {}, {}, {}
+    means, ops, flops, lengths = {}, {}, {}, {}
     rows = []
     for figure in FIGURES:
         tuning, final = figure.plan()
@@ -290,12 +318,15 @@ def table() -> list[dict]:
         every = _unique(tuning + final)
         final = every[len(tuning):]
         steps = [int(round_steps(c, lengths).sum()) for c in every]
-        per_model = {}
+        per_model, arithmetic = {}, {}
         for c in every:
             key = (c.model, c.dataset)
             if key not in ops:
                 ops[key] = ops_per_step(*key)
             per_model[f"{c.model} ({c.dataset})"] = ops[key]
+            if (*key, c.batch_size) not in flops:
+                flops[(*key, c.batch_size)] = flops_per_step(*key, c.batch_size)
+            arithmetic[flops_name(c)] = round(flops[(*key, c.batch_size)] / 1e9, 4)
         epochs: dict[str, list[float]] = {}  # dataset, b → [sequential steps, epochs] of the figure's runs
         for c, n in zip(every, steps):
             if c.local_steps is None:
@@ -312,7 +343,8 @@ def table() -> list[dict]:
                      **dict(zip(("batched_steps", "own_pace_steps"), slot_steps(tuning, final, lengths))),
                      "epoch_steps": {name: round(v[2], 2) for name, v in epochs.items()},
                      "round_epoch_steps": {name: round(v[0] / v[1], 2) for name, v in epochs.items()},
-                     "ops_per_step": per_model, "measured": measured or "not measured"})
+                     "ops_per_step": per_model, "gflop_per_client_step": arithmetic,
+                     "measured": measured or "not measured"})
     return rows
 
 
@@ -345,5 +377,5 @@ def write(root=None):
     return path
 
 
-__all__ = ["FIGURES", "FILE", "SLOT", "Figure", "arena", "ops_per_step", "round_steps", "runs", "slot_steps", "table",
+__all__ = ["FIGURES", "FILE", "SLOT", "Figure", "arena", "flops_name", "flops_per_step", "ops_per_step", "round_steps", "runs", "slot_steps", "table",
            "write"]

@@ -41,21 +41,24 @@ smoke: setup
 ## build folder, never the run cache of your own figures (build/cache), and computes with half the cores'
 ## threads, so the halves do not contend for cores (two 2-thread pools on 2 cores slowed small ops up to 100×).
 HALF_THREADS := $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n > 1 ? n / 2 : 1 )))
+# Each phase's seconds: `$(call stamp,NAME)` starts a clock, `$(call since,NAME)` reads it (in an echo)
+stamp = @mkdir -p build && date +%s > build/.time-$(1)
+since = $$(( $$(date +%s) - $$(cat build/.time-$(1)) ))
 test: setup $(VENV)/.ray
-	@mkdir -p build && date +%s > build/.time-test
+	$(call stamp,test)
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-library test-notebooks
-	@mkdir -p build && date +%s > build/.time-cluster
+	$(call stamp,cluster)
 	$(MAKE) --no-print-directory test-cluster
-	@echo "make test: $$(( $$(date +%s) - $$(cat build/.time-test) )) s (the executors' tests $$(( $$(date +%s) - $$(cat build/.time-cluster) )) s)"
+	@echo "make test: $(call since,test) s (the executors' tests $(call since,cluster) s)"
 
 test-library: setup $(VENV)/.ray
-	@mkdir -p build && date +%s > build/.time-library
+	$(call stamp,library)
 	OMP_NUM_THREADS=$(HALF_THREADS) REPLICATE_BUILD=$(CURDIR)/build/test \
 	    $(BIN)/python -m pytest -q -rs tests --ignore=tests/test_executors.py --ignore=$(E2E) --ignore=$(ARENA) \
 	    -p no:cacheprovider --durations=20
-	@mkdir -p build && date +%s > build/.time-guard
+	$(call stamp,guard)
 	OMP_NUM_THREADS=$(HALF_THREADS) $(MAKE) --no-print-directory guard
-	@echo "test-library: $$(( $$(date +%s) - $$(cat build/.time-library) )) s (the guard $$(( $$(date +%s) - $$(cat build/.time-guard) )) s)"
+	@echo "test-library: $(call since,library) s (the guard $(call since,guard) s)"
 
 # tests/ is named so that its conftest.py (data-aware skips of notebooks) applies; its test files are not run here.
 # nbval leaves the twelve notebooks of tests/substituted.py to the official-data end-to-end test, which runs them
@@ -66,15 +69,15 @@ FIRST_LOOK := tests/test_first_look.py
 # and the arena's tests (they run its notebook four times): here, which balances the halves
 ARENA := tests/test_arena.py
 test-notebooks: setup
-	@mkdir -p build && date +%s > build/.time-notebooks
+	$(call stamp,notebooks)
 	OMP_NUM_THREADS=$(HALF_THREADS) REPLICATE_BUILD=$(CURDIR)/build/test-notebooks \
 	    $(BIN)/python -m pytest -q -rs tests notebooks --nbval-lax --notebooks-on-official-data \
 	    --ignore-glob='tests/test_*.py' -p no:cacheprovider --durations=10
-	@mkdir -p build && date +%s > build/.time-e2e
+	$(call stamp,e2e)
 	OMP_NUM_THREADS=$(HALF_THREADS) REPLICATE_BUILD=$(CURDIR)/build/test-notebooks \
 	REPLICATE_SMOKE_FIGURES=$(CURDIR)/build/test-notebooks/figures \
 	    $(BIN)/python -m pytest -q -rs $(E2E) $(FIRST_LOOK) $(ARENA) -p no:cacheprovider --durations=5
-	@echo "test-notebooks: $$(( $$(date +%s) - $$(cat build/.time-notebooks) )) s (the end-to-end, first-look and arena tests $$(( $$(date +%s) - $$(cat build/.time-e2e) )) s)"
+	@echo "test-notebooks: $(call since,notebooks) s (the end-to-end, first-look and arena tests $(call since,e2e) s)"
 
 test-cluster: setup $(VENV)/.ray
 	REPLICATE_BUILD=$(CURDIR)/build/test $(BIN)/python -m pytest -q -rs tests/test_executors.py -p no:cacheprovider

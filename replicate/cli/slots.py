@@ -81,8 +81,8 @@ def status_table(device: str = "cuda") -> str:
     total = plan.left_s(rows) / rate
     lines += ["", f"left in all: {plan.minutes(total)} of slots (a run shared by figures counted once); * not "
               f"measured in the ledger on {device}: from a bench timing or modelled from op counts and FLOPs (the "
-              "larger), a lower bound (replicate/experiments/plan.py); a run that resumes from a checkpoint this machine holds (its cache's "
-              "or .carry/checkpoints) counts from the round it reached"]
+              "larger), a lower bound (replicate/experiments/plan.py); a run that resumes from a checkpoint this "
+              "machine holds (its cache's or .carry/checkpoints) counts from the round it reached"]
     return "\n".join(lines)
 
 

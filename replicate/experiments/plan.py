@@ -40,7 +40,7 @@ REFERENCE_S = {"lenet5": 0.9 / 61 / 2}
 # Where no CUDA timing exists, a step costs at least its arithmetic: one client's gradient FLOPs at the run's
 # mini-batch (gpu_work.json's ``gflop_per_client_step``, ``work.flops_per_step``) times the clients a round, at
 # DEVICE_FLOPS, a sustained fp32 rate assumed for an H100/H200 (PROPOSED: ≈ 40 % of the H100 SXM's 67 TFLOP/s
-# dense fp32). Dispatch alone priced Charles & Konečný's FEMNIST CNN figures ≈ 15× under their arithmetic.
+# dense fp32). Dispatch alone priced Charles & Konečný's Figure 6 at 3.2 slot-minutes; with its arithmetic, 23.4.
 DEVICE_FLOPS = 25e12
 # The fields the figures tune (rates, STEM's c, FedProx's μ): a final run's template matches a run of the
 # ledger that equals it on every other field, its seed included
@@ -211,8 +211,8 @@ def _modelled(config, shared: float = 1.0) -> float:
         name = f"{config.model} ({config.dataset})"
         ops = next(row["ops_per_step"][name] for row in _work_rows() if name in row["ops_per_step"])
         per_gradient = (ops + (NOISE_OPS if config.model == "conv_dropout" else 0)) * OP_SECONDS * shared
-        gflop = next((row["gflop_per_client_step"][work.flops_name(config)] for row in _work_rows()
-                      if work.flops_name(config) in row.get("gflop_per_client_step", {})), 0.0)
+        flops = work.flops_name(config)
+        gflop = next(row["gflop_per_client_step"][flops] for row in _work_rows() if flops in row["gflop_per_client_step"])
         per_gradient = max(per_gradient, gflop * 1e9 * (config.clients_per_round or 0) / DEVICE_FLOPS)
     return per_gradient * (2 if config.algorithm_name == "stem" else 1)
 
@@ -271,5 +271,5 @@ def minutes(seconds: float) -> str:
     return f"{seconds / 60:,.1f} min" if seconds < 6000 else f"{seconds / 3600:,.1f} h"
 
 
-__all__ = ["DEVICE_FLOPS", "OP_SECONDS", "PRIORITY", "Progress", "Unit", "concurrency", "head_starts", "left_s", "minutes", "progress", "slot",
-           "steps", "table", "write_status"]
+__all__ = ["DEVICE_FLOPS", "OP_SECONDS", "PRIORITY", "Progress", "Unit", "concurrency", "head_starts", "left_s",
+           "minutes", "progress", "slot", "steps", "table", "write_status"]

@@ -18,7 +18,9 @@ what building it could save at most). The epoch columns state one epoch in steps
 mean over the training clients of ⌈n_k/b⌉ and the busiest sampled client's per round (the figure's
 sequential steps over its rounds × epochs), which the planner (``experiments.plan``) prices. Ops per local
 step are ``fl.models.opcount.step_ops`` of the model at its data's input shape (sequence length) with
-narrowed widths (the count does not depend on widths, as ``cli.bench.op_table``). The measured CPU costs
+narrowed widths (the count does not depend on widths, as ``cli.bench.op_table``); the GFLOP of a client's step,
+at the paper's widths and the run's mini-batch, are ``flops_per_step``'s (the planner's arithmetic bound). The
+measured CPU costs
 are quoted from where they were measured (named in each), never projected here.
 
 The GPU work is enumerated on the offline stand-ins (``SOURCE``): the official EMNIST-62, Sentiment140 + GloVe
@@ -209,16 +211,16 @@ def slot_steps(tuning: list, final: list, cache: dict) -> tuple[int, int]:
     return together, own
 
 
-def _narrow(model: str, dataset: str, full: bool = False):
-    """(model at narrowed widths, or at the paper's with ``full``; sequence length or None) with ``dataset``'s
-    inputs (loaded for the LSTMs)."""
+def _model(model: str, dataset: str, narrow: bool = True):
+    """(model at narrowed widths, or at the paper's; sequence length or None) with ``dataset``'s inputs (loaded
+    for the LSTMs)."""
     from replicate.fl import models
     if model in models._LSTM_PRESETS:
         from replicate import data
         ds = data.load(dataset)
-        preset = dict(models._LSTM_PRESETS[model]) if full else dict(models._LSTM_PRESETS[model], embed=8, hidden=16)
-        if not full:
-            preset["head"] = tuple(8 for _ in preset.get("head", ()))
+        preset = dict(models._LSTM_PRESETS[model])
+        if narrow:
+            preset.update(embed=8, hidden=16, head=tuple(8 for _ in preset.get("head", ())))
         vocab = ds.meta.get("vocab_size") or len(ds.meta.get("vocabulary", ()))
         if preset.get("loss_kind") == "token":
             preset["uncounted"] = tuple(ds.meta.get("uncounted", ()))
@@ -227,15 +229,14 @@ def _narrow(model: str, dataset: str, full: bool = False):
     shapes = {"conv_dropout": ((1, 28, 28), 62), "lenet": ((1, 28, 28), 10), "lenet5": ((3, 32, 32), 10)}
     shape, classes = shapes[model]
     if model == "conv_dropout":
-        return (models.ConvDropout(shape, classes) if full
-                else models.ConvDropout(shape, classes, channels=(4, 8), hidden=16)), None
+        return models.ConvDropout(shape, classes, **(dict(channels=(4, 8), hidden=16) if narrow else {})), None
     return models.CNN(shape, classes, **models._CNN_PRESETS[model]), None
 
 
 def ops_per_step(model: str, dataset: str, k: int = 2, batch: int = 2) -> int:
     """Top-level ATen ops of one stacked local step of ``model`` on ``dataset``'s input shape."""
     from replicate.fl.models import opcount
-    net, flat, x, y, noise = _step_inputs(*_narrow(model, dataset), k, batch)
+    net, flat, x, y, noise = _step_inputs(*_model(model, dataset), k, batch)
     return int(sum(opcount.step_ops(net, flat, x, y, noise).values()))
 
 
@@ -247,7 +248,7 @@ def flops_per_step(model: str, dataset: str, batch: int) -> float:
     fused LSTM kernel the counter does not see; vmap's convolution gradients count ≈ 30 % over a hand count)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    net, flat, x, y, noise = _step_inputs(*_narrow(model, dataset, full=True), 2, batch)
+    net, flat, x, y, noise = _step_inputs(*_model(model, dataset, narrow=False), 2, batch)
     with FlopCounterMode(display=False) as counter:
         net.grad(flat, x, y, None, noise)
     return counter.get_total_flops() / 2
@@ -377,5 +378,5 @@ def write(root=None):
     return path
 
 
-__all__ = ["FIGURES", "FILE", "SLOT", "Figure", "arena", "flops_name", "flops_per_step", "ops_per_step", "round_steps", "runs", "slot_steps", "table",
-           "write"]
+__all__ = ["FIGURES", "FILE", "SLOT", "Figure", "arena", "flops_name", "flops_per_step", "ops_per_step", "round_steps",
+           "runs", "slot_steps", "table", "write"]

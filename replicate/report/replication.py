@@ -143,7 +143,8 @@ def _slots_table(slots: dict) -> list[str]:
              "with any rates. Minutes are a slot's, at the concurrency measured in slots "
              f"({slots['concurrency']:g} run-seconds per second); *left* rests on the ledger's own timings of that "
              "model, else (†) on a bench timing or the larger of op counts and FLOPs (a lower bound). A run shared by "
-             f"two figures is counted in both rows, once in the total: **{slots['left_min'] / 60:,.1f} hours of slots left**.", "",
+             "two figures is counted in both rows, once in the total: "
+             f"**{slots['left_min'] / 60:,.1f} hours of slots left**.", "",
              "| figure [panels] | tuning runs | final runs | minutes spent | minutes left |", "|---|---|---|---|---|"]
     for r in slots["rows"]:
         left = "done" if r["left_min"] == 0 and r["tuning"][0] == r["tuning"][1] and r["final"][0] == r["final"][1] \

@@ -243,6 +243,25 @@ def test_a_counted_claim_quotes_one_of_the_five_documents():
     assert len(external) == 5 and all(c["kind"] == "context" and c["source"] for c in external)
 
 
+def test_the_papers_coverage_table_holds_only_items_of_the_five_documents():
+    """Issue #40 items 1-2: the final FedProx paper's straggler figure is no item of the draft (seed 004), so like
+    the checks of ours it is listed beside the papers' coverage table, not as a row of it, and the items' counts
+    are the documents' own. Its two rows (one per scale) and the two checks of ours are in the table below it."""
+    text = replication.render()
+    papers = text.split("## Coverage of every figure and table", 1)[1].split("\nItems: ", 1)
+    rows = [line.split(" | ")[1] for line in papers[0].splitlines() if re.match(r"\| \w+ \| ", line)][1:]  # header off
+    assert rows and not [r for r in rows if r.startswith(("final paper", "(ours)"))]
+    counted = papers[1].split(".", 1)[0]
+    assert sum(int(n) for n in re.findall(r"(\d+) [a-z]", counted)) == len(rows)
+    beyond = papers[1].split("Beyond the five documents", 1)[1].split("\n\n", 2)[1]
+    items = [line.split(" | ")[1] for line in beyond.splitlines() if re.match(r"\| \w+ \| ", line)][1:]
+    assert sorted(items)[2:] == ["final paper, Figure 1 (Sent140, Shakespeare columns)",
+                                 "final paper, Figure 1 (Synthetic (1,1), MNIST, FEMNIST columns)"]
+    assert items.count("(ours)") == 2
+    with pytest.raises(ValueError, match="origin"):
+        coverage.Item("x", "Figure 9", "w", "paper", "full", origin="elsewhere")
+
+
 def test_stale_figures_are_listed_with_their_command(tmp_path, monkeypatch):
     from replicate.report import coverage, replication
 

@@ -59,6 +59,15 @@ def status(run: str, data: str, passed: int, total: int) -> str:
     return "claims differ" if passed < total else "reproduced"
 
 
+# Where an item comes from. Only the five documents' own figures and tables are rows of the papers' coverage
+# table and its counts (issue #40 items 1-2); the others are listed beside it.
+ORIGINS = {
+    "document": "a figure or table of one of the five documents",
+    "ours": "a check of ours, no figure or table of the documents",
+    "external": "a figure of a paper outside the five documents, run because the project's scope names it",
+}
+
+
 @dataclass(frozen=True)
 class Item:
     paper: str
@@ -71,6 +80,11 @@ class Item:
     select: str = ""  # regular expression on claim text: the claims of this item ("" = all)
     panels: str = ""  # where an item is run at two scales: the panels of this row (a row is one scale)
     facts: Callable[[dict], dict] | None = None  # the numbers its detail names ({name}), read from the records
+    origin: str = "document"  # ORIGINS: an item of the five documents, a check of ours, or a figure from outside
+
+    def __post_init__(self):
+        if self.origin not in ORIGINS:
+            raise ValueError(f"origin must be one of {tuple(ORIGINS)}, got {self.origin!r}")
 
     def text(self, by_key: dict) -> str:
         """The detail with every ``{name}`` filled from the published records (``facts``): prose never states a
@@ -149,7 +163,8 @@ ITEMS: tuple[Item, ...] = (
          ("charles2021/fig7", "charles2021/fig8", "charles2021/fig9", "charles2021/fig10")),
     Item("charles2021", "(ours)", "measured LocalUpdate runs against the predicted ρ and ε", "analytic", "full",
          "not a figure of the paper: checks the theory the frontiers rest on; on quadratics the runs' rates and "
-         "limits are the formulas' by construction, so identities (consistency checks)", ("charles2021/fig_measured",)),
+         "limits are the formulas' by construction, so identities (consistency checks)", ("charles2021/fig_measured",),
+         origin="ours"),
     Item("charles2021", "Table 3", "FEMNIST / CIFAR-100 / Shakespeare statistics", "paper", "limited",
          "Shakespeare from TFF's own HDF5 files (exact); FEMNIST is the partial local LEAF copy (105 of 3,400 "
          "writers), not TFF's EMNIST-62; CIFAR-100 is not available here (its row shows the paper's numbers only)",
@@ -170,7 +185,7 @@ ITEMS: tuple[Item, ...] = (
          "the reduced-scale section below. "
          "CIFAR-100 is not available here",
          ("charles2021/fig12", "charles2021/fig13")),
-    # FedProx (seed 004 + the final paper's straggler figure)
+    # FedProx (seed 004; the final paper's straggler figure is external: DEVELOPERS.md names it, the draft has none)
     Item("fedprox2020", "Table 1", "statistics of the real federated datasets", "paper", "limited",
          "MNIST matches; FEMNIST/EMNIST* are seeded draws of unseeded recipes over a partial local LEAF copy; "
          "EMNIST (105 of 900 writers), Shakespeare (seeded --sf 0.2 draw) and Sent140 (LEAF test split only) differ. "
@@ -208,11 +223,13 @@ ITEMS: tuple[Item, ...] = (
          "average' is tested against the paper's number (±25 %, set from the paper: its average is over 5 "
          "datasets), per dataset, beside the final paper's μ > 0 vs μ = 0 claim (the committed run: +{average} "
          "points on average, {per} per dataset, of which μ = 0 alone gets {alone}; {no_femnist} without FEMNIST)",
-         ("fedprox2020/stragglers",), panels="Synthetic (1,1), MNIST, FEMNIST columns", facts=facts.stragglers),
+         ("fedprox2020/stragglers",), panels="Synthetic (1,1), MNIST, FEMNIST columns", facts=facts.stragglers,
+         origin="external"),
     Item("fedprox2020", "final paper, Figure 1", "0 / 50 / 90 % stragglers, FedAvg vs FedProx", "reduced", "limited",
          "the Sent140 column at the CPU scale of Figures 2-4 (200 of 800 rounds: reduced-scale section below; only "
          "the LEAF test split and no GloVe exist here: a frozen random embedding); the Shakespeare column runnable, "
-         "not run on this CPU (its work: the GPU-scale work table below)", panels="Sent140, Shakespeare columns"),
+         "not run on this CPU (its work: the GPU-scale work table below)", panels="Sent140, Shakespeare columns",
+         origin="external"),
     # STEM (seed 002)
     Item("khanduri2021", "Table 1", "sample and communication complexities", "analytic", "full",
          "cells RECONSTRUCTED (spec §5; confidence M/L for some related-work cells) and typeset as such; this work's "
@@ -240,7 +257,7 @@ ITEMS: tuple[Item, ...] = (
          "after averaging, the worker's own pre-averaging iterate: with the average of those iterates instead, "
          "(10, 2) at κ̄ = 0.03 reaches 0.5 in 1,460 samples and (40, 2) stays stable (0.51-0.54 at 80 rounds), "
          "where the package's STEM diverges, and (8, 10) is unchanged; not adopted (not the algorithm as written)",
-         ("khanduri2021/fig1_measured",), facts=facts.stem_measured),
+         ("khanduri2021/fig1_measured",), facts=facts.stem_measured, origin="ours"),
     Item("khanduri2021", "Figures 2–4", "STEM vs FedAvg vs SCAFFOLD on CIFAR-10", "reduced", "limited",
          "notebooks (khanduri2021_fig2/3/4) at the spec's PROPOSED settings: K = 100 class-shard workers (490 / 90 "
          "images each; moderate: all classes, high: 5 of 10), LeNet-5 (2 conv + 3 linear), (b, I) = (8, 61), (64, 7), "

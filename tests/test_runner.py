@@ -293,6 +293,25 @@ def test_eta_is_the_recorded_compute_of_the_runs_still_missing(tmp_path):
     assert shown.bar.text.endswith("(mean recorded compute of a run × 3 runs left)")
 
 
+def test_eta_drops_recorded_runs_once_the_computed_ones_are_others(tmp_path):
+    """Charles & Konečný's CPU-scale Figure 6, resumed after its FEMNIST model's numerics changed, showed "ETA
+    237 min (recorded compute of the 20 runs still missing)" for hours: the record names its runs under the old
+    numerics, so none of them is ever cached. Once runs are computed and none of the record's appears, the ETA is
+    the record's mean compute of a run times the runs left."""
+    record = {"profile": "paper", "wall_time_s": 900.0, "runs": 3, "cache_version": keys.VERSION,
+              "run_seconds": {"old1": 600.0, "old2": 600.0, "old3": 900.0}}
+    shown = progress.Progress(_Bar(), "charles2021/fig6", record, tmp_path / "progress.json")
+    shown.show({"runs": 0, "from_cache": 0, "to_compute": 5, "computed": 0})
+    assert shown.bar.text.endswith("ETA 35 min (recorded compute of the 3 runs still missing)")  # nothing known yet
+    shown.show({"runs": 1, "from_cache": 0, "to_compute": 5, "computed": 1})
+    assert shown.bar.text == ("charles2021/fig6, computing runs 1/5, ETA 47 min (mean recorded compute of a run × "
+                              "4 runs left)")
+    shown = progress.Progress(_Bar(), "charles2021/fig6", record, tmp_path / "progress.json")
+    _cached("runs", "old2")  # the run computed is one of the record's: the record's runs are what is left
+    shown.show({"runs": 1, "from_cache": 0, "to_compute": 3, "computed": 1})
+    assert shown.bar.text.endswith("ETA 25 min (recorded compute of the 2 runs still missing)")
+
+
 def test_eta_with_overrides_reads_only_the_target_record(project):
     """A ``--set`` run (another scale) takes no run count or wall time from the committed figure."""
     record = {"profile": "paper", "wall_time_s": 60.0, "runs": 16}

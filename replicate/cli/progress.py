@@ -5,7 +5,8 @@ The ETA is the recorded compute time of the runs still missing from the cache: e
 figure lists its runs with their compute seconds (``run_seconds`` in its claims record). The wall
 time of the last run says nothing about the next one: a warm-cache run takes 31 s where a cold
 one takes 263 s. A record from before ``run_seconds`` gives the mean compute of a run, times the
-runs left; without any record, the ETA extrapolates the runs computed so far.
+runs left, as it does once runs are computed of which the record names none (keyed otherwise now: a
+model's numerics changed); without any record, the ETA extrapolates the runs computed so far.
 """
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ class Progress:
         seconds = cache.recorded_runs(record)
         # runs of the last recorded run that are not in the cache now: what is left to compute
         self.missing = None if seconds is None else {k: s for k, s in seconds.items() if not cache.is_cached(k)}
+        self.mean = sum(seconds.values()) / len(seconds) if seconds else None
         timed = (record.get("runs") or 0) - record.get("runs_untimed", 0)
         # older records list no run_seconds: their mean compute per run, times the runs left
         self.per_run = record["runs_compute_s"] / timed if timed > 0 and "runs_compute_s" in record else None
@@ -77,7 +79,14 @@ class Progress:
             expected = f"/{self.expected_runs}" if self.expected_runs and state["runs"] <= self.expected_runs else ""
             parts.append(f"runs {state['runs']}{expected} ({state['from_cache']} from cache)")
         if self.missing is not None:
-            self.missing = {k: s for k, s in self.missing.items() if not cache.is_cached(k)}
+            left = {k: s for k, s in self.missing.items() if not cache.is_cached(k)}
+            if done and len(left) == len(self.missing) and self.mean is not None:
+                # runs were computed but none the record names: they are keyed otherwise now (a model's numerics
+                # changed, or other knobs), so the record's runs say nothing of what is left but their mean cost
+                self.missing, self.per_run = None, self.mean
+            else:
+                self.missing = left
+        if self.missing is not None:
             if self.missing:
                 parts.append(f"ETA {minutes(sum(self.missing.values()))} (recorded compute of the "
                              f"{len(self.missing)} runs still missing)")

@@ -308,11 +308,5 @@ ITEMS: tuple[Item, ...] = (
 
 # Committed paper-scale figures whose claims or labels changed after they were published (their runs are hours
 # on this CPU, so they were not republished with the change): what changed, and the command that republishes them.
-_NEW_MASKS = ("its FEMNIST CNN's dropout masks now come from the counter stream computed on the run's device "
-              "(issue #38 item 3; cache NUMERICS conv_dropout 1), so its runs are recomputed with other masks: "
-              "republish with its command in the reduced-scale section (it states the compute its runs took)")
-STALE: dict[str, str] = {f"cpu_scale/charles2021/{fig}": _NEW_MASKS for fig in ("fig6",)}
-for _fig in ("fig6",):  # it tunes rates on seed 0
-    STALE[f"cpu_scale/charles2021/{_fig}"] += ("; its claims also test seed 1 alone now, which chose no rate (issue #40 "
-                                               "item 7), with the same verdicts on the committed CSV")
+STALE: dict[str, str] = {}  # none today (docs/CHANGELOG.md says which were republished when)
 

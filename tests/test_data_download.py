@@ -146,3 +146,7 @@ def test_dry_run_says_what_fetch_would_do_and_does_nothing(served, tmp_path, cap
     store.fetch("toydl")
     assert main(["data", "fetch", "toydl", "--dry-run"]) == 0
     assert "staged" in capsys.readouterr().out
+    assert main(["data", "fetch", "--dry-run", "toydl"]) == 0  # names after the flag too, as users type them
+    assert "staged" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["data", "fetch", "--dry-run", "toydl", "--bogus"])  # an unknown flag is still refused

@@ -382,7 +382,13 @@ def main(argv=None) -> int:
                      help="first re-enumerate the GPU-scale figures' paper-profile work into figures/gpu_work.json "
                           "(loads the datasets their epoch-based runs train on; counts ops per local step)")
     rep.set_defaults(func=_report)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and isinstance(getattr(args, "names", None), list) and not any(e.startswith("-") for e in extra):
+        # `data fetch --dry-run mnist`: argparse gives the names after a flag to no one where a positional (the
+        # action) precedes them; they are the command's names all the same
+        args.names = [*args.names, *extra]
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         _settings(args)
         return args.func(args)

@@ -70,7 +70,14 @@ CASES = {
                     LocalWork(2, "epochs", 4)),
     "cnn-fedprox": (lambda: SampleProblem(image_dataset(), cnn()), [FedProx(0.1, 3), FedProx(0.5, 4)],
                     LocalWork(2, "epochs", 4)),  # the generic step with a μ per row
+    # rounds of unequal length, run to run (``OWN_PACE``): off the fused solver, runs at their own pace stack rows
+    # of other rounds and local steps (mini-batches and dropout noise each from its own round's step)
+    "fedprox-own-pace": (logistic64, [FedProx(0.3, 3, "proportional"), FedProx(0.1, 4, straggler_fraction=0.9,
+                                      server_lr=0.7), FedProx(0.1, 5, straggler_fraction=0.5)], LocalWork(3, "epochs", 16)),
+    "cnn-dropout-own-pace": (lambda: SampleProblem(image_dataset(), cnn()), [FedAvg("weighted", 3, straggler_fraction=0.5),
+                             FedAvg("weighted", 4, straggler_fraction=0.5)], LocalWork(3, "epochs", 4)),
 }
+OWN_PACE = ("fedprox-own-pace", "cnn-dropout-own-pace")
 # and every registered algorithm without a case above, three runs of its registered example (new ones unedited)
 CASES |= {f"{name}-example": (logistic64, [example(name)] * 3, LocalWork(3, "steps", 8))
           for name, cls in REGISTERED.items() if cls not in {type(a) for _, runs, _ in CASES.values() for a in runs}}
@@ -93,9 +100,10 @@ def assert_same(batched, alone, dtype, exact=False):
         torch.testing.assert_close(w_batch, w_alone, rtol=rtol, atol=atol)
 
 
-# every case on every execution path, but the autograd oracle on the CNN (slow; tests/test_neural.py covers it)
-PATHS = [(case, execution) for case in CASES for execution in ("stacked", "sequential", "unfused", "oracle")
-         if not (case.startswith("cnn") and execution == "oracle")]
+# every case on every execution path, but the autograd oracle on the CNN (slow; tests/test_neural.py covers it);
+# "unfused" (the generic step) at its own pace and in lockstep (``RunOptions.pace``)
+PATHS = [(case, execution) for case in CASES for execution in ("stacked", "sequential", "unfused", "lockstep", "oracle")
+         if not (case.startswith("cnn") and execution == "oracle")] + [(case, "static") for case in OWN_PACE]
 
 
 @pytest.mark.parametrize("case, execution", PATHS)
@@ -103,8 +111,9 @@ def test_batched_runs_equal_runs_one_by_one(case, execution):
     build, algorithms, work = CASES[case]
     problem = build()
     kwargs = dict(objective=LocalObjective(weight_decay=1e-3, clip_norm=5.0), rounds=3, return_params=True)
-    kwargs |= {"trainer": SEQUENTIAL} if execution == "oracle" else (
-        {"fused": False} if execution == "unfused" else {"execution": execution})
+    kwargs |= {"trainer": SEQUENTIAL} if execution == "oracle" else {"fused": False} if execution == "unfused" else (
+        {"fused": False, "pace": "lockstep"} if execution == "lockstep" else {"execution": execution} | (
+            {"fused": False} if execution == "static" else {}))  # static: the CUDA graphs' one shape a round
     runs = specs(algorithms)
     with threads(1):
         batched = run_batch(problem, runs, work, **kwargs)
@@ -119,9 +128,10 @@ def test_batched_runs_equal_runs_one_by_one(case, execution):
 
 
 def test_a_batch_takes_the_sequential_steps_its_runs_round_steps_count(monkeypatch):
-    """The work model of the planner (``batching.round_steps``/``batch_steps``, issue #38 item 4) is what the
-    engine does: a stacked round takes its busiest client's local steps, stragglers' shorter work included,
-    and a batch's round lasts as long as its longest run's."""
+    """The work model of the planner (``batching.round_steps``/``batch_steps``/``own_pace_steps``, issue #38 item 4)
+    is what the engine does: a stacked round takes its busiest client's local steps, stragglers' shorter work
+    included; in lockstep a batch's round lasts as long as its longest run's, at their own pace the batch as long
+    as its longest run alone."""
     from replicate.fl import batching, engine
 
     problem, work = logistic64(), LocalWork(3, "epochs", 16)
@@ -136,8 +146,24 @@ def test_a_batch_takes_the_sequential_steps_its_runs_round_steps_count(monkeypat
         run(problem, spec.algorithm, work, spec.schedule, rounds=spec.rounds, seed=spec.seed, fused=False)
         assert len(calls) == int(length.sum()) > 0
     calls.clear()
-    run_batch(problem, runs, work, rounds=3, fused=False)
+    run_batch(problem, runs, work, rounds=3, fused=False, pace="lockstep")
     assert len(calls) == batching.batch_steps(lengths)
+    for pace, count in (("lockstep", batching.batch_steps), ("own", batching.own_pace_steps)):
+        calls.clear()
+        run_batch(problem, runs[1:], work, rounds=3, fused=False, pace=pace)
+        assert len(calls) == count(lengths[1:])
+    assert batching.own_pace_steps(lengths[1:]) < batching.batch_steps(lengths[1:])
+    for name in OWN_PACE:  # the cases that test their runs' rows at other rounds and steps really have them
+        build, algorithms, case_work = CASES[name]
+        case = build()
+        counted = [batching.round_steps(s.algorithm, case.population(), case_work, s.seed, s.rounds)
+                   for s in specs(algorithms)]
+        assert batching.own_pace_steps(counted) < batching.batch_steps(counted), name
+    stem = [RunSpec(Stem(c), SCHEDULES[0], seed=i + 1, rounds=3) for i, c in enumerate((0.5, 4.0))]
+    calls.clear()  # an algorithm that reads the round's warm-up flag keeps its batches in step whatever is asked
+    run_batch(problem, stem, LocalWork(3, "epochs", 16), rounds=3, fused=False, pace="own")
+    assert len(calls) == batching.batch_steps([batching.round_steps(s.algorithm, problem.population(),
+                                                                    LocalWork(3, "epochs", 16), s.seed, 3) for s in stem])
     assert len({tuple(t.tolist()) for t in lengths}) == 3  # other seeds, other laws, other stragglers: other rounds
     two = lengths[1:]
     assert batching.own_pace_steps(two) == max(int(t.sum()) for t in two) < batching.batch_steps(two) < sum(

@@ -5,7 +5,7 @@ The CPU suite catches device-placement mistakes (``tests/test_device.py``); what
 CUDA kernels compute. On the device, at smoke size, for every algorithm on the logistic model and the
 neural models:
 1. **Determinism** (the run cache's promise: same seed, same machine and device, same numbers): a run
-   twice gives identical histories and parameters (``engine.device_numerics``: deterministic kernels).
+   twice gives identical histories and parameters (``core.numerics.device_numerics``: deterministic kernels).
 2. **Engine ≡ oracle**: the stacked engine against the client-by-client autograd oracle, float32
    tolerance (TF32 is off during runs, so float32 means float32).
 3. **Batched runs ≡ one by one** (``engine.run_batch``), float32 tolerance (CUDA kernels of another batch

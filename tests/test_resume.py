@@ -5,10 +5,12 @@ import pandas as pd
 import pytest
 import torch
 
-from test_batched_runs import CASES, SCHEDULES
+from test_batched_runs import CASES, OWN_PACE, SCHEDULES, assert_same
 
 from replicate.core import paths
-from replicate.fl.engine import LocalObjective, RunSpec, run_batch
+from replicate.fl.algorithms import ALGORITHMS, LocalWork, example
+from replicate.fl.algorithms.protocol import own_pace
+from replicate.fl.engine import LocalObjective, RunSpec, run, run_batch
 from replicate.fl.resume import Checkpointed, Checkpoints
 from replicate.runs import cache, checkpoints
 from replicate.runs.config import RunConfig
@@ -68,6 +70,56 @@ def test_a_run_stopped_at_a_round_resumes_bitwise(name, alone):
     assert saved.round == 3 and len(saved.saved) == len(whole)
     saved.stop_at = None
     _same(compute(saved), whole)
+
+
+class Apart(Memory):
+    """Stops at the first boundary where the runs were saved at other rounds."""
+
+    def due(self):
+        self.rounds = {}
+        return True
+
+    def save(self, index, state):
+        super().save(index, state)
+        self.rounds[index] = state["round"]
+
+    def stop(self):
+        return self.stop_at is not None and len(set(self.rounds.values())) > 1
+
+
+# every registered algorithm that goes at its own pace (``protocol.own_pace``), two runs whose rounds differ in
+# length: seeds 2 and 3 sample other clients and stragglers (epochs of unequal clients)
+PACED = {f"{name}-own-pace": (CASES["fedprox-own-pace"][0], [example(name)] * 2, LocalWork(3, "epochs", 16))
+         for name in ALGORITHMS if own_pace(example(name))}
+
+
+@pytest.mark.parametrize("name", [*OWN_PACE, *PACED])
+def test_runs_at_their_own_pace_stopped_mid_round_resume(name):
+    """At their own pace a stop finds the runs at other rounds, some inside one: each is saved at the boundary
+    its round began at, and on resume redoes that round from its named draws. Bitwise the batch uninterrupted
+    where rows compute bitwise as runs alone (the logistic model); the CNN, whose rows then share a stack with
+    other rows than before, within the batched runs' float32 tolerance (tests/test_batched_runs.py)."""
+    build, algorithms, work = CASES[name] if name in CASES else PACED[name]
+    specs = [RunSpec(a, SCHEDULES[i % 3], seed=i + 1 + (name in PACED), rounds=ROUNDS - (i % 2))
+             for i, a in enumerate(algorithms)]
+
+    def compute(saved=None):
+        return run_batch(build(), specs, work, objective=LocalObjective(weight_decay=1e-3), rounds=ROUNDS,
+                         return_params=True, checkpoints=saved, fused=False)
+
+    whole = compute()
+    saved = Apart(stop_at=True)
+    with pytest.raises(Checkpointed):
+        compute(saved)
+    assert len(set(saved.rounds.values())) > 1 and max(saved.rounds.values()) < ROUNDS - 1  # apart, none finished
+    saved.stop_at = None
+    problem = build()
+    exact = getattr(problem.model, "batch_exact", True)
+    assert exact == (not name.startswith("cnn"))
+    assert_same(compute(saved), whole, problem.dtype, exact)
+    alone = [run(build(), s.algorithm, work, s.schedule, objective=LocalObjective(weight_decay=1e-3), rounds=s.rounds,
+                 seed=s.seed, return_params=True, fused=False) for s in specs]
+    assert_same(whole, alone, problem.dtype, exact)  # and the batch at its own pace is each run alone
 
 
 def test_a_finished_run_of_a_stopped_batch_is_not_trained_again():

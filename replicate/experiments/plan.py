@@ -158,7 +158,7 @@ def progress(unit: Unit, runs: dict[str, dict], device: str = "cuda", epochs: di
     reached = reached or {}
     row = _row(unit.key)
     epochs = {**(epochs if epochs is not None else _epoch_steps()), **row["round_epoch_steps"]}
-    shared = row["batched_steps"] / row["sequential_steps"]  # a slot's pieces step their runs together
+    shared = row["own_pace_steps"] / row["sequential_steps"]  # a slot's pieces step their runs together
     keep = (lambda c: True) if unit.datasets is None else (lambda c: c.dataset in unit.datasets)
     tuning, final = (list(dict.fromkeys(filter(keep, part))) for part in _figure(unit.key).plan())
     keys = {cache.key(c, device=device): c for c in tuning}

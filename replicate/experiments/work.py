@@ -11,10 +11,10 @@ Per run: its *sequential* local steps — a GPU steps a round's stacked clients 
 many steps as its busiest sampled client: ``runs.batched.round_steps`` counts them from the algorithm's own
 plan (sampling and stragglers as the engine draws them) and the dataset's client sizes, exactly, without
 training. And per figure, the steps of the pieces a GPU slot trains (``SLOT``: ``runs.batched.group``'s
-batches of at most 8 runs, cut for 2 workers): the runs of a piece step together, each round as long as
-its longest run's (``fl.batching.batch_steps``), and beside them the steps the pieces would take if each run
-started its next round as soon as its own clients finished (``fl.batching.own_pace_steps``; not built: the ratio is
-what building it could save at most). The epoch columns state one epoch in steps two ways: the
+batches of at most 8 runs, cut for 2 workers) two ways: in lockstep, each round as long as its longest run's
+(``fl.batching.batch_steps``), and as the engine trains them, each run beginning its next round as soon as its own
+clients finish, so a piece lasts as long as its longest run alone (``fl.batching.own_pace_steps``; in lockstep for
+an algorithm that reads the round's step or warm-up, ``protocol.own_pace``: STEM). The epoch columns state one epoch in steps two ways: the
 mean over the training clients of ⌈n_k/b⌉ and the busiest sampled client's per round (the figure's
 sequential steps over its rounds × epochs), which the planner (``experiments.plan``) prices. Ops per local
 step are ``fl.models.opcount.step_ops`` of the model at its data's input shape (sequence length) with
@@ -196,19 +196,22 @@ def round_steps(config, cache: dict):
 
 def slot_steps(tuning: list, final: list, cache: dict) -> tuple[int, int]:
     """Sequential local steps of the pieces a GPU slot trains (``SLOT``): the tuning runs batched among
-    themselves, then the final runs (they start once the tuning has chosen); and the steps the same pieces would
-    take if each run advanced at its own round boundaries (``fl.batching.own_pace_steps``, a lower bound)."""
+    themselves, then the final runs (they start once the tuning has chosen); in lockstep, and as the engine trains
+    them: at their own pace where the algorithm allows (``protocol.own_pace``). The GPU-scale figures' models
+    have no fused solver, which trains whole rounds in lockstep (``engine``)."""
     from replicate.fl import batching
+    from replicate.fl.algorithms import protocol
     from replicate.runs import batched
     from replicate.runs.pool import Job
 
-    together = own = 0
+    together = trained = 0
     for phase in (tuning, final):
         for piece in batched.group([Job(c) for c in phase], **SLOT):
             lengths = [round_steps(job.config, cache) for job in piece]
             together += batching.batch_steps(lengths)
-            own += batching.own_pace_steps(lengths)
-    return together, own
+            own = protocol.own_pace(piece[0].config.algorithm)
+            trained += batching.own_pace_steps(lengths) if own else batching.batch_steps(lengths)
+    return together, trained
 
 
 def _model(model: str, dataset: str, narrow: bool = True):

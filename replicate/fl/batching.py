@@ -18,7 +18,7 @@ batch shape (convolutions, the LSTM) may sum in another order. ``tests/test_batc
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import torch
@@ -40,6 +40,25 @@ class Part:
     batches: Batches | None
     state: ClientState
     seed: int
+    most: int = 0  # its busiest client's local steps this round
+    done: int = 0  # the local steps its clients have taken so far (``merge``'s ``steps`` at a time)
+
+    @property
+    def left(self) -> int:
+        return self.most - self.done
+
+    def ahead(self, steps: int | None) -> "Part":
+        """This part from the local step it reached, for at most ``steps`` more (None: the rest of its round):
+        its step counts less those done and its mini-batches from there (``done`` stays, naming the steps' noise)."""
+        if self.done == 0 and (steps is None or steps >= self.most):
+            return self
+        end = None if steps is None else self.done + steps
+        ctx = replace(self.ctx, steps=(self.ctx.steps - self.done).clamp(0, steps))
+        batches = self.batches
+        if batches is not None and batches.index.shape[0] > 1:  # one drawn step serves every step: as it is
+            mask = batches.mask[self.done:end] if batches.mask is not None and batches.mask.dim() == 3 else batches.mask
+            batches = Batches(batches.index[self.done:end], mask)
+        return replace(self, ctx=ctx, batches=batches)
 
 
 @dataclass
@@ -82,22 +101,23 @@ def round_steps(algorithm, population: Population, work: LocalWork, seed: int, r
 
 
 def batch_steps(lengths: list[torch.Tensor]) -> int:
-    """Sequential local steps of runs trained as one batch (``round_steps`` each): every round lasts as long as
-    its longest run's; a run that has ended adds nothing."""
+    """Sequential local steps of runs trained as one batch in lockstep (``round_steps`` each): every round lasts as
+    long as its longest run's; a run that has ended adds nothing."""
     rounds = max(t.numel() for t in lengths)
     stacked = torch.stack([torch.nn.functional.pad(t, (0, rounds - t.numel())) for t in lengths])
     return int(stacked.max(0).values.sum())
 
 
 def own_pace_steps(lengths: list[torch.Tensor]) -> int:
-    """Sequential local steps of the same runs if each advanced at its own round boundaries (issue #38 item 4;
-    not built): the batch would last as long as its longest run alone. A lower bound beside ``batch_steps``:
-    their ratio is the most such scheduling could save."""
+    """Sequential local steps of the same runs at their own pace (the engine's default, issue #38 item 4): each
+    begins its next round as soon as its own clients are done, so the batch lasts as long as its longest run alone."""
     return max(int(t.sum()) for t in lengths)
 
 
-def merge(parts: list[Part], problem) -> Round:
-    """Stack the parts' rows into one round (one part: itself, unchanged)."""
+def merge(parts: list[Part], problem, steps: int | None = None) -> Round:
+    """Stack the parts' rows into one round (one part: itself, unchanged), each from the local step it reached,
+    for the next ``steps`` local steps (None: the rest of every part's round; ``Part.ahead``)."""
+    parts = [p.ahead(steps) for p in parts]
     sizes = [p.clients.numel() for p in parts]
     masked = [p.batches is not None and p.batches.mask is not None for p in parts]
     noise = _noise(parts, problem, sizes)
@@ -110,7 +130,7 @@ def merge(parts: list[Part], problem) -> Round:
     if any(p.state.keys() != keys or p.ctx.warmup != first.ctx.warmup for p in parts):
         raise ReplicateError("runs batched together must build the same client state and warm-up rounds; "
                              "batch only runs whose algorithms share their client settings")
-    ctx = RoundContext(round=first.ctx.round,
+    ctx = RoundContext(round=first.ctx.round,  # rows of runs at their own pace may be at other rounds: read per part
                        params=torch.cat([p.ctx.params.expand(m, -1) for p, m in zip(parts, sizes)]),
                        steps=torch.cat([p.ctx.steps for p in parts]), lr=torch.cat([p.ctx.lr for p in parts]),
                        warmup=first.ctx.warmup)
@@ -162,11 +182,10 @@ def _full_mask(b: Batches, s: int, m: int, w: int) -> torch.Tensor:
 
 
 def _noise(parts: list[Part], problem, sizes: list[int]):
-    """Step s's dropout noise: each run's rows from its own stream (seed, "dropout", round, step)."""
-    r = parts[0].ctx.round
-
+    """Step s's dropout noise: each run's rows from its own stream (seed, "dropout", round, step), its round and
+    step its own (``Part.done`` steps into the round)."""
     def draw(p: Part, s: int, batch):
-        return problem.dropout_noise(batch, rng.seed_for(p.seed, "dropout", r, s))
+        return problem.dropout_noise(batch, rng.seed_for(p.seed, "dropout", p.ctx.round, p.done + s))
 
     if len(parts) == 1:
         return lambda s, batch: draw(parts[0], s, batch)

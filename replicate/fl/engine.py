@@ -15,10 +15,13 @@ are discarded, so a model's step can be replayed from a CUDA graph: ``core.cuda_
 is faster for large neural models on a CPU). A plain-SGD algorithm, whose client step is its
 ``plain_sgd`` declaration's (``protocol.fused_update``), may hand the whole local solve to a model's
 fused solver (``fused=True``, the logistic regression's): the same declared update either way.
+
+Runs batched together (``run_batch``) are rows too, and go at their own pace (``RunOptions.pace``): a run whose
+clients are done takes its server step and begins its next round while the others are still in theirs, so a
+batch lasts as long as its longest run alone, not the sum of every round's longest (``batching.own_pace_steps``).
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 from dataclasses import dataclass, replace
@@ -29,9 +32,11 @@ import torch
 from tqdm.auto import tqdm
 
 from replicate.core import rng
+from replicate.core.numerics import device_numerics
 from replicate.core.threads import threads
 from replicate.core.errors import ReplicateError
-from replicate.fl import batching, sgd
+from replicate.fl import batching
+from replicate.fl.sgd import LocalObjective
 from replicate.fl.algorithms import protocol
 from replicate.fl.algorithms.protocol import Algorithm, LocalWork, RoundContext, fused_update
 from replicate.fl.problems import Problem
@@ -39,74 +44,20 @@ from replicate.fl.resume import Checkpointed, Checkpoints, on_device
 from replicate.fl.schedules import LRSchedule
 
 EXECUTIONS = ("stacked", "static", "sequential", "auto")
+PACES = ("own", "lockstep")
 # cuBLAS's condition for deterministic GEMMs; it must be set before the process's first CUDA GEMM
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 
 def preferred_execution(problem) -> str:
-    """The measured rule behind ``execution="auto"``: stacked everywhere except for large neural
-    models on a CPU, where a client loop is faster; the model decides (``Model.cpu_execution``).
-
-    Measured on this project's 2-core CPU (10 clients, batch 10): the FEMNIST CNN under
-    ``torch.func.vmap`` 0.61× a client loop, a 22 k-parameter CNN over 100 clients 1.74×; the
-    Shakespeare 2 × 256 LSTM batched 117 ms vs 24-32 ms per client on PyTorch's fused kernel,
-    Sent140's small LSTM on 25 words 5.1 vs 7.8 ms (``lstm`` module; remeasured after the LSTM's
-    hand-written backward, one thread: Shakespeare 80 vs 45 ms, Sent140 5.9 vs 6.8 ms). On CUDA the stacked path
-    is the point of the design, with one shape a round (``static``) for a model whose step replays from a CUDA
-    graph (``Model.graphed``: the LSTMs, ≈ 1,900 launches a Shakespeare step); a finished client's rows then
-    keep computing, which costs the device little where the step is bound by launches.
-    """
+    """The rule behind ``execution="auto"``: on a CPU, the model decides (``Model.cpu_execution``: a client loop
+    for large neural models, where it measured faster than one stacked step, BENCHMARKS.md); on CUDA the stacked
+    path, the point of the design, with one shape a round (``static``) for a model whose step replays from a CUDA
+    graph (``Model.graphed``: the LSTMs, launch-bound): a finished client's rows then keep computing, which costs
+    the device little where the step is bound by launches."""
     if torch.device(problem.device).type == "cuda":
         return "static" if getattr(getattr(problem, "model", None), "graphed", False) else "stacked"
     return problem.cpu_execution()
-
-
-@dataclass(frozen=True)
-class LocalObjective:
-    """What every client's gradient includes besides its loss (Li et al.'s local solver)."""
-
-    weight_decay: float = 0.0  # λ, added to the gradient as λw (inside the optimiser)
-    clip_norm: float | None = None  # clip the loss gradient's norm before weight decay
-
-    def __post_init__(self):
-        if self.weight_decay < 0:
-            raise ReplicateError(f"weight decay (λ) must be >= 0, got {self.weight_decay}")
-        if self.clip_norm is not None and not self.clip_norm > 0:
-            raise ReplicateError(f"clip_norm must be positive or None, got {self.clip_norm}")
-
-    def gradient(self, loss_grad: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        """clip(∇f(w)) + λw, in place on ``loss_grad``."""
-        if self.clip_norm is not None:
-            sgd.clip_(loss_grad, self.clip_norm)
-        if self.weight_decay:
-            loss_grad.add_(w, alpha=self.weight_decay)
-        return loss_grad
-
-
-@contextlib.contextmanager
-def device_numerics(device):
-    """On CUDA, for the duration of a run: float32 computes in float32 (TF32 off for matrix products and
-    for cuDNN convolutions, where PyTorch allows it by default) and kernels are deterministic where
-    PyTorch has a deterministic version (``torch.use_deterministic_algorithms(True, warn_only=True)``,
-    cuDNN's deterministic algorithms, no autotuning): one seed gives the same numbers every time on one
-    machine and device, as the run cache assumes (``tests/test_cuda.py`` checks it on a GPU). Restored
-    afterwards. Nothing changes on a CPU."""
-    if torch.device(device).type != "cuda":
-        yield
-        return
-    backends = torch.backends
-    saved = (backends.cuda.matmul.allow_tf32, backends.cudnn.allow_tf32, backends.cudnn.deterministic,
-             backends.cudnn.benchmark, torch.are_deterministic_algorithms_enabled(),
-             torch.is_deterministic_algorithms_warn_only_enabled())
-    backends.cuda.matmul.allow_tf32 = backends.cudnn.allow_tf32 = False
-    backends.cudnn.deterministic, backends.cudnn.benchmark = True, False
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    try:
-        yield
-    finally:
-        (backends.cuda.matmul.allow_tf32, backends.cudnn.allow_tf32, backends.cudnn.deterministic,
-         backends.cudnn.benchmark) = saved[:4]
-        torch.use_deterministic_algorithms(saved[4], warn_only=saved[5])
 
 
 def train_clients(problem, algorithm, state, ctx: RoundContext, clients, batches, objective: LocalObjective,
@@ -193,6 +144,7 @@ class RunOptions:
     eval_every: int | None = 1
     execution: str = "stacked"  # "stacked", "sequential" or "auto" (preferred_execution)
     fused: bool = True  # let a problem's fused solver run plain-SGD rounds
+    pace: str = "own"  # batched runs: "own", each begins its next round when its clients are done; "lockstep"
     progress: bool = False
     desc: str | None = None
 
@@ -201,6 +153,8 @@ class RunOptions:
             raise ReplicateError(f"rounds must be >= 1, got {self.rounds}")
         if self.execution not in EXECUTIONS:
             raise ReplicateError(f"execution must be one of {', '.join(EXECUTIONS)}, got {self.execution!r}")
+        if self.pace not in PACES:
+            raise ReplicateError(f"pace must be one of {', '.join(PACES)}, got {self.pace!r}")
 
 
 @dataclass(frozen=True)
@@ -274,13 +228,23 @@ class _Run:
         self.rounds = spec.rounds or default_rounds
         self.flat = problem.init(spec.seed)
         self.server = spec.algorithm.server_init(self.flat, population)
-        self.rows, self.done, self.start = [], False, 0  # start: the round it resumes at
+        self.rows, self.done, self.next = [], False, 0  # next: the round it begins next (a resumed run: its round)
+        self.part: batching.Part | None = None  # its round in training, and where that round began (``began``)
+        self.began: tuple | None = None
 
     def resume(self, saved: dict | None) -> None:
         if saved is not None:
             device = self.flat.device
-            self.flat, self.rows, self.start = saved["flat"].to(device), saved["rows"], saved["round"]
+            self.flat, self.rows, self.next = saved["flat"].to(device), saved["rows"], saved["round"]
             self.server, self.done = on_device(saved["server"], device), saved.get("done", False)
+
+    def checkpoint(self) -> dict:
+        """What a resume needs: at the round boundary it stands at, or, in a round, the one that round began at
+        (the clients' work in it is redone on resume: every draw is named by its round)."""
+        if self.part is None:
+            return self.state(self.next)
+        r, flat, server, rows = self.began  # the server step makes new tensors: these are still round r's
+        return {"round": r, "flat": flat, "server": server, "rows": self.rows[:rows], "done": False}
 
     def state(self, r: int) -> dict:
         """All a resume needs, before round r's evaluation and training."""
@@ -298,19 +262,20 @@ def _begin(run: _Run, problem, population, sizes, work, trainer, objective, r) -
     lr = torch.full((clients.numel(),), run.schedule(r), dtype=torch.float64, device=device)
     if plan.lr_scale is not None:
         lr = lr * plan.lr_scale.to(device)
-    steps = work.steps(sizes[clients], plan.work)
+    steps = work.steps(sizes[plan.clients.cpu()], plan.work)  # on the host (``sizes`` are): no wait for the device
     full_grad = trainer.full_gradients(problem, clients, objective)
-    ctx = RoundContext(round=r, params=flat, steps=steps, lr=lr.to(flat.dtype).unsqueeze(1),
+    ctx = RoundContext(round=r, params=flat, steps=steps.to(device), lr=lr.to(flat.dtype).unsqueeze(1),
                        warmup=plan.warmup, full_grad=full_grad)
     state = algorithm.client_init(run.server, flat, plan, ctx)
-    return batching.Part(run, plan, ctx, clients, None, state, run.seed)
+    return batching.Part(run, plan, ctx, clients, None, state, run.seed, most=int(steps.max()))
 
 
-def _draw(parts: list[batching.Part], problem, work, r) -> None:
-    """Every part's mini-batches of round r, each from its run's stream (seed, "batches", r), drawn together. The
+def _draw(parts: list[batching.Part], problem, work) -> None:
+    """The parts' mini-batches, each of its round r from its run's stream (seed, "batches", r), drawn together. The
     stream is made only by a problem that draws (a quadratic's clients take full gradients): making it costs
     more than the rest of such a round's host work."""
-    requests = [(p.clients, p.ctx.steps, functools.partial(rng.generator, p.seed, "batches", r)) for p in parts]
+    requests = [(p.clients, p.ctx.steps, functools.partial(rng.generator, p.seed, "batches", p.ctx.round))
+                for p in parts]
     for part, batches in zip(parts, problem.draw_batches(requests, work)):
         part.batches = batches
 
@@ -335,63 +300,96 @@ def _fill(run: _Run, r: int, eval_every: int) -> None:
 
 
 def _run(problem, specs, work, options, execution, trainer, extra_metrics, return_params, checkpoints):
+    """The round loop of every run of the batch. Each pass: the runs at a round boundary are evaluated and begin
+    their next round (``_boundary``), then every run's clients in a round train together for as many local steps as
+    the first of those rounds still needs (``_train``). At their own pace runs never wait for each other; in
+    lockstep (``RunOptions.pace``, an algorithm that reads the round's step or warm-up flag, or a fused solver,
+    which trains whole rounds) a pass is one round of every run, a run resumed further on joining at its round."""
     objective, eval_every = options.objective, options.eval_every
     plain = fused_update(specs[0].algorithm)  # one client half for all (run_batch checked)
     solver = problem.fused_sgd if options.fused and trainer.fuses and plain is not None else None
+    own = options.pace == "own" and solver is None and protocol.own_pace(specs[0].algorithm)
     population = problem.population()
     runs = [_Run(spec, problem, population, options.rounds) for spec in specs]
     for index, run in enumerate(runs):
         run.resume(checkpoints.load(index))
-    sizes = population.sizes.to(runs[0].flat.device)
+    sizes = population.sizes.cpu()
 
     def evaluate(run, r):
         extra = extra_metrics(problem, run.flat, r) if extra_metrics is not None else {}
         run.rows.append({"round": r, "lr": run.schedule(r), **problem.evaluate(run.flat), **extra})
 
-    last = max(run.rounds for run in runs)
-    bar = tqdm(total=last, desc=options.desc, disable=not options.progress, leave=False, mininterval=1.0)
-    for r in range(min(run.start for run in runs), last + 1):
-        if r > 0 and (checkpoints.due() or checkpoints.stop()):
-            for index, run in enumerate(runs):
-                if run.start <= r:  # a finished run too: its rows are not stored until the batch returns
-                    checkpoints.save(index, run.state(r))
-            if checkpoints.stop():
-                raise Checkpointed(f"stopped at round {r}, the runs in flight saved")
-        for run in runs:
-            if run.done or r < run.start:
-                continue
-            if r == run.rounds:  # the final model's row
-                run.done = True
-                if eval_every is not None:
-                    evaluate(run, r)
-            elif eval_every is not None and r % eval_every == 0:
+    def boundary(run):
+        """``run`` before its round r = ``run.next``: its evaluation, then round r begun (or the run done)."""
+        r, began = run.next, (run.next, run.flat, run.server, len(run.rows))
+        if r == run.rounds:  # the final model's row
+            run.done = True
+            if eval_every is not None:
                 evaluate(run, r)
-                run.done = run.spec.stop is not None and run.spec.stop(run.rows[-1])
-                if not run.done and extra_metrics is None and absorbed(run.flat):
-                    _fill(run, r, eval_every)
-                    run.done = True
-        parts = [part for run in runs if not run.done and run.start <= r
-                 if (part := _begin(run, problem, population, sizes, work, trainer, objective, r)) is not None]
-        if parts:
-            _draw(parts, problem, work, r)
-            round_ = batching.merge(parts, problem)
-            state, ctx = round_.state, round_.ctx
-            if solver is not None and round_.batches is not None:  # the same update, one fused solve (PlainSGD)
-                state["w"] = solver(ctx.params, round_.clients, ctx.steps, ctx.lr.squeeze(1), round_.batches,
-                                    objective, plain, runs=round_.runs)
-            else:
-                state = trainer.train(problem, specs[0].algorithm, state, ctx, round_.clients, round_.batches,
-                                      objective, round_.noise, execution)
-            for part, rows in zip(parts, round_.split(state)):
-                run, algorithm = part.run, part.run.algorithm
-                message = algorithm.client_message(rows, run.flat, part.plan, part.ctx)
-                run.flat, run.server = algorithm.server_step(run.server, run.flat, message, part.plan, part.ctx)
-        if all(run.done for run in runs):
+        elif eval_every is not None and r % eval_every == 0:
+            evaluate(run, r)
+            run.done = run.spec.stop is not None and run.spec.stop(run.rows[-1])
+            if not run.done and extra_metrics is None and absorbed(run.flat):
+                _fill(run, r, eval_every)
+                run.done = True
+        if not run.done:  # round r begun (None: nobody trains in it, and the run stands at round r + 1)
+            run.part = _begin(run, problem, population, sizes, work, trainer, objective, r)
+            run.began, run.next = began, r + 1
+
+    bar = tqdm(total=max(run.rounds for run in runs), desc=options.desc, disable=not options.progress, leave=False,
+               mininterval=1.0)
+    first = True
+    while True:
+        if not first and (checkpoints.due() or checkpoints.stop()):
+            for index, run in enumerate(runs):  # a finished run too: its rows are not stored until the batch returns
+                checkpoints.save(index, run.checkpoint())
+            if checkpoints.stop():
+                raise Checkpointed(f"stopped at round {min(run.next for run in runs)}, the runs in flight saved")
+        first = False
+        waiting = [run for run in runs if run.part is None and not run.done]
+        if not own and waiting:  # in lockstep the runs at the batch's earliest round go on; one resumed later waits
+            waiting = [run for run in waiting if run.next == min(w.next for w in waiting)]
+        for run in waiting:
+            boundary(run)
+            while own and run.part is None and not run.done:  # nobody trained in its round: on to the next
+                boundary(run)
+        if fresh := [run.part for run in waiting if run.part is not None]:
+            _draw(fresh, problem, work)
+        parts = [run.part for run in runs if run.part is not None]
+        if not parts and all(run.done for run in runs):
             break
-        bar.update()
+        if parts:
+            _train(problem, parts, min(p.left for p in parts) if own else None, solver, plain, trainer, objective,
+                   execution)
+        bar.update(min(run.next for run in runs) - bar.n)
     bar.close()
     histories = [pd.DataFrame(run.rows) for run in runs]
     return [(h, run.flat.detach().cpu()) for h, run in zip(histories, runs)] if return_params else histories
+
+
+def _train(problem, parts, steps, solver, plain, trainer, objective, execution) -> None:
+    """The parts' clients take their next ``steps`` local steps together (None: the rest of their rounds); a part
+    whose round is then done sends its clients' message and its run takes its server step."""
+    if steps != 0:  # 0: a part's clients have no step to take this round (every one straggled to none)
+        round_ = batching.merge(parts, problem, steps)
+        state, ctx = round_.state, round_.ctx
+        if solver is not None and round_.batches is not None:  # the same update, one fused solve (PlainSGD)
+            state["w"] = solver(ctx.params, round_.clients, ctx.steps, ctx.lr.squeeze(1), round_.batches,
+                                objective, plain, runs=round_.runs)
+        else:
+            state = trainer.train(problem, parts[0].run.algorithm, state, ctx, round_.clients, round_.batches,
+                                  objective, round_.noise, execution)
+        for part, rows in zip(parts, round_.split(state)):
+            part.state = rows
+    taken = steps if steps is not None else max(p.left for p in parts)
+    for part in parts:
+        part.done += taken
+        if part.left <= 0:
+            rows = part.state
+            run, algorithm = part.run, part.run.algorithm
+            message = algorithm.client_message(rows, run.flat, part.plan, part.ctx)
+            run.flat, run.server = algorithm.server_step(run.server, run.flat, message, part.plan, part.ctx)
+            run.part = None
 
 
 STACKED = Trainer(train_clients, full_gradients)

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
+from replicate.core.errors import ReplicateError
+
 
 def clip_factor(norms: torch.Tensor, max_norm: float) -> torch.Tensor:
     """min(1, max_norm / (‖g‖ + 1e-6)): what clipping multiplies a gradient of norm ``norms`` by."""
@@ -68,3 +70,25 @@ class RunRows:
         if torch.is_tensor(value):
             return value.to(like.dtype).view(-1, 1, 1)
         return torch.full((self.size, 1, 1), value, dtype=like.dtype, device=like.device)
+
+
+@dataclass(frozen=True)
+class LocalObjective:
+    """What every client's gradient includes besides its loss (Li et al.'s local solver)."""
+
+    weight_decay: float = 0.0  # λ, added to the gradient as λw (inside the optimiser)
+    clip_norm: float | None = None  # clip the loss gradient's norm before weight decay
+
+    def __post_init__(self):
+        if self.weight_decay < 0:
+            raise ReplicateError(f"weight decay (λ) must be >= 0, got {self.weight_decay}")
+        if self.clip_norm is not None and not self.clip_norm > 0:
+            raise ReplicateError(f"clip_norm must be positive or None, got {self.clip_norm}")
+
+    def gradient(self, loss_grad: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """clip(∇f(w)) + λw, in place on ``loss_grad``."""
+        if self.clip_norm is not None:
+            clip_(loss_grad, self.clip_norm)
+        if self.weight_decay:
+            loss_grad.add_(w, alpha=self.weight_decay)
+        return loss_grad

@@ -81,7 +81,7 @@ def _steps(n: float) -> str:
 def _work_of(rows: list[dict]) -> str:
     """A coverage row's sentence: the work of its paper profile (its rows of the GPU-scale work table)."""
     parts = [f"{r['runs']} runs, {_steps(r['sequential_steps'])} sequential local steps "
-             f"({_steps(r['batched_steps'])} as a GPU slot batches them)"
+             f"({_steps(r['own_pace_steps'])} as a GPU slot trains them)"
              + (f" ({r['figure'].split(',')[0]})" if len(rows) > 1 else "") for r in rows]
     return "paper-profile work: " + "; ".join(parts) + " (GPU-scale work table below)"
 
@@ -102,10 +102,11 @@ def _work_table(rows: list[dict]) -> list[str]:
              "run on a tuning seed is a tuning run). *Local steps* are sequential, counted exactly without training: "
              "a round's clients step together when stacked, so a round takes as many steps as its busiest sampled "
              "client (`runs.batched.round_steps`, from the algorithm's own sampling and stragglers and the "
-             "clients' sizes). *As a slot batches them*: the pieces a GPU slot trains (at most 8 runs, cut for 2 "
+             "clients' sizes). *In lockstep*: the pieces a GPU slot trains (at most 8 runs, cut for 2 "
              "workers; `experiments.work.SLOT`) step their runs together, each round as long as its longest run's; "
-             "*at own pace*: the same pieces if each run started its next round as soon as its own clients finished "
-             "(not built; a lower bound: the most such scheduling could save, `fl.batching.own_pace_steps`). "
+             "*as a slot trains them*: the same pieces, each run beginning its next round as soon as its own clients "
+             "finish (the engine's own pace, `fl.batching.own_pace_steps`: a piece lasts as long as its longest run "
+             "alone), in lockstep for STEM, whose client step reads the warm-up round (`protocol.own_pace`). "
              "*Epoch in steps*: the mean over the training clients of ⌈n_k/b⌉, and the busiest sampled client's "
              "per round (the figure's steps over its rounds × epochs; what the slot planner prices). *Ops per "
              "step*: top-level ATen ops of one stacked "
@@ -118,7 +119,7 @@ def _work_table(rows: list[dict]) -> list[str]:
              "3's runs, STEM Figure 3 holds Figure 2's, Figure 12's seed-0 runs are among Figure 13's tuning runs), "
              "so rows do not add up.", "",
              "| item | figure (panels) | runs (before + after the choice) | rounds | local steps per run | sequential local steps "
-             "(figure): alone / as a slot batches them / at own pace | epoch in steps: mean ⌈n_k/b⌉ / busiest sampled client | "
+             "(figure): alone / in lockstep / as a slot trains them | epoch in steps: mean ⌈n_k/b⌉ / busiest sampled client | "
              "ops per local step | measured cost (source) |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:

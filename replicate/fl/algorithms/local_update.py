@@ -48,6 +48,11 @@ class LocalUpdate:
     plain_sgd = None  # the message is a weighted sum of gradients, not the local model
     vectors = (1, 1)  # the model down, the message Σ a_k g_k up
 
+    @property
+    def lockstep(self) -> bool:
+        """The weights a_k are read at each local step (``RoundContext.step``): batches of such runs keep in step."""
+        return self.a is not None
+
     def __post_init__(self):
         if self.a is not None and not any(self.a):
             raise ReplicateError("the coefficient vector a needs at least one non-zero entry")

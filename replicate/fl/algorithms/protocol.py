@@ -35,6 +35,12 @@ which builds d_1 from an initial batch of b·I samples per worker).
 An algorithm whose client update is plain (proximal) SGD on the model says so through
 ``plain_sgd`` and lets a problem with a fused solver run the whole local solve at once.
 
+Runs batched together train at their own pace (``engine``): a run whose clients are done steps its server
+and begins its next round while the others are still in theirs, so one stack holds rows of runs at other
+rounds and local steps. An algorithm whose client step reads the round's step index or its warm-up flag
+(``RoundContext.step``, ``.warmup``: one value for every row) declares ``lockstep = True`` and its batches
+keep in step, every run waiting at each round boundary for the others (``own_pace``).
+
 An algorithm also declares what a round costs in communication, ``vectors = (up, down)``: how many
 model-sized vectors a participating client uploads and downloads a round in the algorithm as its paper
 states it (FedAvg (1, 1); SCAFFOLD and STEM (2, 2): a model and a control variate or momentum direction
@@ -215,6 +221,12 @@ def fused_update(algorithm) -> PlainSGD | None:
     declared = getattr(algorithm, "plain_sgd", None)
     step = getattr(getattr(algorithm, "client_step", None), "__func__", None)  # a wrapper's is its inner's
     return declared if declared is not None and step is LocalSGDClients.client_step else None
+
+
+def own_pace(algorithm) -> bool:
+    """Whether batched runs of ``algorithm`` may each begin a round as soon as their own previous one is done
+    (the module docstring): every algorithm but one that declares ``lockstep``."""
+    return not getattr(algorithm, "lockstep", False)
 
 
 def client_settings(algorithm) -> tuple:

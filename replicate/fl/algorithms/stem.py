@@ -50,6 +50,7 @@ class Stem:
 
     plain_sgd = None  # the momentum direction is not plain SGD
     vectors = (2, 2)  # x̄ and d̄ down, each worker's model and direction up (§3, Alg. 1)
+    lockstep = True  # its client step reads the warm-up flag (round 0, ctx.warmup): its batches keep in step
 
     def __post_init__(self):
         if not self.momentum_c > 0:

@@ -312,3 +312,22 @@ def test_a_run_computes_the_same_numbers_whatever_threads_its_caller_uses():
         with threads(count):
             texts.append(cache.compute(config)[1])
     assert texts[0] == texts[1]
+
+
+def test_the_bench_times_both_paces_beside_their_sequential_steps():
+    """``bench --sections pace`` (measured on a GPU slot; timings recorded, not asserted): a batch of runs whose
+    rounds differ in length, timed in lockstep and at its own pace beside each pace's steps as ``fl.batching``
+    counts them. Here the LSTM 8 units wide, two runs of two rounds."""
+    from replicate.cli import bench_pace
+    from replicate.fl import batching
+
+    with threads(1):
+        rows = bench_pace.run(device="cpu", runs=2, rounds=2, hidden=8)
+    problem = bench_pace.shaped_problem(torch.device("cpu"), hidden=8)
+    algorithm = FedProx(0.001, 10, sampling="uniform")
+    lengths = [batching.round_steps(algorithm, problem.population(), bench_pace.WORK, seed, 2) for seed in range(2)]
+    assert [(r["pace"], r["steps"]) for r in rows] == [("lockstep", batching.batch_steps(lengths)),
+                                                       ("own", batching.own_pace_steps(lengths))]
+    assert rows[1]["steps"] < rows[0]["steps"] and all(r["seconds"] > 0 for r in rows)
+    text = bench_pace.table(rows)
+    assert "2 runs × 2 rounds as one batch, 40 unequal clients" in text and "| own |" in text

@@ -88,7 +88,7 @@ def _check(args, overrides) -> int:
 
 
 def _bench(args) -> int:
-    from replicate.cli import bench, bench_batched, bench_executors, bench_noise, bench_stem
+    from replicate.cli import bench, bench_batched, bench_executors, bench_noise, bench_pace, bench_stem
     from replicate.core import paths
     from replicate.runs.config import run_device
 
@@ -102,6 +102,7 @@ def _bench(args) -> int:
         "batched": ("## Runs as a tensor dimension\n\n" + bench_batched.__doc__.strip(),
                     lambda: bench_batched.table(bench_batched.run(device=args.device))),
         "noise": ("Dropout noise:", lambda: bench_noise.table(bench_noise.run(device=args.device))),
+        "pace": ("Runs of a batch at their own pace vs lockstep:", lambda: bench_pace.table(bench_pace.run(device=args.device))),
     }
     chosen = args.sections or list(sections)
     unknown = [name for name in chosen if name not in sections]
@@ -336,7 +337,7 @@ def main(argv=None) -> int:
                        help="write the result to BENCHMARKS.md (on CUDA: docs/BENCHMARKS.cuda.md)")
     bench.add_argument("--sections", nargs="+", metavar="NAME",
                        help="time only these sections, in this order: engine, profile, lstm, ops, executors, "
-                            "stem, batched, noise (default: all, in that order)")
+                            "stem, batched, noise, pace (default: all, in that order)")
     bench.set_defaults(func=_bench)
     data = sub.add_parser(
         "data", help="fetch or stage datasets",

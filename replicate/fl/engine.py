@@ -95,8 +95,13 @@ def train_clients(problem, algorithm, state, ctx: RoundContext, clients, batches
             local = (steps > s).nonzero().squeeze(1).to(clients.device)  # rows of ``sub`` still working
             moved = _step(problem, algorithm, _select(sub, local), sub_ctx.rows(local).at_step(s), clients,
                           batch, step_noise, objective, rows.index_select(0, local))
-            sub = {k: v.index_copy(0, local, moved[k]) for k, v in sub.items()}
-        state = sub if group is None else {k: v.index_copy(0, group, sub[k]) for k, v in state.items()}
+            for k, v in sub.items():  # in place, as steps update: a copy of every row would cost O(m) a step
+                v.index_copy_(0, local, moved[k])
+        if group is None:
+            state = sub
+        else:
+            for k, v in state.items():
+                v.index_copy_(0, group, sub[k])
     return state
 
 

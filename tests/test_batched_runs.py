@@ -331,3 +331,34 @@ def test_the_bench_times_both_paces_beside_their_sequential_steps():
     assert rows[1]["steps"] < rows[0]["steps"] and all(r["seconds"] > 0 for r in rows)
     text = bench_pace.table(rows)
     assert "2 runs × 2 rounds as one batch, 40 unequal clients" in text and "| own |" in text
+
+
+def test_an_algorithm_that_reads_the_local_step_without_declaring_lockstep_fails_loudly():
+    """At their own pace a stack holds rows at other local steps: ``RoundContext.step`` is then no number
+    (``protocol.APART``), and an algorithm that reads it undeclared is told to declare ``lockstep``; declared,
+    its batches keep in step and equal its runs alone."""
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class ReadsStep(FedProx):  # FedProx whose step shrinks with the local step: reads ctx.step
+        def client_step(self, state, grad, ctx):
+            state = super().client_step(state, grad, ctx)
+            state["w"].mul_(1.0 - 1e-3 / (1 + int(ctx.step)))
+            return state
+
+    @dataclasses.dataclass(frozen=True)
+    class Declared(ReadsStep):
+        lockstep = True
+
+    build, algorithms, work = CASES["fedprox-own-pace"]
+    def runs(cls):
+        return [RunSpec(cls(**dataclasses.asdict(a)), s.schedule, s.seed, s.rounds)
+                for a, s in zip(algorithms, specs(algorithms))]
+
+    with pytest.raises(ReplicateError, match="declare `lockstep = True`"):
+        run_batch(build(), runs(ReadsStep), work, rounds=3)
+    with threads(1):
+        batched = run_batch(build(), runs(Declared), work, rounds=3, return_params=True)
+        alone = [run(build(), s.algorithm, work, s.schedule, rounds=s.rounds, seed=s.seed, return_params=True)
+                 for s in runs(Declared)]
+    assert_same(batched, alone, torch.float64, exact=True)

@@ -25,7 +25,8 @@ import torch
 
 from replicate.core import rng
 from replicate.core.errors import ReplicateError
-from replicate.fl.algorithms.protocol import ClientState, LocalWork, Population, RoundContext, RoundPlan, fused_update
+from replicate.fl.algorithms.protocol import (APART, ClientState, LocalWork, Population, RoundContext, RoundPlan,
+                                              fused_update)
 from replicate.fl.batches import Batches
 
 
@@ -53,7 +54,7 @@ class Part:
         if self.done == 0 and (steps is None or steps >= self.most):
             return self
         end = None if steps is None else self.done + steps
-        ctx = replace(self.ctx, steps=(self.ctx.steps - self.done).clamp(0, steps))
+        ctx = replace(self.ctx, steps=(self.ctx.steps - self.done).clamp(0, steps), step=self.done)
         batches = self.batches
         if batches is not None and batches.index.shape[0] > 1:  # one drawn step serves every step: as it is
             mask = batches.mask[self.done:end] if batches.mask is not None and batches.mask.dim() == 3 else batches.mask
@@ -133,7 +134,7 @@ def merge(parts: list[Part], problem, steps: int | None = None) -> Round:
     ctx = RoundContext(round=first.ctx.round,  # rows of runs at their own pace may be at other rounds: read per part
                        params=torch.cat([p.ctx.params.expand(m, -1) for p, m in zip(parts, sizes)]),
                        steps=torch.cat([p.ctx.steps for p in parts]), lr=torch.cat([p.ctx.lr for p in parts]),
-                       warmup=first.ctx.warmup)
+                       step=first.ctx.step if len({p.ctx.step for p in parts}) == 1 else APART, warmup=first.ctx.warmup)
     state = {k: torch.cat([p.state[k] for p in parts]) for k in keys}
     return Round(ctx, torch.cat([p.clients for p in parts]), merge_batches([p.batches for p in parts]), state,
                  noise, sizes, masked, updates)

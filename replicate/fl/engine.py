@@ -80,20 +80,21 @@ def train_clients(problem, algorithm, state, ctx: RoundContext, clients, batches
         steps = sub_ctx.steps.cpu()  # read once a round: no device-to-host wait inside the local steps
         working = sub_ctx.steps.to(clients.device) if static else None  # the same on the device, for the masks
         fewest, most = (int(n) for n in steps.aminmax())  # before step ``fewest`` every client works
+        first = ctx.step  # the round's local step these steps start from (``batching.Part.ahead``)
         for s in range(most):
             batch = None if batches is None else batches.step(s)
             step_noise = None if batch is None or noise is None else noise(s, batch)
             everyone = s < fewest
             if everyone or static:
                 before = None if everyone else {k: v.clone() for k, v in sub.items()}  # steps update in place
-                sub = _step(problem, algorithm, sub, sub_ctx.at_step(s), clients, batch, step_noise, objective,
+                sub = _step(problem, algorithm, sub, sub_ctx.at_step(first + s), clients, batch, step_noise, objective,
                             rows, static)
                 if before is not None:
                     keep = working > s
                     sub = {k: torch.where(keep.view(-1, *[1] * (v.dim() - 1)), v, before[k]) for k, v in sub.items()}
                 continue
             local = (steps > s).nonzero().squeeze(1).to(clients.device)  # rows of ``sub`` still working
-            moved = _step(problem, algorithm, _select(sub, local), sub_ctx.rows(local).at_step(s), clients,
+            moved = _step(problem, algorithm, _select(sub, local), sub_ctx.rows(local).at_step(first + s), clients,
                           batch, step_noise, objective, rows.index_select(0, local))
             for k, v in sub.items():  # in place, as steps update: a copy of every row would cost O(m) a step
                 v.index_copy_(0, local, moved[k])

@@ -34,7 +34,7 @@ def sequential_train(problem, algorithm, state, ctx, clients, batches, objective
                     noise = full[j] if mask is None else full[j][mask[j]]
 
             row = algorithm.client_step(row, _autograd(problem, objective, k, rows, noise),
-                                        replace(client_ctx, step=s))
+                                        replace(client_ctx, step=ctx.step + s))
         for name, value in row.items():
             state[name][j:j + 1] = value
     return state

@@ -56,6 +56,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 import torch
 
+from replicate.core.errors import ReplicateError
 from replicate.fl import sgd
 
 ClientState = dict[str, torch.Tensor]  # every entry stacked over the round's clients: (m, ...)
@@ -144,7 +145,7 @@ class RoundContext:
     params: torch.Tensor  # (P,) the round's global model w_t, as broadcast; (m, P), each row's, when runs are batched
     steps: torch.Tensor  # (m,) int64, each client's local step count this round
     lr: torch.Tensor  # (m, 1) each client's rate this round, in the parameters' dtype and device
-    step: int = 0  # the local step being taken (client_step only)
+    step: int = 0  # the local step being taken (client_step only; ``APART`` where the rows are at other steps)
     warmup: bool = False  # RoundPlan.warmup
     full_grad: GradFn | None = None  # (m, P) -> each client's full-batch local gradient (client_init)
 
@@ -227,6 +228,25 @@ def own_pace(algorithm) -> bool:
     """Whether batched runs of ``algorithm`` may each begin a round as soon as their own previous one is done
     (the module docstring): every algorithm but one that declares ``lockstep``."""
     return not getattr(algorithm, "lockstep", False)
+
+
+class Apart:
+    """``RoundContext.step`` of a stack whose rows are at other local steps (runs at their own pace): no one
+    number, so an algorithm that reads it without declaring ``lockstep`` fails at the read, not silently."""
+
+    def __add__(self, other):
+        return self
+
+    __radd__ = __add__
+
+    def __index__(self):
+        raise ReplicateError("this algorithm's client step reads the local step (RoundContext.step) of rows that "
+                             "are at other steps: declare `lockstep = True` on its class (protocol.own_pace)")
+
+    __int__ = __float__ = __index__
+
+
+APART = Apart()
 
 
 def client_settings(algorithm) -> tuple:

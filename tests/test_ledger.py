@@ -166,6 +166,25 @@ def test_the_slot_plan_follows_the_priority_and_counts_shared_runs_once():
     assert plan.left_s(rows) == 900.0
 
 
+def test_the_slot_plan_passes_over_a_figure_whose_rounds_outlast_the_slot(monkeypatch, capsys):
+    """A run saves its progress at round boundaries only: a unit whose every run left needs longer than the slot
+    for one round would keep nothing of it, so the plan passes it over and says why; the next unit goes in."""
+    unit = plan.PRIORITY
+    rows = [plan.Progress(unit[1], (0, 2), (0, 0), 0.0, {"a": 60.0}, False, round_s=300.0),
+            plan.Progress(unit[2], (0, 1), (0, 0), 0.0, {"b": 60.0}, False, round_s=30.0)]
+    assert plan.beyond(rows, 200.0) == [rows[0]]
+    assert [row.unit for row, _ in plan.slot(rows, budget_s=200.0, rate=1.0)] == [unit[2]]
+    assert [row.unit for row, _ in plan.slot(rows, budget_s=400.0, rate=1.0)] == [unit[1], unit[2]]
+    # the committed ledger's plan: FedProx Figure 3's Shakespeare rounds, modelled, outlast a 10-minute slot
+    monkeypatch.setenv("REPLICATE_LEDGER", str(paths.figures_dir() / "ledger"))
+    shakespeare = next(row for row in plan.table("cuda") if row.unit.label == "fedprox2020/fig3 [shakespeare]")
+    epochs = {**plan._epoch_steps(), **plan._row("fedprox2020/fig3")["round_epoch_steps"]}  # as ``progress`` prices
+    rounds = [plan.round_seconds(c, epochs) for c in plan._figure("fedprox2020/fig3").plan()[0] if c.dataset == "shakespeare"]
+    assert shakespeare.round_s == pytest.approx(min(rounds)) and shakespeare.round_s > 600
+    assert main(["figures", "--plan", "--device", "cuda", "--time-budget", "10m"]) == 0
+    assert "passed over: fedprox2020/fig3 [shakespeare]" in capsys.readouterr().out
+
+
 def test_plan_commands_are_figure_commands(monkeypatch, capsys):
     monkeypatch.setenv("REPLICATE_LEDGER", str(paths.figures_dir() / "ledger"))
     assert main(["figures", "--plan", "--device", "cuda", "--time-budget", "10m", "--commands"]) == 0

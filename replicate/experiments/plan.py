@@ -94,6 +94,7 @@ class Progress:
     left: dict  # run key (a final run's: its template's) → run-seconds projected, for the runs left
     measured: bool  # the projection rests on this device's own runs (else modelled)
     resumed: int = 0  # runs left that resume from a checkpoint this machine holds (counted from its round)
+    round_s: float = 0.0  # seconds of one round of its shortest-round run left, its stack alone (``round_seconds``)
 
     @property
     def left_s(self) -> float:
@@ -177,7 +178,16 @@ def progress(unit: Unit, runs: dict[str, dict], device: str = "cuda", epochs: di
                                               else _modelled(c, shared))
     measured = all((c.model, c.dataset) in rate for c in left)
     return Progress(unit, (sum(k in on_device for k in keys), len(keys)), (len(done_final), len(final)), spent, cost,
-                    measured, sum(k in reached for k in cost))
+                    measured, sum(k in reached for k in cost),
+                    min((round_seconds(c, epochs, rate) for c in left), default=0.0))
+
+
+def round_seconds(config, epochs: dict, rate: dict | None = None) -> float:
+    """Seconds a stack takes for one round of ``config``: its busiest sampled client's steps at a step's time
+    (this device's ledger timing of the model, else ``_modelled`` with no dispatch shared). A run saves its
+    progress only at its round boundaries (``fl.resume``), so a round longer than a slot never completes there."""
+    per_step = (rate or {}).get((config.model, config.dataset)) or _modelled(config)
+    return steps(config, epochs) / config.rounds * per_step
 
 
 def left_s(rows: list[Progress]) -> float:
@@ -240,16 +250,22 @@ def head_starts() -> dict[str, int]:
 
 def slot(rows: list[Progress], budget_s: float, rate: float) -> list[tuple[Progress, float]]:
     """The units the next slot works on, in priority order, with the slot seconds each is projected to
-    take (the last one cut at the budget)."""
+    take (the last one cut at the budget). A unit none of whose runs can finish a round within the slot
+    (``beyond``) is passed over: the slot could save nothing of it."""
     chosen, left, taken = [], budget_s, set()
     for row in rows:
-        if row.done or left <= 0:
+        if row.done or left <= 0 or row in beyond(rows, budget_s):
             continue
         need = sum(s for key, s in row.left.items() if key not in taken) / rate
         taken |= set(row.left)
         chosen.append((row, min(need, left)))
         left -= need
     return chosen
+
+
+def beyond(rows: list[Progress], budget_s: float) -> list[Progress]:
+    """The units not done whose every run left takes longer for one round than ``budget_s``."""
+    return [row for row in rows if not row.done and row.round_s > budget_s]
 
 
 def write_status(device: str = "cuda") -> None:
@@ -263,7 +279,7 @@ def write_status(device: str = "cuda") -> None:
         "left_min": round(left_s(rows) / rate / 60, 1),
         "rows": [{"figure": row.unit.label, "tuning": list(row.tuning), "final": list(row.final),
                   "spent_min": round(row.spent_s / rate / 60, 1), "left_min": round(row.left_s / rate / 60, 1),
-                  "measured": row.measured} for row in rows]}
+                  "round_min": round(row.round_s / 60, 2), "measured": row.measured} for row in rows]}
     atomic_write_text(path, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
 
 
@@ -271,5 +287,5 @@ def minutes(seconds: float) -> str:
     return f"{seconds / 60:,.1f} min" if seconds < 6000 else f"{seconds / 3600:,.1f} h"
 
 
-__all__ = ["DEVICE_FLOPS", "OP_SECONDS", "PRIORITY", "Progress", "Unit", "concurrency", "head_starts", "left_s",
-           "minutes", "progress", "slot", "steps", "table", "write_status"]
+__all__ = ["DEVICE_FLOPS", "OP_SECONDS", "PRIORITY", "Progress", "Unit", "beyond", "concurrency", "head_starts",
+           "left_s", "minutes", "progress", "round_seconds", "slot", "steps", "table", "write_status"]

@@ -145,13 +145,17 @@ def _slots_table(slots: dict) -> list[str]:
              f"({slots['concurrency']:g} run-seconds per second); *left* rests on the ledger's own timings of that "
              "model, else (†) on a bench timing or the larger of op counts and FLOPs (a lower bound). A run shared by "
              "two figures is counted in both rows, once in the total: "
-             f"**{slots['left_min'] / 60:,.1f} hours of slots left**.", "",
-             "| figure [panels] | tuning runs | final runs | minutes spent | minutes left |", "|---|---|---|---|---|"]
+             f"**{slots['left_min'] / 60:,.1f} hours of slots left**. *A round*: minutes of one round of the figure's "
+             "shortest-round run left, its stack alone, on the same timings: a run saves its progress at round "
+             "boundaries only, so a figure whose rounds outlast a slot gains nothing from one (`figures --plan` passes "
+             "it over) until a measured step shortens them.", "",
+             "| figure [panels] | tuning runs | final runs | minutes spent | minutes left | a round (min) |",
+             "|---|---|---|---|---|---|"]
     for r in slots["rows"]:
-        left = "done" if r["left_min"] == 0 and r["tuning"][0] == r["tuning"][1] and r["final"][0] == r["final"][1] \
-            else f"{r['left_min']:,.1f}" + ("" if r["measured"] else " †")
+        done = r["left_min"] == 0 and r["tuning"][0] == r["tuning"][1] and r["final"][0] == r["final"][1]
+        left = "done" if done else f"{r['left_min']:,.1f}" + ("" if r["measured"] else " †")
         lines.append(f"| {r['figure']} | {r['tuning'][0]} / {r['tuning'][1]} | {r['final'][0]} / {r['final'][1]} | "
-                     f"{r['spent_min']:,.1f} | {left} |")
+                     f"{r['spent_min']:,.1f} | {left} | {'' if done else format(r.get('round_min', 0.0), ',.2f')} |")
     return lines + [""]
 
 

@@ -333,17 +333,19 @@ def test_the_bench_times_both_paces_beside_their_sequential_steps():
     assert "2 runs × 2 rounds as one batch, 40 unequal clients" in text and "| own |" in text
 
 
-def test_an_algorithm_that_reads_the_local_step_without_declaring_lockstep_fails_loudly():
-    """At their own pace a stack holds rows at other local steps: ``RoundContext.step`` is then no number
-    (``protocol.APART``), and an algorithm that reads it undeclared is told to declare ``lockstep``; declared,
-    its batches keep in step and equal its runs alone."""
+@pytest.mark.parametrize("read", [lambda ctx: int(ctx.step), lambda ctx: 2 if ctx.step == 0 else 1,
+                                  lambda ctx: float(ctx.round)], ids=["int(step)", "step == 0", "float(round)"])
+def test_an_algorithm_that_reads_the_local_step_without_declaring_lockstep_fails_loudly(read):
+    """At their own pace a stack holds rows at other rounds and local steps: ``RoundContext.step`` and ``.round``
+    are then no number (``protocol.APART``), and an algorithm that reads one undeclared is told to declare
+    ``lockstep``; declared, its batches keep in step and equal its runs alone."""
     import dataclasses
 
     @dataclasses.dataclass(frozen=True)
-    class ReadsStep(FedProx):  # FedProx whose step shrinks with the local step: reads ctx.step
+    class ReadsStep(FedProx):  # FedProx whose step shrinks with the local step or the round
         def client_step(self, state, grad, ctx):
             state = super().client_step(state, grad, ctx)
-            state["w"].mul_(1.0 - 1e-3 / (1 + int(ctx.step)))
+            state["w"].mul_(1.0 - 1e-3 / (1 + read(ctx)))
             return state
 
     @dataclasses.dataclass(frozen=True)
@@ -362,3 +364,30 @@ def test_an_algorithm_that_reads_the_local_step_without_declaring_lockstep_fails
         alone = [run(build(), s.algorithm, work, s.schedule, rounds=s.rounds, seed=s.seed, return_params=True)
                  for s in runs(Declared)]
     assert_same(batched, alone, torch.float64, exact=True)
+
+
+def test_the_progress_bar_follows_the_runs_still_training(monkeypatch):
+    """The bar shows the round every run still training has reached, so it ends at the longest run's last round
+    even where a shorter run, or one its stop hook ended, finished first."""
+    from replicate.fl import engine
+
+    bars = []
+
+    class Bar:
+        def __init__(self, total, **_):
+            self.total, self.n = total, 0
+            bars.append(self)
+
+        def update(self, k=1):
+            self.n += k
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(engine, "tqdm", Bar)
+    problem, work = logistic64(), LocalWork(3, "epochs", 16)
+    runs = specs([FedProx(0.1, 5), FedProx(0.3, 3), FedProx(0.1, 4)], rounds=(7, 5, 3))
+    runs[1] = RunSpec(runs[1].algorithm, runs[1].schedule, runs[1].seed, runs[1].rounds, stop=lambda row: row["round"] == 2)
+    for pace in ("own", "lockstep"):
+        run_batch(problem, runs, work, rounds=7, fused=False, pace=pace)
+        assert (bars[-1].n, bars[-1].total) == (7, 7), pace

@@ -175,6 +175,9 @@ def test_the_slot_plan_passes_over_a_figure_whose_rounds_outlast_the_slot(monkey
     assert plan.beyond(rows, 200.0) == [rows[0]]
     assert [row.unit for row, _ in plan.slot(rows, budget_s=200.0, rate=1.0)] == [unit[2]]
     assert [row.unit for row, _ in plan.slot(rows, budget_s=400.0, rate=1.0)] == [unit[1], unit[2]]
+    ahead = plan.Progress(unit[0], (0, 3), (0, 0), 0.0, {"c": 180.0}, False, round_s=10.0)
+    later = plan.Progress(unit[3], (0, 1), (0, 0), 0.0, {"d": 300.0}, False, round_s=100.0)
+    assert [row.unit for row, _ in plan.slot([ahead, later], budget_s=200.0, rate=1.0)] == [unit[0]]  # 20 s left
     # the committed ledger's plan: FedProx Figure 3's Shakespeare rounds, modelled, outlast a 10-minute slot
     monkeypatch.setenv("REPLICATE_LEDGER", str(paths.figures_dir() / "ledger"))
     shakespeare = next(row for row in plan.table("cuda") if row.unit.label == "fedprox2020/fig3 [shakespeare]")

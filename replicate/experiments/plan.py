@@ -183,9 +183,10 @@ def progress(unit: Unit, runs: dict[str, dict], device: str = "cuda", epochs: di
 
 
 def round_seconds(config, epochs: dict, rate: dict | None = None) -> float:
-    """Seconds a stack takes for one round of ``config``: its busiest sampled client's steps at a step's time
-    (this device's ledger timing of the model, else ``_modelled`` with no dispatch shared). A run saves its
-    progress only at its round boundaries (``fl.resume``), so a round longer than a slot never completes there."""
+    """Seconds a stack takes for one round of ``config``, on average over its rounds: its busiest sampled client's
+    steps (``steps``) at a step's time (this device's ledger timing of the model, else ``_modelled`` with no
+    dispatch shared). A run saves its progress only at its round boundaries (``fl.resume``), so a round longer
+    than a slot never completes there."""
     per_step = (rate or {}).get((config.model, config.dataset)) or _modelled(config)
     return steps(config, epochs) / config.rounds * per_step
 
@@ -250,11 +251,11 @@ def head_starts() -> dict[str, int]:
 
 def slot(rows: list[Progress], budget_s: float, rate: float) -> list[tuple[Progress, float]]:
     """The units the next slot works on, in priority order, with the slot seconds each is projected to
-    take (the last one cut at the budget). A unit none of whose runs can finish a round within the slot
-    (``beyond``) is passed over: the slot could save nothing of it."""
+    take (the last one cut at the budget). A unit none of whose runs can finish a round in the time the slot
+    has left for it (``beyond``: in the whole slot) is passed over: the slot could save nothing of it."""
     chosen, left, taken = [], budget_s, set()
     for row in rows:
-        if row.done or left <= 0 or row in beyond(rows, budget_s):
+        if row.done or left <= 0 or row.round_s > left:
             continue
         need = sum(s for key, s in row.left.items() if key not in taken) / rate
         taken |= set(row.left)

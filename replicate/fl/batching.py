@@ -131,10 +131,11 @@ def merge(parts: list[Part], problem, steps: int | None = None) -> Round:
     if any(p.state.keys() != keys or p.ctx.warmup != first.ctx.warmup for p in parts):
         raise ReplicateError("runs batched together must build the same client state and warm-up rounds; "
                              "batch only runs whose algorithms share their client settings")
-    ctx = RoundContext(round=first.ctx.round,  # rows of runs at their own pace may be at other rounds: read per part
+    rounds, steps_at = {p.ctx.round for p in parts}, {p.ctx.step for p in parts}  # at their own pace: may differ
+    ctx = RoundContext(round=first.ctx.round if len(rounds) == 1 else APART,
                        params=torch.cat([p.ctx.params.expand(m, -1) for p, m in zip(parts, sizes)]),
                        steps=torch.cat([p.ctx.steps for p in parts]), lr=torch.cat([p.ctx.lr for p in parts]),
-                       step=first.ctx.step if len({p.ctx.step for p in parts}) == 1 else APART, warmup=first.ctx.warmup)
+                       step=first.ctx.step if len(steps_at) == 1 else APART, warmup=first.ctx.warmup)
     state = {k: torch.cat([p.state[k] for p in parts]) for k in keys}
     return Round(ctx, torch.cat([p.clients for p in parts]), merge_batches([p.batches for p in parts]), state,
                  noise, sizes, masked, updates)

@@ -209,7 +209,9 @@ def run_batch(problem: Problem, runs: list[RunSpec], work: LocalWork, options: R
     a list of what ``run`` returns, one per ``RunSpec``, each the same as that run alone up to float
     rounding. ``options`` gives what the runs share (objective, execution, evaluation, progress).
     ``checkpoints``: each run resumes from its saved state and is saved at the round boundaries it asks
-    for; a run resumed joins the others at its round (bitwise the run uninterrupted: tests/test_resume.py)."""
+    for; a run resumed joins the others at its round, bitwise the run uninterrupted where its rows compute bitwise
+    as the run alone, else to float rounding (at their own pace a resumed batch stacks its rows with other rows
+    than before: tests/test_resume.py)."""
     options = replace(options, **settings) if options is not None else RunOptions(**settings)
     if not runs:
         return []
@@ -344,14 +346,14 @@ def _run(problem, specs, work, options, execution, trainer, extra_metrics, retur
 
     bar = tqdm(total=max(run.rounds for run in runs), desc=options.desc, disable=not options.progress, leave=False,
                mininterval=1.0)
-    first = True
+    boundary_passed = min(run.next for run in runs) > 0  # a batch starting at round 0 has nothing to save yet
     while True:
-        if not first and (checkpoints.due() or checkpoints.stop()):
+        if boundary_passed and (checkpoints.due() or checkpoints.stop()):
             for index, run in enumerate(runs):  # a finished run too: its rows are not stored until the batch returns
                 checkpoints.save(index, run.checkpoint())
             if checkpoints.stop():
-                raise Checkpointed(f"stopped at round {min(run.next for run in runs)}, the runs in flight saved")
-        first = False
+                raise Checkpointed(f"stopped at round {_reached(runs)}, the runs in flight saved")
+        boundary_passed = True
         waiting = [run for run in runs if run.part is None and not run.done]
         if not own and waiting:  # in lockstep the runs at the batch's earliest round go on; one resumed later waits
             waiting = [run for run in waiting if run.next == min(w.next for w in waiting)]
@@ -367,10 +369,15 @@ def _run(problem, specs, work, options, execution, trainer, extra_metrics, retur
         if parts:
             _train(problem, parts, min(p.left for p in parts) if own else None, solver, plain, trainer, objective,
                    execution)
-        bar.update(min(run.next for run in runs) - bar.n)
+        bar.update(_reached(runs) - bar.n)
     bar.close()
     histories = [pd.DataFrame(run.rows) for run in runs]
     return [(h, run.flat.detach().cpu()) for h, run in zip(histories, runs)] if return_params else histories
+
+
+def _reached(runs) -> int:
+    """The round every run still training has reached (the longest run's last once all are done)."""
+    return min((run.next for run in runs if not run.done), default=max(run.rounds for run in runs))
 
 
 def _train(problem, parts, steps, solver, plain, trainer, objective, execution) -> None:

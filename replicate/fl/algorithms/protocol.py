@@ -37,9 +37,12 @@ An algorithm whose client update is plain (proximal) SGD on the model says so th
 
 Runs batched together train at their own pace (``engine``): a run whose clients are done steps its server
 and begins its next round while the others are still in theirs, so one stack holds rows of runs at other
-rounds and local steps. An algorithm whose client step reads the round's step index or its warm-up flag
-(``RoundContext.step``, ``.warmup``: one value for every row) declares ``lockstep = True`` and its batches
-keep in step, every run waiting at each round boundary for the others (``own_pace``).
+rounds and local steps, trained a pass at a time. An algorithm whose client step reads the round, the local
+step, the round's step counts or its warm-up flag (``RoundContext.round``, ``.step``, ``.steps``, ``.warmup``:
+in a pass, ``steps`` are the steps each row takes in it, ``round`` and ``step`` no number where rows differ,
+``APART``) declares ``lockstep = True`` and its batches keep in step, every run waiting at each round
+boundary for the others (``own_pace``); ``client_init``, ``client_message`` and ``server_step`` see the run's
+own round.
 
 An algorithm also declares what a round costs in communication, ``vectors = (up, down)``: how many
 model-sized vectors a participating client uploads and downloads a round in the algorithm as its paper
@@ -231,19 +234,22 @@ def own_pace(algorithm) -> bool:
 
 
 class Apart:
-    """``RoundContext.step`` of a stack whose rows are at other local steps (runs at their own pace): no one
-    number, so an algorithm that reads it without declaring ``lockstep`` fails at the read, not silently."""
+    """``RoundContext.step`` (or ``.round``) of a stack whose rows are at other local steps (rounds): runs at their
+    own pace. No one number, so an algorithm that reads it without declaring ``lockstep`` fails at the read, not
+    silently; only the engine's step arithmetic (``+``) passes it on."""
 
     def __add__(self, other):
         return self
 
     __radd__ = __add__
+    __hash__ = object.__hash__
 
-    def __index__(self):
-        raise ReplicateError("this algorithm's client step reads the local step (RoundContext.step) of rows that "
-                             "are at other steps: declare `lockstep = True` on its class (protocol.own_pace)")
+    def _refuse(self, *_):
+        raise ReplicateError("this algorithm's client step reads the round or local step (RoundContext.round, "
+                             ".step) of rows that are at other rounds and steps: declare `lockstep = True` on its "
+                             "class (protocol.own_pace)")
 
-    __int__ = __float__ = __index__
+    __index__ = __int__ = __float__ = __bool__ = __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _refuse
 
 
 APART = Apart()

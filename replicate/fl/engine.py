@@ -237,8 +237,8 @@ class _Run:
         self.flat = problem.init(spec.seed)
         self.server = spec.algorithm.server_init(self.flat, population)
         self.rows, self.done, self.next = [], False, 0  # next: the round it begins next (a resumed run: its round)
-        self.part: batching.Part | None = None  # its round in training, and where that round began (``began``)
-        self.began: tuple | None = None
+        self.part: batching.Part | None = None  # its round in training
+        self.rows_before = 0  # its history's length when that round began (before the round's evaluation)
 
     def resume(self, saved: dict | None) -> None:
         if saved is not None:
@@ -251,8 +251,7 @@ class _Run:
         (the clients' work in it is redone on resume: every draw is named by its round)."""
         if self.part is None:
             return self.state(self.next)
-        r, flat, server, rows = self.began  # the server step makes new tensors: these are still round r's
-        return {"round": r, "flat": flat, "server": server, "rows": self.rows[:rows], "done": False}
+        return {**self.state(self.next - 1), "rows": self.rows[:self.rows_before]}  # model, server: still round r's
 
     def state(self, r: int) -> dict:
         """All a resume needs, before round r's evaluation and training."""
@@ -309,7 +308,7 @@ def _fill(run: _Run, r: int, eval_every: int) -> None:
 
 def _run(problem, specs, work, options, execution, trainer, extra_metrics, return_params, checkpoints):
     """The round loop of every run of the batch. Each pass: the runs at a round boundary are evaluated and begin
-    their next round (``_boundary``), then every run's clients in a round train together for as many local steps as
+    their next round (``boundary``), then every run's clients in a round train together for as many local steps as
     the first of those rounds still needs (``_train``). At their own pace runs never wait for each other; in
     lockstep (``RunOptions.pace``, an algorithm that reads the round's step or warm-up flag, or a fused solver,
     which trains whole rounds) a pass is one round of every run, a run resumed further on joining at its round."""
@@ -329,7 +328,7 @@ def _run(problem, specs, work, options, execution, trainer, extra_metrics, retur
 
     def boundary(run):
         """``run`` before its round r = ``run.next``: its evaluation, then round r begun (or the run done)."""
-        r, began = run.next, (run.next, run.flat, run.server, len(run.rows))
+        r, before = run.next, len(run.rows)
         if r == run.rounds:  # the final model's row
             run.done = True
             if eval_every is not None:
@@ -342,7 +341,7 @@ def _run(problem, specs, work, options, execution, trainer, extra_metrics, retur
                 run.done = True
         if not run.done:  # round r begun (None: nobody trains in it, and the run stands at round r + 1)
             run.part = _begin(run, problem, population, sizes, work, trainer, objective, r)
-            run.began, run.next = began, r + 1
+            run.rows_before, run.next = before, r + 1
 
     bar = tqdm(total=max(run.rounds for run in runs), desc=options.desc, disable=not options.progress, leave=False,
                mininterval=1.0)
@@ -398,9 +397,8 @@ def _train(problem, parts, steps, solver, plain, trainer, objective, execution) 
     for part in parts:
         part.done += taken
         if part.left <= 0:
-            rows = part.state
             run, algorithm = part.run, part.run.algorithm
-            message = algorithm.client_message(rows, run.flat, part.plan, part.ctx)
+            message = algorithm.client_message(part.state, run.flat, part.plan, part.ctx)
             run.flat, run.server = algorithm.server_step(run.server, run.flat, message, part.plan, part.ctx)
             run.part = None
 

@@ -49,9 +49,20 @@ def isolated_build(tmp_path, monkeypatch):
     on every machine: the suite's promises are the CPU's (bitwise batching, the committed CPU numbers), and
     on a machine with CUDA the runs would otherwise go there (seen on an H100). What CUDA computes is
     checked by tests/test_cuda.py, which names its device; a test may still set REPLICATE_DEVICE itself."""
+    from replicate.core import settings
+
+    for name in ("setenv", "delenv"):  # a test's change of the environment stands for another process's: the
+        change = getattr(monkeypatch, name)  # settings are read again from it at their next use, as a new one would
+
+        def changed(*args, _change=change, **kwargs):
+            _change(*args, **kwargs)
+            settings.forget()
+        setattr(monkeypatch, name, changed)
     monkeypatch.setenv("REPLICATE_BUILD", str(tmp_path / "build"))
     monkeypatch.setenv("REPLICATE_LEDGER", str(tmp_path / "ledger"))  # the committed ledger only where a test says
     monkeypatch.setenv("REPLICATE_DEVICE", "cpu")
+    yield
+    settings.forget()
 
 
 # The build folder the suite was started with (`make test`: build/test, where the notebooks run), read before

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from replicate.cli.main import main
-from replicate.core import paths
+from replicate.core import paths, settings
 from replicate.core.errors import ReplicateError
 from replicate.experiments.li2020 import fig2
 from replicate.report.claims import publish
@@ -178,13 +178,11 @@ def test_stale_entries_stay_out_of_an_export(tmp_path, monkeypatch):
 def test_import_says_when_runs_ran_on_another_device_type(tmp_path, monkeypatch, capsys):
     """A run's key holds its device type: runs computed on CUDA are imported whole, and the import says
     that notebooks here read them only with REPLICATE_DEVICE=cuda."""
-    from replicate.core import paths
-
     monkeypatch.setattr("replicate.runs.config.run_device", lambda: torch.device("cpu"))  # on any machine
     cache.run(QUAD, progress=False)
-    stored = paths.cache_dir() / "runs" / f"{cache.key(QUAD)}"
+    stored = settings.current().cache / "runs" / f"{cache.key(QUAD)}"
     meta = json.loads(stored.with_suffix(".json").read_text()) | {"device": "cuda:0"}
-    gpu = paths.cache_dir() / "runs" / cache.entry_name(meta)
+    gpu = settings.current().cache / "runs" / cache.entry_name(meta)
     assert gpu.name == cache.key(QUAD, device="cuda") != stored.name
     gpu.with_suffix(".json").write_text(json.dumps(meta))
     gpu.with_suffix(".csv").write_bytes(stored.with_suffix(".csv").read_bytes())

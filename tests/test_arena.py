@@ -196,13 +196,13 @@ def test_every_arena_number_is_reproduced_from_the_cache_and_from_nothing(tmp_pa
     import shutil
 
     from replicate.cli import check, runner
-    from replicate.core import paths
+    from replicate.core import settings
 
     monkeypatch.setenv("REPLICATE_BUILD", str(tmp_path / "build"))
     outputs = {}
     for name in ("first", "from_cache", "from_nothing"):
         if name == "from_nothing":
-            shutil.rmtree(paths.cache_dir())
+            shutil.rmtree(settings.current().cache)
         assert runner.run(["arena/leaderboard"], "smoke", {"out_dir": str(tmp_path / name)}) == 0
         outputs[name] = tmp_path / name
     data = (outputs["first"] / "arena" / "leaderboard.csv").read_bytes()

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
+from replicate.core import settings
 from replicate.core.errors import ReplicateError
 from replicate.core.threads import threads
 from replicate.fl.algorithms import FedAdam, FedAvg, FedProx, LocalUpdate, LocalWork, Scaffold, Stem, example
@@ -247,7 +248,7 @@ def test_a_batched_sweep_caches_each_run_as_computed_alone(tmp_path, monkeypatch
     pool.compute([(c,) for c in configs], workers=1, progress=False, log=log)
     assert log.computed == 5  # the batch of five; the μ = 0 run alone is computed when read
     batched_runs = [cache.load(c) for c in configs[:5]]
-    assert all(json.loads((cache.paths.cache_dir() / "runs" / f"{cache.entry(c)}.json").read_text())["batch"] == 5
+    assert all(json.loads((settings.current().cache / "runs" / f"{cache.entry(c)}.json").read_text())["batch"] == 5
                for c in configs[:5])
     monkeypatch.setenv("REPLICATE_BUILD", str(tmp_path / "alone"))
     monkeypatch.setenv("REPLICATE_BATCH_RUNS", "1")

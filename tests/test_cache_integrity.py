@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from replicate.core import paths
+from replicate.core import settings
 from replicate.experiments.li2020 import fig2
 from replicate.fl import engine
 from replicate.fl.algorithms import FedAvg
@@ -15,7 +15,7 @@ QUAD = RunConfig(dataset="quadratic", algorithm=FedAvg("full"), local_steps=5, b
 
 
 def _entry():
-    return paths.cache_dir() / "runs" / cache.key(QUAD)
+    return settings.current().cache / "runs" / cache.key(QUAD)
 
 
 def _truncate(csv):
@@ -52,7 +52,7 @@ def test_a_damaged_entry_is_recomputed_and_never_used(damage, capsys, monkeypatc
     if damage is not _no_sidecar:  # a CSV without its sidecar is an entry never finished: simply recomputed
         line, = [line for line in err.splitlines() if "damaged" in line]
         assert f"runs/{_entry().name} is damaged" in line and "recomputed, not used" in line
-        assert (paths.cache_dir() / "damaged" / f"{_entry().name}.csv").exists()  # kept for inspection
+        assert (settings.current().cache / "damaged" / f"{_entry().name}.csv").exists()  # kept for inspection
         assert cache.damaged_since(0) == [_entry().name]
     assert cache.damage(_entry()) is None  # whole again
 
@@ -62,7 +62,7 @@ def test_a_damaged_entry_never_reaches_a_figure(monkeypatch):
     tiny = fig2.Fig2Config(local_steps=(1, 5), decay=(1e-6, 1e-2), rounds=30, theorem5_lrs=(0.02,),
                            theorem5_steps=(2,))
     first = fig2.fig2(tiny, progress=False, log=cache.RunLog(display=False))
-    for csv in sorted((paths.cache_dir() / "runs").glob("*.csv"))[:2]:
+    for csv in sorted((settings.current().cache / "runs").glob("*.csv"))[:2]:
         _truncate(csv)
     log = cache.RunLog(display=False)
     assert fig2.fig2(tiny, progress=False, log=log).equals(first)

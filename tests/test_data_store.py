@@ -6,6 +6,7 @@ import urllib.error
 
 import pytest
 
+from replicate.core import settings
 from replicate.data import store
 from replicate.core.errors import ReplicateError
 
@@ -134,13 +135,11 @@ def test_mnist_registry_has_the_official_files():
 
 def test_a_local_source_that_is_not_there_is_an_error_before_anything_is_fetched(monkeypatch, tmp_path):
     """REPLICATE_DATA_FROM naming no folder was once ignored silently (and the dataset downloaded)."""
-    from replicate.core import paths
-
     monkeypatch.setenv("REPLICATE_DATA_FROM", str(tmp_path / "typo"))
     with pytest.raises(ReplicateError, match=r"REPLICATE_DATA_FROM=.*typo is not a folder"):
-        paths.local_data_source()
+        settings.current().data_from
     monkeypatch.setenv("REPLICATE_DATA_FROM", "none")
-    assert paths.local_data_source() is None
+    assert settings.current().data_from is None
 
 
 # ---- travel packs (store.pack): a lossless xz tar of the staged files, verified again when staged ----------

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from replicate.core import paths
+from replicate.core import settings
 from replicate.core.errors import ReplicateError
 from replicate.fl.algorithms import FedAvg
 from replicate.runs import cache, executors, pool
@@ -99,9 +99,10 @@ def test_executor_settings_are_checked(monkeypatch):
     monkeypatch.setenv("REPLICATE_EXECUTOR", "spark")
     with pytest.raises(ReplicateError, match="must be one of local, ray"):
         executors.current()
+    monkeypatch.delenv("REPLICATE_EXECUTOR")
     monkeypatch.setenv("REPLICATE_WORKERS", "0")
     with pytest.raises(ReplicateError, match="REPLICATE_WORKERS must be a positive whole number"):
-        paths.workers()
+        settings.current().workers
     monkeypatch.setenv("REPLICATE_WORKERS", "3")
     assert executors.LocalExecutor().workers == 3
 
@@ -257,6 +258,7 @@ def test_a_worker_whose_driver_is_killed_exits(tmp_path):
     script = tmp_path / "driver.py"
     script.write_text(textwrap.dedent(f"""
         import concurrent.futures, multiprocessing, os, time
+        from replicate.core import settings
         from replicate.runs import executors
 
         def task():
@@ -266,7 +268,8 @@ def test_a_worker_whose_driver_is_killed_exits(tmp_path):
         if __name__ == "__main__":
             context = multiprocessing.get_context("spawn")
             with concurrent.futures.ProcessPoolExecutor(1, mp_context=context,
-                                                        initializer=executors._worker_init) as pool:
+                                                        initializer=executors._worker_init,
+                                                        initargs=(settings.Settings(),)) as pool:
                 pool.submit(task).result()
     """))
     driver = subprocess.Popen([sys.executable, str(script)])

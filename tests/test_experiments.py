@@ -4,7 +4,7 @@ import json
 import pytest
 import torch
 
-from replicate.core import paths
+from replicate.core import paths, settings
 from replicate.core.machine import cpu_model, describe
 from replicate.data.quadratic import li2020_counterexample
 from replicate.core.errors import ReplicateError
@@ -20,7 +20,7 @@ QUAD = RunConfig(dataset="quadratic", algorithm=FedAvg("full"), local_steps=5, b
 def test_cache_roundtrip_and_resume(monkeypatch):
     log = cache.RunLog()
     first = cache.run(QUAD, progress=False, log=log)
-    stored = paths.cache_dir() / "runs" / f"{cache.key(QUAD)}.csv"
+    stored = settings.current().cache / "runs" / f"{cache.key(QUAD)}.csv"
     assert stored.exists() and json.loads(stored.with_suffix(".json").read_text())["local_steps"] == 5
     calls = []
     monkeypatch.setattr("replicate.fl.engine.run_batch", lambda *a, **k: calls.append(a))
@@ -44,7 +44,7 @@ def test_cache_roundtrip_and_resume(monkeypatch):
     assert pooled.provenance()["runs"] == 1 and pooled.provenance()["runs_from_cache"] == 0
     assert cache.RunLog().provenance()["runs"] == 0  # logs are separate objects: nothing global
     assert cache.key(QUAD) != cache.key(QUAD.replace(local_steps=6))
-    assert not list((paths.cache_dir() / "runs").glob("*.tmp"))  # atomic writes leave no temp files
+    assert not list((settings.current().cache / "runs").glob("*.tmp"))  # atomic writes leave no temp files
 
 
 def test_a_numerics_bump_changes_only_the_keys_of_that_model_or_algorithm(monkeypatch):
@@ -266,8 +266,8 @@ def test_a_cpu_machine_reads_imported_cuda_runs_only_when_told_and_never_compute
     """REPLICATE_DEVICE=cuda on a machine without CUDA: runs are read under their CUDA key (imported
     ones), a missing one is refused in one line, and CPU and CUDA entries never mix."""
     cpu = cache.run(QUAD, progress=False)
-    cpu_entry = paths.cache_dir() / "runs" / cache.key(QUAD, device="cpu")
-    cuda_entry = paths.cache_dir() / "runs" / cache.key(QUAD, device="cuda")
+    cpu_entry = settings.current().cache / "runs" / cache.key(QUAD, device="cpu")
+    cuda_entry = settings.current().cache / "runs" / cache.key(QUAD, device="cuda")
     for suffix in (".csv", ".json"):  # as `cache import` would bring a CUDA machine's run
         (cuda_entry.parent / f"{cuda_entry.name}{suffix}").write_bytes(
             (cpu_entry.parent / f"{cpu_entry.name}{suffix}").read_bytes())
@@ -284,7 +284,7 @@ def test_a_cpu_machine_reads_imported_cuda_runs_only_when_told_and_never_compute
 def test_runs_of_an_older_cache_version_are_counted_for_the_user():
     cache.run(QUAD, progress=False)
     assert cache.older_entries() == 0
-    old = paths.cache_dir() / "runs" / "0123456789abcdef0123.json"  # a VERSION 3 sidecar: no "version" field
+    old = settings.current().cache / "runs" / "0123456789abcdef0123.json"  # a VERSION 3 sidecar: no "version" field
     old.write_text(json.dumps({"dataset": "quadratic", "scheme": "full", "elapsed_s": 1.0}))
     assert cache.older_entries() == 1
 

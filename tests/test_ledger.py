@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from replicate.cli.main import main
-from replicate.core import paths
+from replicate.core import paths, settings
 from replicate.core.errors import ReplicateError
 from replicate.experiments import plan
 from replicate.fl.algorithms import FedAvg
@@ -134,7 +134,7 @@ def test_sync_takes_the_ledger_over_a_differing_cached_run(tmp_path, monkeypatch
     archive.put(entry, {".json": json.dumps(json.loads(data[".json"]) | cache.integrity(mine)).encode(), ".csv": mine})
     assert ledger.sync() == (2, 0, 1)
     assert entry.path(".csv").read_bytes() == data[".csv"]
-    assert (paths.cache_dir() / "replaced" / f"{entry.name}.csv").read_bytes() == mine  # kept, not lost
+    assert (settings.current().cache / "replaced" / f"{entry.name}.csv").read_bytes() == mine  # kept, not lost
 
 
 def test_the_ledger_can_be_switched_off(monkeypatch):

@@ -9,7 +9,7 @@ import torch
 
 from replicate.fl import engine
 
-from replicate.core import paths
+from replicate.core import settings
 from replicate.fl.algorithms import FedAvg
 from replicate.fl.algorithms import LocalWork, Population
 from replicate.fl.engine import LocalObjective
@@ -271,7 +271,7 @@ def test_run_to_target_stops_there_and_is_cached(monkeypatch):
     stop = int(common.rounds_to_target(full.train_loss, target))
     assert len(history) == stop + 1 and history.train_loss.tolist() == pytest.approx(full.train_loss[:stop + 1].tolist())
     other = pool.run_to_target(config, target + 0.01)  # another target of the same config is another entry
-    assert len(other) <= len(history) and len(list((paths.cache_dir() / "to_target").glob("*.csv"))) == 2
+    assert len(other) <= len(history) and len(list((settings.current().cache / "to_target").glob("*.csv"))) == 2
     monkeypatch.setattr(cache, "build", lambda config, **_: pytest.fail("recomputed a cached run"))
     assert pool.run_to_target(config, target).equals(history)
     pool.compute([(config, target)], workers=2)  # cached: nothing to do, no processes

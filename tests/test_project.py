@@ -85,21 +85,26 @@ def test_readme_lists_every_figure_notebook():
 
 
 def test_relative_locations_from_the_environment_are_made_absolute(monkeypatch, tmp_path):
-    """`REPLICATE_BUILD=build/guard make …`: the runner's kernels start in notebooks/, so the folder the
+    """`REPLICATE_BUILD=build/x make …`: the runner's kernels start in notebooks/, so the folder the
     command means must reach them absolute (once it reached them relative and the guard's cache landed in
     notebooks/build/, where nothing cleaned it)."""
+    import os
+
+    from replicate.core import settings
+
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("REPLICATE_BUILD", "build/x")
     monkeypatch.delenv("REPLICATE_CACHE", raising=False)
-    assert paths.build_dir() == tmp_path / "build" / "x" and paths.cache_dir() == tmp_path / "build" / "x" / "cache"
-    import os
-
-    paths.pin_environment()  # what `python -m replicate` does first
+    read = settings.Settings.read()
+    assert read.build == tmp_path / "build" / "x" and read.cache == tmp_path / "build" / "x" / "cache"
     elsewhere = tmp_path / "notebooks"
     elsewhere.mkdir()
-    child = subprocess.run([sys.executable, "-c", "from replicate.core import paths; print(paths.cache_dir())"],
-                           cwd=elsewhere, env=os.environ.copy(), capture_output=True, text=True, check=True)
+    with settings.exported(read):  # what `python -m replicate` does for the kernels it starts
+        child = subprocess.run([sys.executable, "-c", "from replicate.core import settings; "
+                                "print(settings.current().cache)"],
+                               cwd=elsewhere, env=os.environ.copy(), capture_output=True, text=True, check=True)
     assert child.stdout.strip() == str(tmp_path / "build" / "x" / "cache")
+    assert os.environ["REPLICATE_BUILD"] == "build/x"  # the caller's environment as it was, after
 
 
 def _environment_reads(tree) -> list[int]:
@@ -121,21 +126,60 @@ def _environment_reads(tree) -> list[int]:
 
 
 def test_the_environment_is_read_in_one_module_and_every_variable_is_a_setting():
-    """Issue #41 item 4: core/paths.py is the one reader of the environment (``paths.SETTINGS``), checked at the
-    edge (``paths.settings()``, which `python -m replicate` calls first); the package names no variable it does
-    not declare there (the CLI's benchmarks save and restore a setting around their own runs)."""
+    """Issue #41 item 4: core/settings.py is the one reader of the environment (``settings.VARIABLES``); the
+    package names no variable it does not declare there, and each is documented for users."""
+    from replicate.core import settings
+
     readers, named = {}, set()
     for path in (paths.REPO / "replicate").rglob("*.py"):
         text = path.read_text()
         if lines := _environment_reads(ast.parse(text)):
             readers[str(path.relative_to(paths.REPO))] = lines
         named |= set(re.findall(r"\b(REPLICATE_[A-Z_]+|RAY_ADDRESS)\b", text))
-    assert set(readers) == {"replicate/core/paths.py", "replicate/cli/bench_executors.py"}, readers
-    assert named == set(paths.SETTINGS), named ^ set(paths.SETTINGS)
+    assert set(readers) == {"replicate/core/settings.py"}, readers
+    assert named == set(settings.VARIABLES), named ^ set(settings.VARIABLES)
+    assert {field for field, _ in settings.VARIABLES.values()} == {f.name for f in
+                                                                  __import__("dataclasses").fields(settings.Settings)}
     readme = (paths.REPO / "README.md").read_text().split("### Environment variables")[1].split("\n## ")[0]
-    assert [name for name in paths.SETTINGS if f"`{name}`" not in readme] == []  # each documented for users
+    assert [name for name in settings.VARIABLES if f"`{name}`" not in readme] == []  # each documented for users
     assert _environment_reads(ast.parse("import os\nos.environ.get('A'); os.getenv('B'); os.environ['C']\n"
                                         "'D' in os.environ\nos.environ['E'] = '1'")) == [2, 2, 2, 3]
+
+
+def test_settings_are_read_once_at_the_edge_and_handed_down():
+    """Issue #41 item 4: below the edge nothing reads the environment. A process reads it once, at its first
+    ``current()`` (a kernel) or where ``python -m replicate`` starts (which checks and exports it for the
+    kernels it starts); a caller gives a scope other settings with ``use``; worker processes are handed
+    their driver's settings, not its environment."""
+    import os
+
+    from replicate.core import settings
+    from replicate.runs import executors
+
+    os.environ["REPLICATE_WORKERS"] = "3"  # not through monkeypatch: a change no one announces
+    try:
+        settings.forget()
+        assert settings.current().workers == 3
+        os.environ["REPLICATE_WORKERS"] = "5"
+        assert settings.current().workers == 3  # read once: this process's settings are what they were
+        assert executors.LocalExecutor().workers == 3
+        with settings.use(settings.current().replace(workers=2)) as given:
+            assert executors.LocalExecutor().workers == 2 and settings.current() is given
+        assert settings.current().workers == 3
+    finally:
+        del os.environ["REPLICATE_WORKERS"]
+        settings.forget()
+    # a worker computes under the settings it was handed: those of its driver's scope
+    given = settings.Settings(workers=4, checkpoint_s=7.0)
+    executors._worker_init(given)
+    try:
+        assert settings.current() is given
+    finally:
+        settings.forget()
+    with pytest.raises(Exception, match="REPLICATE_WORKERS must be a positive whole number"):
+        settings.Settings(workers=0)  # checked however they are made, not only when read
+    with pytest.raises(Exception, match="REPLICATE_EXECUTOR"):
+        settings.current().replace(executor="spark")
 
 
 def _imports_paths(tree: ast.AST) -> list[int]:
@@ -164,6 +208,7 @@ def test_the_engine_floor_reads_no_setting():
 
 def test_every_setting_is_checked_at_the_edge_in_one_line(monkeypatch, capsys):
     from replicate.cli.main import main
+    from replicate.core import settings
 
     monkeypatch.setenv("REPLICATE_CHECKPOINT_S", "soon")
     monkeypatch.setenv("REPLICATE_DEVICE", "tpu")
@@ -175,12 +220,12 @@ def test_every_setting_is_checked_at_the_edge_in_one_line(monkeypatch, capsys):
     monkeypatch.setenv("REPLICATE_WORKERS", "0")
     assert main(["figures", "--list", "--workers", "2"]) == 0  # a command's flag replaces the variable it sets
     capsys.readouterr()
+    monkeypatch.setenv("REPLICATE_WORKERS", "2")
     monkeypatch.setenv("REPLICATE_DATA_FROM", "/nonexistent/folder")
     assert main(["figures", "--list"]) == 2 and "REPLICATE_DATA_FROM=/nonexistent/folder" in capsys.readouterr().err
-    assert "REPLICATE_DATA_FROM" not in paths.settings(skip=("REPLICATE_DATA_FROM",))  # as `data fetch --from` asks
+    assert settings.Settings.read(skip=("REPLICATE_DATA_FROM",)).data_from != "/nonexistent/folder"  # `data fetch --from`
     monkeypatch.delenv("REPLICATE_DATA_FROM")
-    monkeypatch.delenv("REPLICATE_CHECKPOINT_S", raising=False)
-    assert paths.settings()["REPLICATE_CHECKPOINT_S"] == 120.0 and paths.settings()["REPLICATE_WORKERS"] == 2
+    assert settings.current().checkpoint_s == 120.0 and settings.current().workers == 2
 
 
 def test_listing_and_naming_figures_load_no_heavy_floor():

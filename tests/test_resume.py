@@ -7,7 +7,7 @@ import torch
 
 from test_batched_runs import CASES, OWN_PACE, SCHEDULES, assert_same
 
-from replicate.core import paths
+from replicate.core import paths, settings
 from replicate.fl.algorithms import ALGORITHMS, LocalWork, example
 from replicate.fl.algorithms.protocol import own_pace
 from replicate.fl.engine import LocalObjective, RunSpec, run, run_batch
@@ -197,15 +197,15 @@ def test_a_stop_makes_pool_workers_save_their_runs_instead_of_finishing(monkeypa
     from replicate.core.threads import threads
     with threads(1):
         for config in configs:
-            stored = pd.read_csv(paths.cache_dir() / "runs" / f"{cache.entry(config)}.csv")
+            stored = pd.read_csv(settings.current().cache / "runs" / f"{cache.entry(config)}.csv")
             pd.testing.assert_frame_equal(stored, cache.compute(config)[0], check_exact=True)
-    assert os.environ.get(checkpoints.STOP_VARIABLE) is None
+    assert os.environ.get("REPLICATE_STOP_FILE") is None  # the workers were handed it, not the environment
 
 
 def _cut_off(monkeypatch):
     """CONFIG stopped at its first round boundary by a stop file: its checkpoint is in this cache."""
-    stop = paths.cache_dir() / "checkpoints" / "stop.test"
-    monkeypatch.setenv(checkpoints.STOP_VARIABLE, str(stop))
+    stop = settings.current().cache / "checkpoints" / "stop.test"
+    monkeypatch.setenv("REPLICATE_STOP_FILE", str(stop))
     monkeypatch.setenv("REPLICATE_CHECKPOINT_S", "0")
     checkpoints.request_stop(stop)
     with pytest.raises(Checkpointed):

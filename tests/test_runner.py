@@ -6,7 +6,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from replicate.core import paths
+from replicate.core import paths, settings
 from replicate.experiments import catalog, knobs
 from replicate.runs import cache, keys
 
@@ -79,7 +79,7 @@ def test_only_an_unmodified_paper_run_writes_committed_figures(project, tmp_path
     assert not committed.exists() and not (project / "REPLICATION.md").exists()
     assert runner.run(["notes/figA"], "smoke") == 0
     assert not committed.exists() and not (project / "REPLICATION.md").exists()
-    assert not (paths.build_dir() / "staging").exists()  # nothing left behind
+    assert not (settings.current().build / "staging").exists()  # nothing left behind
 
 
 @dataclasses.dataclass(frozen=True)
@@ -263,9 +263,9 @@ def test_batch_progress_shows_runs_and_eta(tmp_path):
 
 def _cached(folder: str, name: str) -> None:
     """A whole cache entry (a CSV and the sidecar that verifies it) of a run nothing computed."""
-    (paths.cache_dir() / folder).mkdir(parents=True, exist_ok=True)
-    (paths.cache_dir() / folder / f"{name}.csv").write_text("round\n0\n")
-    (paths.cache_dir() / folder / f"{name}.json").write_text(json.dumps(cache.integrity("round\n0\n")))
+    (settings.current().cache / folder).mkdir(parents=True, exist_ok=True)
+    (settings.current().cache / folder / f"{name}.csv").write_text("round\n0\n")
+    (settings.current().cache / folder / f"{name}.json").write_text(json.dumps(cache.integrity("round\n0\n")))
 
 
 def test_eta_is_the_recorded_compute_of_the_runs_still_missing(tmp_path):
@@ -399,7 +399,7 @@ def test_two_runs_of_one_notebook_at_once_both_succeed(project, monkeypatch):
     assert failed == [0, 0]
     for out in (project / "out0", project / "out1"):  # each batch published its own run's files
         assert (out / "notes" / "figA.csv").read_text().split() == ["run", (out / "run").read_text()]
-    assert not (paths.build_dir() / "staging").exists()
+    assert not (settings.current().build / "staging").exists()
 
 
 def _never_runs(monkeypatch):
@@ -474,7 +474,7 @@ def test_reduced_scale_commands_still_write_figures_cpu_scale(project, monkeypat
     assert runner.run([f"{paper}/{figure}"], "paper", {"out_dir": "figures/cpu_scale"}) == 0
     record = json.loads((project / "figures" / "cpu_scale" / paper / f"{figure}.claims.json").read_text())
     assert record["scale"] == "reduced"  # staged under cpu_scale: the title and the record say so
-    assert not (paths.build_dir() / "staging").exists()
+    assert not (settings.current().build / "staging").exists()
     with pytest.raises(ReplicateError, match="inside the committed figures/"):
         runner.run([f"{paper}/{figure}"], "smoke", {"out_dir": "figures/cpu_scale"})
 
@@ -562,7 +562,7 @@ def test_time_budget_stops_the_running_notebook_as_ctrl_c_does(project, monkeypa
     assert "finished and saved: notes/figA; not started: notes/figC; rerun the same command" in lines[0]
     assert (project / "figures" / "notes" / "figA.csv").exists() and "notes/figA" in (project / "REPLICATION.md").read_text()
     assert committed_b.read_text() == "x\nbefore\n" and not (project / "figures" / "notes" / "figC.csv").exists()
-    assert not (paths.build_dir() / "staging").exists()
+    assert not (settings.current().build / "staging").exists()
 
 
 def test_a_notebook_ending_as_the_budget_runs_out_is_published(project, monkeypatch):
@@ -587,8 +587,8 @@ def test_a_notebook_ending_as_the_budget_runs_out_is_published(project, monkeypa
     with pytest.raises(BudgetSpent, match="spent between notebooks; finished and saved: notes/figA; not started: "
                                           "notes/figB"):
         runner.run(["notes"], "smoke", time_budget=1.0)
-    assert (paths.build_dir() / "figures" / "notes" / "figA.csv").exists()
-    assert not (paths.build_dir() / "figures" / "notes" / "figB.csv").exists()
+    assert (settings.current().build / "figures" / "notes" / "figA.csv").exists()
+    assert not (settings.current().build / "figures" / "notes" / "figB.csv").exists()
 
 
 def test_with_a_budget_figures_whose_runs_are_all_cached_go_first(project):

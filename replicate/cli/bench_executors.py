@@ -24,7 +24,9 @@ def run(configs=None) -> dict:
     own compute seconds; ``{"skipped": reason}`` without Ray."""
     import os
     import tempfile
+    from pathlib import Path
 
+    from replicate.core import settings
     from replicate.runs import cache, executors
 
     # A private instance for these seconds: without this, Ray 2.60 writes a token to ~/.ray/auth_token
@@ -39,12 +41,10 @@ def run(configs=None) -> dict:
     tasks = [[(config, None, None)] for config in configs or EXECUTOR_SWEEP]
     slots = executors.usable_cores()
     result = {"runs": len(tasks), "slots": slots}
-    before = os.environ.get("REPLICATE_CACHE")
 
     def sweep(executor) -> tuple[float, float]:
         compute = []
-        with tempfile.TemporaryDirectory() as folder:
-            os.environ["REPLICATE_CACHE"] = folder
+        with tempfile.TemporaryDirectory() as folder, settings.use(settings.current().replace(cache=Path(folder))):
 
             def done(task, results):
                 for job, (text, meta) in zip(task, results):
@@ -65,10 +65,6 @@ def run(configs=None) -> dict:
         result["ray_warm"] = sweep(ray_executor.RayExecutor(None))
     finally:
         ray.shutdown()
-        if before is None:
-            os.environ.pop("REPLICATE_CACHE", None)
-        else:
-            os.environ["REPLICATE_CACHE"] = before
     return result
 
 

@@ -40,35 +40,34 @@ def _figures(args) -> int:
                            time_budget=args.time_budget) else 0
 
 
-def _settings(args) -> None:
-    """Every command's settings, checked before it does anything (``paths.settings``): a bad value is one line
-    here, not a failed notebook. The flags that set one come first: `figures`' --executor, --ray-address,
-    --workers and --batch-runs reach the notebooks' kernels as the environment variables ``paths`` reads, and
-    `data`'s --from replaces REPLICATE_DATA_FROM."""
-    import os
+def _settings(args):
+    """This command's settings (``replicate.core.settings``), the edge where the environment is read: every value
+    checked before the command does anything (a bad one is one line here, not a failed notebook), then the
+    command's own flags applied: `figures`' --executor, --ray-address, --workers and --batch-runs; `data`'s
+    --from replaces REPLICATE_DATA_FROM (not read)."""
+    from replicate.core import settings
 
-    from replicate.core import paths
-
-    for flag, name in (("executor", "REPLICATE_EXECUTOR"), ("ray_address", "RAY_ADDRESS"),
-                       ("workers", "REPLICATE_WORKERS"), ("batch_runs", "REPLICATE_BATCH_RUNS")):
-        if getattr(args, flag, None) is not None:
-            os.environ[name] = str(getattr(args, flag))
-    paths.settings(skip=("REPLICATE_DATA_FROM",) if getattr(args, "source", None) else ())
+    flags = {field: getattr(args, field) for field in ("executor", "ray_address", "workers", "batch_runs")
+             if getattr(args, field, None) is not None}
+    if getattr(args, "source", None):
+        flags["data_from"] = None  # `data fetch --from DIR` stages from DIR, whatever the variable says
+    replaced = tuple(name for name, (field, _) in settings.VARIABLES.items() if field in flags)
+    return settings.Settings.read(skip=replaced).replace(**flags)
 
 
 def _executor_settings(args) -> None:
     """With the ray executor, the cluster is reached before any notebook runs."""
-    from replicate.core import paths
+    from replicate.core import settings
 
-    if paths.executor() == "ray":
+    if settings.current().executor == "ray":
         from replicate.runs import ray_executor
 
-        ray_executor.check(paths.ray_address())
+        ray_executor.check(settings.current().ray_address)
 
 
 def _check(args, overrides) -> int:
     from replicate.cli import check, runner
-    from replicate.core import paths
+    from replicate.core import paths, settings
 
     # A reduced-scale command of report/reduced.py (its --set ... out_dir=figures/cpu_scale) is checked against
     # figures/cpu_scale: regenerated with the same knobs into build/check/cpu_scale (so it is labelled reduced).
@@ -78,7 +77,7 @@ def _check(args, overrides) -> int:
         raise ReplicateError("--check regenerates the committed figures: use it with --profile paper and no --set, "
                              "or with a reduced-scale command of REPLICATION.md (its --set out_dir=figures/cpu_scale)")
     committed = paths.figures_dir() / "cpu_scale" if reduced else paths.figures_dir()
-    fresh = paths.build_dir() / "check" / ("cpu_scale" if reduced else "")
+    fresh = settings.current().build / "check" / ("cpu_scale" if reduced else "")
     failed = runner.run(args.names, "paper", {**overrides, "out_dir": str(fresh)}, log_output=args.verbose,
                         time_budget=args.time_budget)
     results = [check.compare(nb.key, committed, fresh, scale="reduced" if reduced else "paper")
@@ -179,7 +178,7 @@ def _data(args) -> int:
 def _cache(args) -> int:
     from pathlib import Path
 
-    from replicate.core import paths
+    from replicate.core import settings
     from replicate.runs import archive
 
     if args.action in ("checkpoints-out", "checkpoints-in"):
@@ -188,7 +187,7 @@ def _cache(args) -> int:
         if args.names or args.new:
             raise ReplicateError("cache import takes the archive alone: it imports every run in it")
         written, same, elsewhere = archive.load(Path(args.file))
-        print(f"imported {written} runs into {paths.cache_dir()} ({same} already there, identical)"
+        print(f"imported {written} runs into {settings.current().cache} ({same} already there, identical)"
               + "".join(f"; {count} of them ran on {device}, which notebooks here read only with "
                         f"REPLICATE_DEVICE={device} (the cache never mixes device types: CPU and CUDA draw "
                         f"different random streams)" for device, count in sorted(elsewhere.items())))
@@ -258,14 +257,12 @@ def main(argv=None) -> int:
     import threading
 
     from replicate.cli import slots
-    from replicate.core import paths
 
     # Started as a background job of a non-interactive shell (`nohup … &`, cron) a process inherits SIGINT
     # ignored: take it back, so that `kill -INT` stops a batch as Ctrl-C does (runs saved, one line)
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
-    paths.pin_environment()  # before any kernel or worker starts elsewhere
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["arena"] and not {"-h", "--help"} & set(argv):  # the arena is its notebook, run as figures are
         from replicate.cli import arena
@@ -391,8 +388,10 @@ def main(argv=None) -> int:
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
-        _settings(args)
-        return args.func(args)
+        from replicate.core import settings
+
+        with settings.exported(_settings(args)):  # for this command, and the kernels and processes it starts
+            return args.func(args)
     except ReplicateError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -16,13 +16,14 @@ import time
 from pathlib import Path
 
 from replicate.core import paths
+from replicate.core import settings
 from replicate.runs import cache
 
 
 def previous(paper: str, figure: str, profile: str, target: Path, overrides: dict | None = None) -> dict:
     """The last recorded run of this figure at this profile (runs and their compute seconds), for the
     ETA; with ``--set`` overrides only the target's own record (another scale's runs would mislead)."""
-    roots = (target,) if overrides else (target, paths.figures_dir(), paths.build_dir() / "figures")
+    roots = (target,) if overrides else (target, paths.figures_dir(), settings.current().build / "figures")
     for root in roots:
         claims = root / paper / f"{figure}.claims.json"
         if claims.exists():

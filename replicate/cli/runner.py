@@ -23,6 +23,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from replicate.core import paths
+from replicate.core import settings
 from replicate.cli.budget import Budget, BudgetSpent, describe
 from replicate.cli.progress import Progress, previous
 from replicate.report.claims import PROFILES, committed_figures_refused
@@ -39,7 +40,7 @@ def recorded_runs(nb: FigureNotebook) -> set[str] | None:
     figures/ and in build/figures, whatever their profile); None when no record names them (never
     published, or published before records named their runs)."""
     runs = None
-    for root in (paths.figures_dir(), paths.build_dir() / "figures"):
+    for root in (paths.figures_dir(), settings.current().build / "figures"):
         claims = root / nb.paper / f"{nb.figure}.claims.json"
         if claims.exists() and (named := cache.recorded_runs(json.loads(claims.read_text()))) is not None:
             runs = (runs or set()) | set(named)
@@ -106,7 +107,7 @@ def _staging(nb: FigureNotebook, reduced: bool = False) -> Path:
     of the same notebook on one build folder never share (or delete) each other's files. A reduced-scale
     run stages under ``build/staging/cpu_scale/``: the notebook's ``out_dir`` is then what ``publish``
     reads the scale from (``claims.scale_of``), so its title and record say "reduced"."""
-    root = paths.build_dir() / "staging" / ("cpu_scale" if reduced else "")
+    root = settings.current().build / "staging" / ("cpu_scale" if reduced else "")
     for _ in range(3):  # a concurrent batch may remove the empty root between our mkdir and mkdtemp
         try:
             root.mkdir(parents=True, exist_ok=True)
@@ -177,13 +178,13 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
     out_dir = overrides.pop("out_dir", None)
     for nb in notebooks:  # validate every parameter before spending time on any notebook
         parameters(nb, profile, Path("."), overrides)
-    executed_dir = paths.build_dir() / "executed" / profile
+    executed_dir = settings.current().build / "executed" / profile
     # Only a paper-profile run with no overrides may replace the committed figures and REPLICATION.md; the data
     # source is recorded apart (a stand-in labels the figure and makes its row data-limited), not a change of settings
     from replicate.experiments.knobs import FigureConfig
 
     committed = profile == "paper" and not set(overrides) - set(FigureConfig.RECORDED_APART) and out_dir is None
-    target = Path(out_dir).resolve() if out_dir else paths.figures_dir() if committed else paths.build_dir() / "figures"
+    target = Path(out_dir).resolve() if out_dir else paths.figures_dir() if committed else settings.current().build / "figures"
     reduced = not committed and _reduced_scale(target, profile, notebooks)
     if not committed and paths.within(target, paths.figures_dir()) and not reduced:
         raise committed_figures_refused(out_dir)
@@ -196,22 +197,21 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
 
         written, _, replaced = ledger.sync()
         if written:
-            tqdm.write(f"ledger: {written} committed runs copied into {paths.cache_dir()}"
+            tqdm.write(f"ledger: {written} committed runs copied into {settings.current().cache}"
                        + (f" ({replaced} cached runs with other numbers moved to replaced/)" if replaced else ""),
                        file=sys.stderr)
     if older := cache.older_entries():
-        tqdm.write(f"note: {older} runs in {paths.cache_dir()} were cached by an older version of the run cache "
+        tqdm.write(f"note: {older} runs in {settings.current().cache} were cached by an older version of the run cache "
                    f"(before VERSION {keys.VERSION}); they are not read and are recomputed when needed "
                    "(`make clean-cache` frees their space)", file=sys.stderr)
     # the runs in flight, in the kernels and their workers, save and stop at a round boundary when asked
     stop = checkpoints.stop_file()
-    os.environ[checkpoints.STOP_VARIABLE] = str(stop)
     budget = Budget(time_budget, on_deadline=lambda: checkpoints.request_stop(stop)) if time_budget else None
     try:
-        return _run_all(notebooks, profile, overrides, executed_dir, committed, target, reduced, budget,
-                        log_output)
+        with settings.use(settings.current().replace(stop_file=stop)):
+            return _run_all(notebooks, profile, overrides, executed_dir, committed, target, reduced, budget,
+                            log_output)
     finally:
-        os.environ.pop(checkpoints.STOP_VARIABLE, None)
         stop.unlink(missing_ok=True)
 
 
@@ -231,13 +231,13 @@ def _run_all(notebooks, profile, overrides, executed_dir, committed, target, red
         staging = _staging(nb, reduced or (profile == "paper" and not committed and "cpu_scale" in target.parts))
         executed_dir.mkdir(parents=True, exist_ok=True)
         progress_file = staging / "progress.json"
-        os.environ[paths.PROGRESS_FILE] = str(progress_file)  # the kernel inherits it (unset below)
         start, started = time.perf_counter(), time.time()
         kernel_log = executed_dir / f"{nb.path.stem}.kernel.log"
         _route_asyncio_log(kernel_log)  # left in place if interrupted: the process is about to exit
         try:
             try:
-                with (Progress(bar, nb.key, previous(nb.paper, nb.figure, profile, target, overrides), progress_file),
+                with (settings.exported(settings.current().replace(progress_file=progress_file)),  # for the kernel
+                      Progress(bar, nb.key, previous(nb.paper, nb.figure, profile, target, overrides), progress_file),
                       budget.watching() if budget is not None else nullcontext()):
                     papermill.execute_notebook(str(nb.path), str(executed_dir / nb.path.name),
                                                parameters=parameters(nb, profile, staging, overrides),
@@ -256,9 +256,8 @@ def _run_all(notebooks, profile, overrides, executed_dir, committed, target, red
                            f"  committed figures were left unchanged", file=sys.stderr)
                 continue
             finally:
-                os.environ.pop(paths.PROGRESS_FILE, None)
                 for name in cache.damaged_since(started):  # the kernel's warning reached its notebook, not here
-                    tqdm.write(f"warning: cached run {name} was damaged: moved to {paths.cache_dir() / 'damaged'} "
+                    tqdm.write(f"warning: cached run {name} was damaged: moved to {settings.current().cache / 'damaged'} "
                                "and recomputed, not used", file=sys.stderr)
                 for line in data_cache.damaged_since(started):
                     tqdm.write(f"warning: {line}", file=sys.stderr)
@@ -320,7 +319,7 @@ def _stop(nb: FigureNotebook | None, finished: list[str], left: list[FigureNoteb
         from replicate.report import replication as report
 
         report.write()
-    where = f"during {nb.key}: its finished runs are cached in {paths.cache_dir()}" if nb else "between notebooks"
+    where = f"during {nb.key}: its finished runs are cached in {settings.current().cache}" if nb else "between notebooks"
     names = [item.key for item in left]
     waiting = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
     return BudgetSpent(f"time budget of {describe(budget.seconds)} spent {where}; "
@@ -330,5 +329,5 @@ def _stop(nb: FigureNotebook | None, finished: list[str], left: list[FigureNoteb
 
 def _interrupted(nb: FigureNotebook, finished: list[str]) -> str:
     done = f"; finished and saved: {', '.join(finished)}" if finished else ""
-    return (f"interrupted during {nb.key}: its finished runs are cached in {paths.cache_dir()}{done}; "
+    return (f"interrupted during {nb.key}: its finished runs are cached in {settings.current().cache}{done}; "
             "rerun the same command to resume (committed figures were not touched)")

@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Iterator
 
-from replicate.core import paths
+from replicate.core import settings
 from replicate.core.errors import ReplicateError
 from replicate.core.fileio import atomic_file, atomic_write_text
 
@@ -41,7 +41,7 @@ _READ_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError, tarfile.TarError,
 
 def lock_path() -> Path:
     """The trust-on-first-use pins: ``data_dir()/checksums.lock`` (JSON)."""
-    return paths.data_dir() / "checksums.lock"
+    return settings.current().data / "checksums.lock"
 
 
 def _pins() -> dict:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from replicate.core import paths
+from replicate.core import settings
 from replicate.core.fileio import atomic_file
 
 # What np.load raises on a damaged .npz: a cut-off zip, a bad member, a bad header.
@@ -22,7 +22,7 @@ _DAMAGE = (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile, zlib.err
 
 
 def path(dataset: str, key: str) -> Path:
-    return paths.data_dir() / "cache" / f"{dataset}-{key}.npz"
+    return settings.current().data / "cache" / f"{dataset}-{key}.npz"
 
 
 def _read(file: Path, fields: tuple[str, ...] | None) -> dict[str, np.ndarray]:
@@ -61,7 +61,7 @@ def _note_damage(file: Path, why: str) -> None:
 
 def damaged_since(start: float) -> list[str]:
     """What ``load`` found damaged (and rebuilds) since ``start`` (a ``time.time()``), one line each."""
-    notes = paths.data_dir() / "cache" / "damaged"
+    notes = settings.current().data / "cache" / "damaged"
     found = sorted(p for p in notes.glob("*.txt") if p.stat().st_mtime >= start) if notes.is_dir() else []
     return [p.read_text().strip() for p in found]
 
@@ -74,7 +74,7 @@ def save(file: Path, arrays: dict[str, np.ndarray]) -> None:
 def repair(dataset: str) -> list[Path]:
     """Remove every unreadable cache of ``dataset``; the paths removed."""
     removed = []
-    for file in sorted((paths.data_dir() / "cache").glob(f"{dataset}-*.npz")):
+    for file in sorted((settings.current().data / "cache").glob(f"{dataset}-*.npz")):
         try:
             _read(file, None)
         except _DAMAGE:

@@ -262,7 +262,7 @@ def femnist_arrays(root: str | os.PathLike | None = None) -> tuple[LeafArrays, L
     """FEMNIST's train and test users, all of them, with inputs (n, 784) float32 in [0, 1].
 
     ``root`` defaults to the verified copy that :func:`store.ensure` stages. The parsed
-    arrays are cached in ``paths.data_dir()/cache`` (:mod:`replicate.data.cache`; a damaged
+    arrays are cached in ``settings.current().data/cache`` (:mod:`replicate.data.cache`; a damaged
     cache is reported and rebuilt) and keyed by the JSON files' names, sizes and mtimes.
     Pixels are stored as uint8 when that is lossless, as it is for LEAF's ``uint8 / 255``.
     """

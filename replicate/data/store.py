@@ -2,7 +2,7 @@
 
 Every dataset is a :class:`DatasetFiles` entry in a registry keyed by name (the entries, with
 their official URLs and where each checksum comes from, are in :mod:`replicate.data.catalog`).
-``fetch`` puts its files into ``paths.data_dir()/<name>/``: from a local directory (``--from
+``fetch`` puts its files into ``settings.current().data/<name>/``: from a local directory (``--from
 DIR``, ``REPLICATE_DATA_FROM``, or ``../shared/data`` beside the checkout) holding either the
 files, the official archive or the dataset's travel pack (:func:`pack`: the staged files in one xz tar, for a
 machine without internet such as a GPU slot), else by downloading the files from their mirrors or the
@@ -27,7 +27,7 @@ from functools import partial
 from pathlib import Path
 from typing import BinaryIO, Callable
 
-from replicate.core import paths
+from replicate.core import settings
 from replicate.core.errors import ReplicateError
 from replicate.core.fileio import atomic_file
 from replicate.data import archives
@@ -93,7 +93,7 @@ def register(spec: DatasetFiles) -> DatasetFiles:
 def _catalog() -> None:
     from replicate.data import catalog  # noqa: F401  (registers the datasets on first import)
 
-    override = paths.catalog_override()
+    override = settings.current().catalog_override
     if override is not None and not _OVERRIDDEN:
         _OVERRIDDEN.append(override)
         _override(json.loads(override.read_text()))
@@ -129,8 +129,8 @@ def spec(name: str) -> DatasetFiles:
 
 
 def dataset_dir(name: str) -> Path:
-    """Where ``fetch(name)`` puts the files: ``paths.data_dir()/<name>``."""
-    return paths.data_dir() / spec(name).name
+    """Where ``fetch(name)`` puts the files: ``settings.current().data/<name>``."""
+    return settings.current().data / spec(name).name
 
 
 def fetch_command(name: str) -> str:
@@ -330,11 +330,11 @@ def _stage(ds: DatasetFiles, root: Path | None, explicit: bool) -> list[str]:
 
 def fetch(name: str, source: str | os.PathLike | None = None, *,
           log: Callable[[str], None] | None = None) -> Path:
-    """Stage dataset ``name`` into ``paths.data_dir()/<name>/`` and return that folder.
+    """Stage dataset ``name`` into ``settings.current().data/<name>/`` and return that folder.
 
     Files already there with the right checksum are kept. Others are copied from ``source``
     when given (an explicit source never falls back to downloading), else from
-    ``paths.local_data_source()`` when it holds them or their archive, else downloaded. Every
+    ``settings.current().data_from`` when it holds them or their archive, else downloaded. Every
     file is verified before it is put in place. Derived caches of the dataset that are corrupt
     are removed, so the next load rebuilds them.
     """
@@ -342,7 +342,7 @@ def fetch(name: str, source: str | os.PathLike | None = None, *,
 
     ds = spec(name)
     explicit = source is not None
-    root = Path(source) if explicit else paths.local_data_source()
+    root = Path(source) if explicit else settings.current().data_from
     if explicit and not root.is_dir():
         raise ReplicateError(f"{name}: source directory {root} does not exist; pass the folder that "
                              f"holds {', '.join(f.published_name for f in ds.files)}")
@@ -384,7 +384,7 @@ def fetch_plan(name: str, source: str | os.PathLike | None = None) -> tuple[str,
     missing = [f for f in ds.files if not (folder / f.name).is_file()]
     if not missing:
         return "staged", str(folder)
-    root = Path(source) if source is not None else paths.local_data_source()
+    root = Path(source) if source is not None else settings.current().data_from
     if root is not None and root.is_dir() and all(_in_source(ds, root, f) for f in missing):
         return "copy", f"from {root} ({len(missing)} file(s))"
     if source is not None:
@@ -405,7 +405,7 @@ def ensure(name: str) -> Path:
     missing = [f for f in ds.files if not (folder / f.name).is_file()]
     if missing:
         if is_available(name):
-            return fetch(name, paths.local_data_source())
+            return fetch(name, settings.current().data_from)
         local = (f"`{fetch_command(name)} --from DIR` where DIR holds the official files "
                  f"(or set REPLICATE_DATA_FROM=DIR)")
         if ds.downloadable:
@@ -425,7 +425,7 @@ def ensure(name: str) -> Path:
 def is_available(name: str) -> bool:
     """True when ``ensure(name)`` can work without a download (staged or stageable)."""
     ds, folder = spec(name), dataset_dir(name)
-    source = paths.local_data_source()
+    source = settings.current().data_from
     if source is None:
         return all((folder / f.name).is_file() for f in ds.files)
 

@@ -4,14 +4,14 @@ A figure names the dataset the paper used, built from an official download (``py
 data fetch``). Some machines cannot download it (this project's offline CI): they hold *stand-ins*,
 copies that are partial (20 of LEAF FEMNIST's 35 train files, LEAF's Sent140 test split) or lossy
 (CIFAR-10 re-encoded as JPEG), with no download of their own. A figure reads them only when its
-``data_source`` knob says ``"stand-in"`` (default: ``REPLICATE_STAND_INS=1``, read by
-:func:`replicate.core.paths.stand_ins`); the run configs then name the stand-in's loader, so a run
+``data_source`` knob says ``"stand-in"`` (default: ``REPLICATE_STAND_INS=1``, the setting
+``Settings.stand_ins`` of :mod:`replicate.core.settings`); the run configs then name the stand-in's loader, so a run
 on official data and one on a stand-in never share a cache entry, and the figure, its claims
 record and the coverage table say which one it read.
 """
 from __future__ import annotations
 
-from replicate.core import paths
+from replicate.core import settings
 from replicate.core.errors import ReplicateError
 
 OFFICIAL, STAND_IN = "official", "stand-in"
@@ -60,7 +60,7 @@ def hint(staged: str) -> str:
 
 def default() -> str:
     """The ``data_source`` knob's value when a notebook leaves it at ``None``: ``REPLICATE_STAND_INS``."""
-    return STAND_IN if paths.stand_ins() else OFFICIAL
+    return STAND_IN if settings.current().stand_ins else OFFICIAL
 
 
 def check(choice: str) -> str:

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from replicate.core import paths
+from replicate.core import settings
 from replicate.report import plotting
 from replicate.core.fileio import atomic_write_text, check_writable
 from replicate.core.errors import ReplicateError
@@ -174,7 +175,7 @@ def output_dir(out_dir: str | os.PathLike | None) -> Path:
     ``publish`` again): never inside the committed ``figures/`` (only the batch runner's unmodified
     paper-profile run promotes files there), and writable — each a one-line error.
     """
-    folder = Path(out_dir) if out_dir else paths.build_dir() / "figures"
+    folder = Path(out_dir) if out_dir else settings.current().build / "figures"
     if paths.within(folder, paths.figures_dir()):
         raise committed_figures_refused(folder)
     check_writable(folder)

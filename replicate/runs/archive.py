@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from replicate.core import paths
+from replicate.core import settings
 from replicate.core.errors import ReplicateError
 from replicate.core.fileio import atomic_file
 from replicate.runs import cache, keys
@@ -44,7 +45,7 @@ class Entry:
     name: str
 
     def path(self, suffix: str, root: Path | None = None) -> Path:
-        return (root or paths.cache_dir()) / self.folder / f"{self.name}{suffix}"
+        return (root or settings.current().cache) / self.folder / f"{self.name}{suffix}"
 
     def member(self, suffix: str) -> str:
         return f"{self.folder}/{self.name}{suffix}"
@@ -55,7 +56,7 @@ def entries(names: set[str] | None = None) -> list[Entry]:
     an entry is there when its CSV is (the JSON is written first)."""
     found = []
     for folder in FOLDERS:
-        for csv in sorted((paths.cache_dir() / folder).glob("*.csv")):
+        for csv in sorted((settings.current().cache / folder).glob("*.csv")):
             if (names is None or csv.stem in names) and csv.with_suffix(".json").exists():
                 found.append(Entry(folder, csv.stem))
     return found
@@ -103,7 +104,7 @@ def export(file: Path, names: set[str] | None = None) -> tuple[list[str], list[s
         items.append((entry, data))
     if not items:
         raise ReplicateError(f"nothing to export: {'no' if names is None else 'none of the named'} runs "
-                             f"{'are' if names is None else 'is'} in {paths.cache_dir()}"
+                             f"{'are' if names is None else 'is'} in {settings.current().cache}"
                              + (f" ({len(stale)} stale entries, which this code would not read)" if stale else ""))
     write(Path(file), items)
     return [entry.name for entry, _ in items], stale
@@ -196,7 +197,7 @@ def load(file: Path) -> tuple[int, int, dict[str, int]]:
         here = entry.path(".csv")
         if cache.present(entry.path("")):  # a damaged one is moved aside and replaced by the archive's
             if here.read_bytes() != data[".csv"]:
-                raise ReplicateError(f"{file}: entry {entry.member('')} differs from the one in {paths.cache_dir()}; "
+                raise ReplicateError(f"{file}: entry {entry.member('')} differs from the one in {settings.current().cache}; "
                                      "remove that one to take the archive's; nothing imported")
             same += 1
         else:

@@ -33,7 +33,7 @@ import math
 
 import torch
 
-from replicate.core import paths
+from replicate.core import settings
 from replicate.core.errors import ReplicateError
 from replicate.fl import batching, models
 from replicate.fl.algorithms.protocol import Population, client_settings, fused_update
@@ -60,7 +60,7 @@ def group(jobs: list, workers: int = 1, max_runs: int | None = None) -> list[lis
     """The jobs (``pool.Job``s) as batches: equal ``batch_key``s together, in pieces of at most
     ``max_runs`` (None: ``REPLICATE_BATCH_RUNS`` capped at ``MAX_RUNS``, else ``default_runs``) and, while
     there are fewer batches than ``workers``, split so every worker has one."""
-    asked = max_runs if max_runs is not None else paths.batch_runs()
+    asked = max_runs if max_runs is not None else settings.current().batch_runs
     groups: dict[tuple, list] = {}
     for job in jobs:
         alone = job.config.dataset == "given"  # its problem comes from the caller: never cached, never batched

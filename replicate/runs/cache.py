@@ -24,7 +24,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from replicate.core import paths
+from replicate.core import settings
 from replicate.core.errors import ReplicateError
 from replicate.fl import engine
 from replicate.core.fileio import atomic_write_text, check_writable
@@ -57,7 +57,7 @@ class RunLog:
     fresh: set = field(default_factory=set)  # entries this log's worker pools just computed: not "from cache"
     # The batch runner sets REPLICATE_PROGRESS to a file it polls to show runs done / total and an ETA;
     # without it (JupyterLab, nbval) the log shows the same as a bar of its own.
-    progress_file: str | None = field(default_factory=paths.progress_file)
+    progress_file: str | Path | None = field(default_factory=lambda: settings.current().progress_file)
     display: bool = True  # the bar when there is no progress file; off for a run's private log
     to_compute: int = 0  # runs announced (``planned``) or started here, that are not in the cache
     computed: int = 0  # of those, finished (here or by a worker process)
@@ -147,8 +147,8 @@ def _file(config: RunConfig, stop_loss: float | None, suffix: str, extra_metrics
     """``runs/<key>.csv|json``, or ``to_target/<key>_to_<loss>.csv|json`` for stopped runs."""
     name = key(config, extra_metrics)
     if stop_loss is None:
-        return paths.cache_dir() / "runs" / f"{name}{suffix}"
-    return paths.cache_dir() / "to_target" / f"{name}_to_{stop_loss:g}{suffix}"
+        return settings.current().cache / "runs" / f"{name}{suffix}"
+    return settings.current().cache / "to_target" / f"{name}_to_{stop_loss:g}{suffix}"
 
 
 def entry(config: RunConfig, stop_loss: float | None = None, extra_metrics=None) -> str:
@@ -164,7 +164,7 @@ def older_entries() -> int:
     """How many cached runs an older cache ``VERSION`` wrote (their sidecars record another or no version):
     never read again, so a user should hear that they will be recomputed."""
     count = 0
-    for sidecar in (p for folder in ("runs", "to_target") for p in (paths.cache_dir() / folder).glob("*.json")):
+    for sidecar in (p for folder in ("runs", "to_target") for p in (settings.current().cache / folder).glob("*.json")):
         try:
             count += json.loads(sidecar.read_text()).get("version") != VERSION
         except (OSError, ValueError):
@@ -181,7 +181,7 @@ def recorded_runs(record: dict) -> dict[str, float] | None:
 
 def is_cached(name: str) -> bool:
     """Whether the run named ``name`` (a key of ``RunLog.provenance()["run_seconds"]``) is in the cache, whole."""
-    return any(present(paths.cache_dir() / folder / name) for folder in ("runs", "to_target"))
+    return any(present(settings.current().cache / folder / name) for folder in ("runs", "to_target"))
 
 
 def integrity(csv: bytes | str) -> dict:
@@ -233,7 +233,7 @@ def present(entry: Path) -> bool:
 def quarantine(entry: Path, why: str) -> None:
     """Move a damaged entry's files to ``<cache>/damaged/`` (kept for inspection, never read) and say so on
     stderr in one line: the run is recomputed."""
-    aside = paths.cache_dir() / "damaged"
+    aside = settings.current().cache / "damaged"
     aside.mkdir(parents=True, exist_ok=True)
     for suffix in (".csv", ".json"):
         if _with(entry, suffix).exists():
@@ -245,7 +245,7 @@ def quarantine(entry: Path, why: str) -> None:
 def damaged_since(start: float) -> list[str]:
     """Entries moved aside as damaged since ``start`` (a ``time.time()``), for a caller whose output the user
     sees (a notebook kernel's stderr is not the terminal)."""
-    aside = paths.cache_dir() / "damaged"
+    aside = settings.current().cache / "damaged"
     return sorted(p.stem for p in aside.glob("*.csv") if p.stat().st_mtime >= start) if aside.is_dir() else []
 
 

@@ -17,19 +17,17 @@ from pathlib import Path
 
 import torch
 
-from replicate.core import paths
+from replicate.core import settings
 from replicate.core.fileio import atomic_file
 from replicate.fl.resume import Checkpoints
 
-STOP_VARIABLE = paths.STOP_FILE  # set by the driver for its workers: the file that asks them to stop
-
 
 def folder() -> Path:
-    return paths.cache_dir() / "checkpoints"
+    return settings.current().cache / "checkpoints"
 
 
 def every_s() -> float:
-    return paths.checkpoint_s()
+    return settings.current().checkpoint_s
 
 
 class FileCheckpoints(Checkpoints):
@@ -38,7 +36,7 @@ class FileCheckpoints(Checkpoints):
     def __init__(self, names: list[str], seconds: float | None = None):
         self.names, self.seconds = names, every_s() if seconds is None else seconds
         self.last = time.monotonic()
-        self.stop_file = paths.stop_file()
+        self.stop_file = settings.current().stop_file
 
     def path(self, index: int) -> Path:
         return folder() / f"{self.names[index]}.pt"
@@ -86,7 +84,7 @@ def clear(name: str) -> None:
 
 
 def stop_file() -> Path:
-    """The stop file of this driver process's workers (``STOP_VARIABLE`` in their environment)."""
+    """A stop file of this driver process's own, for the runs it starts (their ``stop_file`` setting)."""
     return folder() / f"stop.{os.getpid()}"
 
 
@@ -95,4 +93,4 @@ def request_stop(path: Path) -> None:
     path.touch()
 
 
-__all__ = ["FileCheckpoints", "STOP_VARIABLE", "clear", "every_s", "folder", "request_stop", "round_of", "stop_file"]
+__all__ = ["FileCheckpoints", "clear", "every_s", "folder", "request_stop", "round_of", "stop_file"]

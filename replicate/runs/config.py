@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from replicate.core import paths
+from replicate.core import settings
 from replicate.fl import engine
 from replicate.fl import models
 from replicate.fl import problems
@@ -99,12 +99,12 @@ class RunConfig:
     def from_dict(cls, values: dict) -> "RunConfig":
         """The inverse of ``to_dict`` (unknown keys, e.g. a cache sidecar's timings, are ignored)."""
         known = {f.name for f in dataclasses.fields(cls)}
-        settings = dict(values.get("algorithm") or {})
-        if settings.get("name") not in ALGORITHMS:
-            raise ReplicateError(f"unknown algorithm {settings.get('name')!r} in a recorded config; this code knows "
+        named = dict(values.get("algorithm") or {})
+        if named.get("name") not in ALGORITHMS:
+            raise ReplicateError(f"unknown algorithm {named.get('name')!r} in a recorded config; this code knows "
                                  + ", ".join(ALGORITHMS))
-        algorithm = ALGORITHMS[settings.pop("name")](**{k: tuple(v) if isinstance(v, list) else v
-                                                         for k, v in settings.items()})
+        algorithm = ALGORITHMS[named.pop("name")](**{k: tuple(v) if isinstance(v, list) else v
+                                                      for k, v in named.items()})
         fields = {k: v for k, v in values.items() if k in known and k != "algorithm"}
         if fields.get("lr_schedule") in FORMER_NAMES:  # recorded before the schedules were renamed
             fields["lr_schedule"] = FORMER_NAMES[fields["lr_schedule"]]
@@ -141,7 +141,7 @@ def dataset(name: str, data_seed: int | None, num_clients: int | None):
 def run_device() -> torch.device:
     """Where runs compute, and so which cache entries they read: the ``REPLICATE_DEVICE`` setting, else CUDA when
     present. Decided here, in the run layer, and handed to the engine as an argument: the engine reads no setting."""
-    return torch.device(paths.run_device() or ("cuda" if torch.cuda.is_available() else "cpu"))
+    return torch.device(settings.current().device or ("cuda" if torch.cuda.is_available() else "cpu"))
 
 
 def build(config: RunConfig, device=None, problem=None):

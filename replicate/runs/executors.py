@@ -29,20 +29,22 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
-from replicate.core import paths
+from replicate.core import settings
 from replicate.core.errors import ReplicateError
 from replicate.runs import checkpoints
 
 ATTEMPTS = 2  # a task that raises is tried once more, then reported
 
 
-def compute_task(jobs: list, device: str | None = None) -> list[tuple[str, dict]]:
+def compute_task(jobs: list, device: str | None = None, given: settings.Settings | None = None) -> list[tuple[str, dict]]:
     """A worker's whole job: compute each run of the task (``(config, target, extra_metrics)``) on
-    ``device`` (None: this process's default; one intra-op thread, as every run: ``cache.train``) and
-    return its cache CSV text and sidecar fields; nothing is written here."""
+    ``device`` (None: this process's default; one intra-op thread, as every run: ``cache.train``) under the
+    driver's ``given`` settings (None: the worker's own) and return its cache CSV text and sidecar fields;
+    nothing is written here but the checkpoints of runs cut off."""
     from replicate.runs import batched
 
-    return batched.compute([tuple(job) for job in jobs], device)  # one batch of runs (batched.group's)
+    with settings.use(given or settings.current()):
+        return batched.compute([tuple(job) for job in jobs], device)  # one batch of runs (batched.group's)
 
 
 @dataclass
@@ -88,7 +90,7 @@ class LocalExecutor:
     name = "local"
 
     def __init__(self, workers: int | None = None):
-        self.workers = workers or paths.workers() or usable_cores()
+        self.workers = workers or settings.current().workers or usable_cores()
 
     def run(self, tasks: list[list], done: Callable[[list, list], None], device: str | None = None) -> list[Failure]:
         """Compute ``tasks``, calling ``done(task, results)`` in this process as each one comes back."""
@@ -96,20 +98,19 @@ class LocalExecutor:
         context = multiprocessing.get_context("spawn")
         # A stop file asks the workers to save their runs at the next round boundary and stop: the one the
         # batch runner set for this notebook (a spent time budget touches it), else this driver's own
-        inherited = paths.stop_file()
+        inherited = settings.current().stop_file
         stop = inherited or checkpoints.stop_file()
-        os.environ[checkpoints.STOP_VARIABLE] = str(stop)  # spawned workers inherit it
+        given = settings.current().replace(stop_file=stop)  # handed to each worker as it starts
         try:
-            return self._run(todo, failures, context, done, device, stop)
+            return self._run(todo, failures, context, done, device, stop, given)
         finally:
             if not inherited:
-                os.environ.pop(checkpoints.STOP_VARIABLE, None)
                 stop.unlink(missing_ok=True)
 
-    def _run(self, todo, failures, context, done, device, stop) -> list[Failure]:
+    def _run(self, todo, failures, context, done, device, stop, given) -> list[Failure]:
         while todo:
             with concurrent.futures.ProcessPoolExecutor(min(self.workers, len(todo)), mp_context=context,
-                                                        initializer=_worker_init) as pool:
+                                                        initializer=_worker_init, initargs=(given,)) as pool:
                 futures = {pool.submit(compute_task, task, device): (task, attempt) for task, attempt in todo}
                 todo = []
                 try:
@@ -144,8 +145,9 @@ class LocalExecutor:
         return failures
 
 
-def _worker_init() -> None:
-    """Workers leave Ctrl-C to the parent, which shuts the pool down: one message, not one
+def _worker_init(given: settings.Settings) -> None:
+    """A worker computes under its driver's settings, handed to it here (it reads no environment of its own).
+    Workers leave Ctrl-C to the parent, which shuts the pool down: one message, not one
     traceback per worker. And a worker whose parent is gone (killed, not interrupted: its result has
     nowhere to go) exits within ``ORPHAN_POLL_S``, instead of computing on for nothing; seen when a
     figure job was stopped with SIGTERM (its kernel died, a worker ran on at full CPU)."""
@@ -153,6 +155,7 @@ def _worker_init() -> None:
     import threading
     import time
 
+    settings.install(given)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = os.getppid()
 
@@ -168,13 +171,13 @@ ORPHAN_POLL_S = 2.0
 
 
 def current(name: str | None = None):
-    """The executor of this process's settings (``REPLICATE_EXECUTOR``, else ``name``): ``LocalExecutor``
+    """The executor ``name``, else this process's setting (``REPLICATE_EXECUTOR``): ``LocalExecutor``
     or a connected ``ray_executor.RayExecutor``."""
-    name = name or paths.executor()
+    name = name or settings.current().executor
     if name == "ray":
         from replicate.runs import ray_executor
 
-        return ray_executor.RayExecutor(paths.ray_address())
+        return ray_executor.RayExecutor(settings.current().ray_address)
     if name != "local":
         raise ReplicateError(f"unknown executor {name!r}: local or ray")
     return LocalExecutor()

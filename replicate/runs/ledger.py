@@ -1,7 +1,7 @@
 """The committed run ledger: runs computed elsewhere (a GPU slot's) kept in git, read before computing.
 
 A GPU reaches this project in short slots on borrowed machines that keep nothing, so what one slot
-finishes must reach the next slot and every clone. The ledger is ``figures/ledger/`` (``paths.ledger_dir``):
+finishes must reach the next slot and every clone. The ledger is ``figures/ledger/`` (the ``ledger`` setting):
 
 - pieces ``<device>/<date>-<digest>.tar.xz``, each an archive as ``cache export`` writes it
   (``runs.archive``: every entry's JSON and CSV with their sha256, the cache ``VERSION`` and ``NUMERICS``,
@@ -29,7 +29,7 @@ import os
 import time
 from pathlib import Path
 
-from replicate.core import paths
+from replicate.core import settings
 from replicate.core.errors import ReplicateError
 from replicate.core.fileio import atomic_write_text
 from replicate.runs import archive, cache
@@ -39,7 +39,7 @@ FORMAT = 1
 
 
 def root() -> Path | None:
-    return paths.ledger_dir()
+    return settings.current().ledger
 
 
 def index(folder: Path | None = None) -> list[dict]:
@@ -155,7 +155,7 @@ def sync(folder: Path | None = None) -> tuple[int, int, int]:
             if here.read_bytes() == data[".csv"]:
                 same += 1
                 continue
-            aside = paths.cache_dir() / "replaced"
+            aside = settings.current().cache / "replaced"
             aside.mkdir(parents=True, exist_ok=True)
             for suffix in (".json", ".csv"):
                 os.replace(entry.path(suffix), aside / f"{entry.name}{suffix}")

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from replicate.core import paths
+from replicate.core import settings
 from replicate.core.errors import ReplicateError
 from replicate.runs import executors
 
@@ -92,14 +92,11 @@ def connect(address: str | None) -> None:
         return
     if address:
         _reachable(address)
-    carried = {name: str(value) for name, value in
-               (("REPLICATE_DATA", paths.data_dir()), ("REPLICATE_DATA_FROM", paths.local_data_source())) if value}
     # no address: a new private instance ("local"), not a cluster some `ray start` left on this machine
     options = {} if address else {"include_dashboard": False, "num_cpus": executors.usable_cores()}
     try:
         ray.init(address=address or "local", logging_level=logging.ERROR, log_to_driver=False, configure_logging=True,
-                 runtime_env={"py_modules": [str(PACKAGE)], "env_vars": carried,
-                              "excludes": ["__pycache__", "*.pyc"]}, **options)
+                 runtime_env={"py_modules": [str(PACKAGE)], "excludes": ["__pycache__", "*.pyc"]}, **options)
     except Exception as exc:  # a version mismatch, a refused connection: Ray says it in several lines
         raise ReplicateError(f"cannot use the Ray cluster at {address or 'this machine'}: "
                              + " ".join(str(exc).split())) from None
@@ -120,7 +117,7 @@ def _gpus(device: str, address: str | None) -> float:
     """GPUs a task of runs for ``device`` asks for; one line if the cluster has fewer."""
     import ray
 
-    gpus = paths.ray_gpus() if device.startswith("cuda") else 0
+    gpus = settings.current().ray_gpus if device.startswith("cuda") else 0
     if gpus and (have := ray.cluster_resources().get("GPU", 0)) < gpus:
         raise ReplicateError(f"the Ray cluster at {address or 'this machine'} has {have:g} GPUs and the runs are "
                              f"computed for CUDA ({gpus:g} GPU each, REPLICATE_RAY_GPUS): add GPU nodes, or set "
@@ -167,7 +164,11 @@ class RayExecutor:
         remote = ray.remote(executors.compute_task).options(num_cpus=1, num_gpus=gpus, max_retries=WORKER_DEATHS,
                                                              retry_exceptions=False)
         device = "cuda" if gpus else device  # Ray shows a task its own GPUs, from cuda:0 on
-        refs = {remote.remote(task, device): (task, 1) for task in tasks}
+        # A task reads the datasets staged at the driver's folders (a cluster shares them); the rest of its
+        # settings are the defaults of the node it runs on (its checkpoints go to that node's cache)
+        ours = settings.current()
+        given = settings.Settings().replace(data=ours.data, data_from=ours.data_from)
+        refs = {remote.remote(task, device, given): (task, 1) for task in tasks}
         failures = []
         try:
             while refs:
@@ -179,7 +180,7 @@ class RayExecutor:
                     except ray.exceptions.RayTaskError as exc:  # the run raised
                         cause = exc.cause if isinstance(getattr(exc, "cause", None), BaseException) else exc
                         if executors.retried(cause, attempt):
-                            refs[remote.remote(task, device)] = (task, attempt + 1)
+                            refs[remote.remote(task, device, given)] = (task, attempt + 1)
                         else:
                             failures.append(executors.Failure(task, executors.describe_error(cause)))
                         continue

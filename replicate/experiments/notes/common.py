@@ -31,7 +31,7 @@ import time
 import numpy as np
 import torch
 
-from replicate.core import paths
+from replicate.core import settings
 from replicate.core.fileio import atomic_write_text
 from replicate.core.threads import threads
 from replicate.experiments.li2020.common import LABELS, batch_size  # noqa: F401  (re-exported)
@@ -65,7 +65,7 @@ def constants_path(dataset: str, *, weight_decay: float, batch_size: int | None,
                    num_clients: int | None = None):
     name = f"{dataset}_seed-{data_seed if data_seed is not None else 'default'}_N-{num_clients or 'default'}" \
            f"_lam-{weight_decay:g}_b-{batch_size or 'full'}"
-    return paths.cache_dir() / "constants" / (re.sub(r"[^A-Za-z0-9_.+-]", "_", name) + ".json")
+    return settings.current().cache / "constants" / (re.sub(r"[^A-Za-z0-9_.+-]", "_", name) + ".json")
 
 
 def cached_constants(dataset: str, *, weight_decay: float, batch_size: int | None, data_seed: int | None = None,

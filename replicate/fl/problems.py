@@ -177,15 +177,16 @@ class SampleProblem:
         return self.model.sgd(start, batch, int(steps[0]) if equal else steps, rows, clip)
 
     @torch.no_grad()
-    def dissimilarity(self, flat: torch.Tensor, max_samples: int | None = None, piece: int = 64,
-                      budget: int = 1 << 22) -> float:
-        """FedProx's dissimilarity, the "variance of local gradients" (draft §5.4; spec §2.2):
+    def gradient_variance(self, flat: torch.Tensor, max_samples: int | None = None, piece: int = 64,
+                          budget: int = 1 << 22) -> float:
+        """The variance of the devices' local gradients at ``flat``:
 
             (1/N) Σ_k ‖∇F_k(w) − ∇f(w)‖²,   ∇f(w) = Σ_k n_k ∇F_k(w) / Σ_k n_k,
 
         an unweighted mean over all N devices around the sample-weighted mean gradient, with
-        ∇F_k the full gradient of device k's mean training loss (no regulariser, no clipping),
-        as the authors' ``fedprox`` trainer prints it ("gradient difference") every round.
+        ∇F_k the full gradient of device k's mean training loss (no regulariser, no clipping).
+        This is FedProx's "dissimilarity" (draft §5.4; spec §2.2), as its authors' trainer prints it
+        every round.
         ``max_samples`` uses each device's first n'_k = min(n_k, max_samples) samples and
         weights ∇f by n'_k (the authors' LSTMs: 200).
 
@@ -202,7 +203,7 @@ class SampleProblem:
         if max_samples is not None:
             sizes = sizes.clamp(max=int(max_samples))
         if bool((sizes < 1).any()):
-            raise ReplicateError("the dissimilarity needs at least one training sample on every device")
+            raise ReplicateError("the gradient variance needs at least one training sample on every device")
         n_dev, weights = sizes.numel(), sizes.to(torch.float64)
         row = max(1, self.x_prepared[:1].numel())
         per_chunk = max(1, min(budget // (piece * row), budget // max(p, 1)))

@@ -11,7 +11,7 @@ Two executions of the same recurrence (gates i, f, g, o as PyTorch orders them, 
   kernel (oneDNN on a CPU, cuDNN on CUDA). Measured on this project's 2-core CPU, one client,
   batch 10 × 80 characters, forward + backward: 24-32 ms for 2 × 256 against 117 ms for the
   written-out loop below and 550 ms for it under ``torch.func``.
-- **K clients at once** (the stacked engine, the dissimilarity's per-device gradients): the
+- **K clients at once** (the stacked engine, the gradient variance's per-device gradients): the
   recurrence over a ``(K, T, b, ·)`` time-major state, forward and backward written by hand
   (``_forward``, ``_backward``): per time step and layer 7 ops forward (one batched matrix product,
   then the gates' arithmetic in place) and 3 backward, against 31 when the loop ran under autograd
@@ -20,7 +20,7 @@ Two executions of the same recurrence (gates i, f, g, o as PyTorch orders them, 
   loss go through autograd; each client's weight gradient is one batched product per layer over
   its T·b rows. No ``vmap`` (measured 4× slower for 10 Shakespeare clients). History: forming the
   weight gradients per layer rather than per step made the stacked rounds of ``bench`` 1.5×
-  faster (Sent140 1.68 → 1.13 s, Shakespeare 6.8 → 4.5 s) and Sent140's dissimilarity (2,875
+  faster (Sent140 1.68 → 1.13 s, Shakespeare 6.8 → 4.5 s) and Sent140's gradient variance (2,875
   devices of ≈ 4 tweets) 35 → 14 s; the hand-written backward then took a Shakespeare step
   (10 clients, batch 10 × 80 characters, one thread) from 1.70 to 0.71 s of CPU time, Sent140's
   (25 words) 64 → 61 ms. ``tests/lstm_reference.py`` keeps the autograd recurrence as the

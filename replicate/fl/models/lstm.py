@@ -18,13 +18,10 @@ Two executions of the same recurrence (gates i, f, g, o as PyTorch orders them, 
   (issue #24 §2: the count is kernel launches on an accelerator, and dispatcher round trips on a
   CPU; ``python -m replicate bench`` records it for every model). Only the dense layers and the
   loss go through autograd; each client's weight gradient is one batched product per layer over
-  its T·b rows. No ``vmap`` (measured 4× slower for 10 Shakespeare clients). History: forming the
-  weight gradients per layer rather than per step made the stacked rounds of ``bench`` 1.5×
-  faster (Sent140 1.68 → 1.13 s, Shakespeare 6.8 → 4.5 s) and Sent140's gradient variance (2,875
-  devices of ≈ 4 tweets) 35 → 14 s; the hand-written backward then took a Shakespeare step
-  (10 clients, batch 10 × 80 characters, one thread) from 1.70 to 0.71 s of CPU time, Sent140's
-  (25 words) 64 → 61 ms. ``tests/lstm_reference.py`` keeps the autograd recurrence as the
-  reference it is tested against (equal to float32 rounding; to 1e-12 in float64).
+  its T·b rows. No ``vmap`` (measured 4× slower for 10 Shakespeare clients; the gains of the
+  per-layer weight gradients and the hand-written backward are in docs/CHANGELOG.md).
+  ``tests/lstm_reference.py`` keeps the autograd recurrence as the reference it is tested against
+  (equal to float32 rounding; to 1e-12 in float64).
 
 ``frozen_embedding``: the authors' Sent140 model embeds with frozen GloVe vectors (spec §1(c)).
 Without GloVe here, a fixed random table (uniform ±1, drawn once from the stream

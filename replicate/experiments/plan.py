@@ -255,7 +255,7 @@ def slot(rows: list[Progress], budget_s: float, rate: float) -> list[tuple[Progr
     has left for it (``beyond``: in the whole slot) is passed over: the slot could save nothing of it."""
     chosen, left, taken = [], budget_s, set()
     for row in rows:
-        if row.done or left <= 0 or row.round_s > left:
+        if row.done or left <= 0 or not _round_fits(row, left):
             continue
         need = sum(s for key, s in row.left.items() if key not in taken) / rate
         taken |= set(row.left)
@@ -266,7 +266,13 @@ def slot(rows: list[Progress], budget_s: float, rate: float) -> list[tuple[Progr
 
 def beyond(rows: list[Progress], budget_s: float) -> list[Progress]:
     """The units not done whose every run left takes longer for one round than ``budget_s``."""
-    return [row for row in rows if not row.done and row.round_s > budget_s]
+    return [row for row in rows if not row.done and not _round_fits(row, budget_s)]
+
+
+def _round_fits(row: Progress, seconds: float) -> bool:
+    """Whether one of ``row``'s runs left can finish a round in ``seconds``: a run saves at round boundaries
+    only, so a slot keeps nothing of a round it cannot finish."""
+    return row.round_s <= seconds
 
 
 def write_status(device: str = "cuda") -> None:

@@ -410,6 +410,30 @@ def test_an_algorithm_registers_where_it_is_defined(monkeypatch):
         protocol.register("fedavg", example={})(Mine)
 
 
+def test_a_new_algorithm_module_is_registered_without_editing_the_package(monkeypatch, tmp_path):
+    """docs/extending.md: an algorithm is its module and its test. A module dropped into the package's folder
+    is imported by the package (``discover``) and so registers itself."""
+    import sys
+
+    from replicate.fl import algorithms
+
+    monkeypatch.setattr(protocol, "ALGORITHMS", dict(protocol.ALGORITHMS))
+    monkeypatch.setattr(protocol, "EXAMPLES", dict(protocol.EXAMPLES))
+    (tmp_path / "toy_twice_fedavg.py").write_text(
+        "import dataclasses\n"
+        "from replicate.fl.algorithms import fedavg, protocol\n\n\n"
+        "@protocol.register('toy_twice_fedavg', example=dict(clients_per_round=2))\n"
+        "@dataclasses.dataclass(frozen=True)\n"
+        "class TwiceFedAvg(fedavg.FedAvg):\n"
+        "    pass\n")
+    monkeypatch.setattr(algorithms, "__path__", [*algorithms.__path__, str(tmp_path)])
+    monkeypatch.delitem(sys.modules, f"{algorithms.__name__}.toy_twice_fedavg", raising=False)
+    assert "toy_twice_fedavg" not in protocol.ALGORITHMS
+    algorithms.discover()
+    assert protocol.ALGORITHMS["toy_twice_fedavg"].__name__ == "TwiceFedAvg"
+    sys.modules.pop(f"{algorithms.__name__}.toy_twice_fedavg", None)
+
+
 @dataclasses.dataclass(frozen=True)
 class HalfStepFedAvg(FedAvg):
     """A user's FedAvg variant that overrides the client step alone (half the step), keeping ``plain_sgd``."""

@@ -1,9 +1,13 @@
 """Per-round federated maths, one module per algorithm, all on one protocol (``protocol.py``).
 
 ``ALGORITHMS`` maps the names a ``RunConfig`` uses to the classes. Each algorithm registers itself where it
-is defined (``protocol.register``, with the settings of an example instance), so adding one touches its own
-module and the import below, never the engine's loop, a table or the tests that cover every algorithm.
+is defined (``protocol.register``, with the settings of an example instance), and importing this package
+imports each of its modules (``discover``), so adding one is its own module and its hand-worked test: never
+the engine's loop, a table, this file or the tests that cover every algorithm.
 """
+import importlib
+import pkgutil
+
 from replicate.core.errors import ReplicateError
 from replicate.fl.algorithms.fedadam import FedAdam
 from replicate.fl.algorithms.fedavg import SCHEMES, FedAvg
@@ -15,6 +19,14 @@ from replicate.fl.algorithms.scaffold import Scaffold
 from replicate.fl.algorithms.stem import Stem
 
 
+def discover(path=None) -> None:
+    """Import every module of this package (or of the folders ``path``): each registers what it defines."""
+    for module in pkgutil.iter_modules(__path__ if path is None else path):
+        importlib.import_module(f"{__name__}.{module.name}")
+
+
+discover()
+
 
 def name_of(algorithm) -> str:
     """The registry name of an algorithm's settings object (one of ``ALGORITHMS``' classes)."""
@@ -24,5 +36,5 @@ def name_of(algorithm) -> str:
     raise ReplicateError(f"{algorithm!r} is not a registered algorithm's settings; use one of "
                          + ", ".join(f"{cls.__name__}(...)" for cls in ALGORITHMS.values()))
 
-__all__ = ["ALGORITHMS", "example", "name_of", "register", "Algorithm", "FedAdam", "FedAvg", "FedProx", "LocalUpdate", "LocalWork", "PlainSGD",
+__all__ = ["ALGORITHMS", "discover", "example", "name_of", "register", "Algorithm", "FedAdam", "FedAvg", "FedProx", "LocalUpdate", "LocalWork", "PlainSGD",
            "Population", "RoundContext", "RoundPlan", "SCHEMES", "Scaffold", "Stem"]

@@ -31,7 +31,8 @@ CNNs and the LSTMs at reduced widths, which leave the count unchanged), and for 
 per time step and layer: 31 before 2026-11-24, when the recurrence ran under autograd, 10 since
 (7 forward, 3 backward, written by hand).
 
-STEM on CIFAR-10: ``bench_stem``.
+The sections after these (STEM on CIFAR-10, runs as a tensor dimension, dropout noise, own pace) describe
+their workloads where they are printed (their modules' docstrings).
 """
 from __future__ import annotations
 

@@ -97,11 +97,11 @@ def _bench(args) -> int:
         "lstm": ("FedProx LSTMs:", lambda: bench.lstm_table(bench.lstm_run(device=args.device))),
         "ops": ("", bench.op_table),
         "executors": ("Sweep executors, local pool vs Ray:", lambda: bench_executors.table(bench_executors.run())),
-        "stem": ("STEM on CIFAR-10 (one thread):", lambda: bench_stem.table(bench_stem.run(device=args.device))),
+        "stem": (bench_stem.__doc__.strip(), lambda: bench_stem.table(bench_stem.run(device=args.device))),
         "batched": ("## Runs as a tensor dimension\n\n" + bench_batched.__doc__.strip(),
                     lambda: bench_batched.table(bench_batched.run(device=args.device))),
-        "noise": ("Dropout noise:", lambda: bench_noise.table(bench_noise.run(device=args.device))),
-        "pace": ("Runs of a batch at their own pace vs lockstep:", lambda: bench_pace.table(bench_pace.run(device=args.device))),
+        "noise": (bench_noise.__doc__.strip(), lambda: bench_noise.table(bench_noise.run(device=args.device))),
+        "pace": (bench_pace.__doc__.strip(), lambda: bench_pace.table(bench_pace.run(device=args.device))),
     }
     chosen = args.sections or list(sections)
     unknown = [name for name in chosen if name not in sections]

@@ -61,7 +61,11 @@ def isolated_build(tmp_path, monkeypatch):
     monkeypatch.setenv("REPLICATE_BUILD", str(tmp_path / "build"))
     monkeypatch.setenv("REPLICATE_LEDGER", str(tmp_path / "ledger"))  # the committed ledger only where a test says
     monkeypatch.setenv("REPLICATE_DEVICE", "cpu")
+    # and no scope of an earlier test's: a test that interrupts a batch (its budget's Ctrl-C may land while a
+    # `settings.use` block unwinds) could otherwise leave that test's folders in place for the next ones
+    scope = settings._scope.set(None)
     yield
+    settings._scope.reset(scope)
     settings.forget()
 
 

@@ -169,9 +169,9 @@ def test_dissimilarity_keeps_to_the_problem_device(model):
     """FedProx's measure plans its pieces on the host; pieces of 4 rows split most devices."""
     problem = PROBLEMS[model]()
     flat = problem.init(0)
-    expected = problem.gradient_variance(flat, max_samples=10, piece=4)
+    expected = problem.device_gradient_variance(flat, max_samples=10, piece=4)
     with default_device_trap():
-        assert problem.gradient_variance(flat, max_samples=10, piece=4) == expected
+        assert problem.device_gradient_variance(flat, max_samples=10, piece=4) == expected
 
 
 def test_trap_catches_a_factory_call_without_a_device(monkeypatch):

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from pathlib import Path
 
 from replicate.core import paths
 
@@ -99,29 +100,34 @@ def test_relative_locations_from_the_environment_are_made_absolute(monkeypatch, 
     assert read.build == tmp_path / "build" / "x" and read.cache == tmp_path / "build" / "x" / "cache"
     elsewhere = tmp_path / "notebooks"
     elsewhere.mkdir()
-    with settings.exported(read):  # what `python -m replicate` does for the kernels it starts
-        child = subprocess.run([sys.executable, "-c", "from replicate.core import settings; "
-                                "print(settings.current().cache)"],
-                               cwd=elsewhere, env=os.environ.copy(), capture_output=True, text=True, check=True)
+    child = subprocess.run([sys.executable, "-c", "from replicate.core import settings; "
+                            "print(settings.current().cache)"],  # as the batch runner starts a kernel
+                           cwd=elsewhere, env=settings.child_environment(read), capture_output=True, text=True, check=True)
     assert child.stdout.strip() == str(tmp_path / "build" / "x" / "cache")
-    assert os.environ["REPLICATE_BUILD"] == "build/x"  # the caller's environment as it was, after
+    assert os.environ["REPLICATE_BUILD"] == "build/x"  # this process's environment is left alone
+    handed = settings.child_environment(read.replace(progress_file="p.json", workers=None))
+    assert handed["REPLICATE_PROGRESS"] == str(tmp_path / "p.json") and "REPLICATE_WORKERS" not in handed
+    assert handed["PATH"] == os.environ["PATH"]  # the rest of the environment as it is
 
 
 def _environment_reads(tree) -> list[int]:
-    """Lines of ``tree`` that read the environment: os.environ.get / os.getenv / os.environ[...] as a value /
-    ``in os.environ`` (writes, the way a driver hands a setting to the processes it starts, are not reads)."""
-    def environ(node):
-        return isinstance(node, ast.Attribute) and node.attr == "environ"
-
+    """Lines of ``tree`` that read the environment: ``os.getenv``, and every use of ``os.environ`` but a write
+    (``os.environ[...] = …``, ``del``, ``.pop``, ``.setdefault``, ``.update``: the way a process sets a variable
+    for a library it calls): ``.get``, ``.items()``, ``os.environ[...]`` read, ``in os.environ``, ``os.environ`` as
+    a value."""
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
-                (node.func.attr == "get" and environ(node.func.value)) or node.func.attr == "getenv"):
+        if isinstance(node, ast.Attribute) and node.attr == "getenv":
             found.append(node.lineno)
-        elif isinstance(node, ast.Subscript) and environ(node.value) and isinstance(node.ctx, ast.Load):
-            found.append(node.lineno)
-        elif isinstance(node, ast.Compare) and any(environ(c) for c in node.comparators):
-            found.append(node.lineno)
+        if not (isinstance(node, ast.Attribute) and node.attr == "environ"):
+            continue
+        parent = parents.get(node)
+        if isinstance(parent, ast.Subscript) and not isinstance(parent.ctx, ast.Load):
+            continue  # os.environ[...] = …, del os.environ[...]
+        if isinstance(parent, ast.Attribute) and parent.attr in ("pop", "setdefault", "update"):
+            continue
+        found.append(node.lineno)
     return found
 
 
@@ -142,8 +148,10 @@ def test_the_environment_is_read_in_one_module_and_every_variable_is_a_setting()
                                                                   __import__("dataclasses").fields(settings.Settings)}
     readme = (paths.REPO / "README.md").read_text().split("### Environment variables")[1].split("\n## ")[0]
     assert [name for name in settings.VARIABLES if f"`{name}`" not in readme] == []  # each documented for users
-    assert _environment_reads(ast.parse("import os\nos.environ.get('A'); os.getenv('B'); os.environ['C']\n"
-                                        "'D' in os.environ\nos.environ['E'] = '1'")) == [2, 2, 2, 3]
+    assert sorted(_environment_reads(ast.parse(
+        "import os\nos.environ.get('A'); os.getenv('B'); os.environ['C']\n'D' in os.environ\nos.environ['E'] = '1'\n"
+        "dict(os.environ.items()); x = {**os.environ}\nos.environ.pop('F', None); os.environ.setdefault('G', '1')\n"
+        "del os.environ['H']"))) == [2, 2, 2, 3, 5, 5]
 
 
 def test_settings_are_read_once_at_the_edge_and_handed_down():
@@ -169,29 +177,68 @@ def test_settings_are_read_once_at_the_edge_and_handed_down():
     finally:
         del os.environ["REPLICATE_WORKERS"]
         settings.forget()
-    # a worker computes under the settings it was handed: those of its driver's scope
-    given = settings.Settings(workers=4, checkpoint_s=7.0)
-    executors._worker_init(given)
-    try:
-        assert settings.current() is given
-    finally:
-        settings.forget()
+    # a pool worker computes under the settings it was handed as it started: those of its driver's scope
+    import concurrent.futures
+    import multiprocessing
+
+    given = settings.Settings(workers=4, checkpoint_s=7.0, stop_file="stop.here")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                                initializer=executors._worker_init, initargs=(given,)) as pool:
+        assert pool.submit(settings.current).result() == given
+    # a Ray task: the driver's settings on a private instance (this machine), a cluster node's own but the data
+    from replicate.runs import ray_executor
+
+    with settings.use(given):
+        assert ray_executor.task_settings(None) is given
+        carried = ray_executor.task_settings("10.0.0.1:6379")
+        assert carried == {"data": given.data, "data_from": given.data_from}
+    node = settings.Settings(checkpoint_s=3.0, data_from=None)
+    with settings.use(node):  # on the node: its own settings, the driver's data folders
+        assert executors.worker_settings(carried) == node.replace(data=given.data, data_from=given.data_from)
+        assert executors.worker_settings(given) is given and executors.worker_settings(None) is node
     with pytest.raises(Exception, match="REPLICATE_WORKERS must be a positive whole number"):
         settings.Settings(workers=0)  # checked however they are made, not only when read
     with pytest.raises(Exception, match="REPLICATE_EXECUTOR"):
         settings.current().replace(executor="spark")
+    # folders are absolute however given (a kernel starts elsewhere), and the cache follows the build folder
+    moved = settings.Settings().replace(build="build/x")
+    assert moved.build == Path.cwd() / "build" / "x" and moved.cache == moved.build / "cache"
+    assert moved.environment()["REPLICATE_BUILD"] == str(Path.cwd() / "build" / "x") and given.stop_file.is_absolute()
+
+
+def test_a_thread_of_a_scope_sees_its_settings(tmp_path):
+    """The batch runner's progress poll runs in a thread; a thread starts with no context of its own, so it
+    is started in its creator's: under ``settings.use`` it reads that scope's cache, not the process's."""
+    from replicate.cli import progress
+    from replicate.core import settings
+
+    seen = []
+    mine = settings.current().replace(cache=tmp_path / "mine")
+    with settings.use(mine):
+        shown = progress.Progress(None, "li2020/fig2", {}, tmp_path / "progress.json")
+    shown.show = lambda state: seen.append(settings.current())  # what the poll calls every 2 s
+    shown.thread.start()
+    import time
+
+    deadline = time.monotonic() + 10
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.1)
+    shown.stop.set()
+    shown.thread.join()
+    assert seen and all(s is mine for s in seen)
 
 
 def _imports_paths(tree: ast.AST) -> list[int]:
-    """Lines of ``tree`` that import ``replicate.core.paths`` (the settings' reader), in any form."""
-    found = []
+    """Lines of ``tree`` that import ``replicate.core.settings`` or ``replicate.core.paths`` (the settings and
+    the checkout's folders), in any form."""
+    found, modules = [], ("paths", "settings")
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module == "replicate.core":
-            found += [node.lineno for alias in node.names if alias.name == "paths"]
-        elif isinstance(node, ast.ImportFrom) and node.module == "replicate.core.paths":
+            found += [node.lineno for alias in node.names if alias.name in modules]
+        elif isinstance(node, ast.ImportFrom) and node.module in [f"replicate.core.{m}" for m in modules]:
             found.append(node.lineno)
         elif isinstance(node, ast.Import):
-            found += [node.lineno for alias in node.names if alias.name == "replicate.core.paths"]
+            found += [node.lineno for alias in node.names if alias.name in [f"replicate.core.{m}" for m in modules]]
     return found
 
 
@@ -203,7 +250,9 @@ def test_the_engine_floor_reads_no_setting():
                if (lines := _imports_paths(ast.parse(path.read_text())))}
     assert readers == {}, readers
     assert _imports_paths(ast.parse("from replicate.core import rng, paths\nimport replicate.core.paths\n"
-                                    "from replicate.core.paths import REPO\nfrom replicate.core import rng")) == [1, 2, 3]
+                                    "from replicate.core.paths import REPO\nfrom replicate.core import rng\n"
+                                    "from replicate.core import settings\nimport replicate.core.settings\n"
+                                    "from replicate.core.settings import current")) == [1, 2, 3, 5, 6, 7]
 
 
 def test_every_setting_is_checked_at_the_edge_in_one_line(monkeypatch, capsys):
@@ -225,6 +274,11 @@ def test_every_setting_is_checked_at_the_edge_in_one_line(monkeypatch, capsys):
     assert main(["figures", "--list"]) == 2 and "REPLICATE_DATA_FROM=/nonexistent/folder" in capsys.readouterr().err
     assert settings.Settings.read(skip=("REPLICATE_DATA_FROM",)).data_from != "/nonexistent/folder"  # `data fetch --from`
     monkeypatch.delenv("REPLICATE_DATA_FROM")
+    monkeypatch.setenv("REPLICATE_DEVICE", "tpu")  # a flag's bad value is named in the same line as the variables'
+    assert main(["figures", "--list", "--workers", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "REPLICATE_DEVICE must be" in err and "REPLICATE_WORKERS must be" in err
+    monkeypatch.delenv("REPLICATE_DEVICE")
     assert settings.current().checkpoint_s == 120.0 and settings.current().workers == 2
 
 

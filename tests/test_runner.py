@@ -400,6 +400,9 @@ def test_two_runs_of_one_notebook_at_once_both_succeed(project, monkeypatch):
     for out in (project / "out0", project / "out1"):  # each batch published its own run's files
         assert (out / "notes" / "figA.csv").read_text().split() == ["run", (out / "run").read_text()]
     assert not (settings.current().build / "staging").exists()
+    import os  # each handed its kernel its settings: neither wrote them into the process's environment
+
+    assert not {"REPLICATE_PROGRESS", "REPLICATE_STOP_FILE", "REPLICATE_CACHE"} & set(os.environ)
 
 
 def _never_runs(monkeypatch):

@@ -47,12 +47,11 @@ def _settings(args):
     --from replaces REPLICATE_DATA_FROM (not read)."""
     from replicate.core import settings
 
-    flags = {field: getattr(args, field) for field in ("executor", "ray_address", "workers", "batch_runs")
-             if getattr(args, field, None) is not None}
-    if getattr(args, "source", None):
-        flags["data_from"] = None  # `data fetch --from DIR` stages from DIR, whatever the variable says
-    replaced = tuple(name for name, (field, _) in settings.VARIABLES.items() if field in flags)
-    return settings.Settings.read(skip=replaced).replace(**flags)
+    flags = {name: str(getattr(args, field)) for name, (field, _) in settings.VARIABLES.items()
+             if field in ("executor", "ray_address", "workers", "batch_runs") and getattr(args, field, None) is not None}
+    source = getattr(args, "source", None)  # `data fetch --from DIR` stages from DIR, whatever the variable says
+    read = settings.Settings.read(given=flags, skip=("REPLICATE_DATA_FROM",) if source else ())
+    return read.replace(data_from=None) if source else read
 
 
 def _executor_settings(args) -> None:
@@ -390,7 +389,7 @@ def main(argv=None) -> int:
     try:
         from replicate.core import settings
 
-        with settings.exported(_settings(args)):  # for this command, and the kernels and processes it starts
+        with settings.use(_settings(args)):  # for this command; it hands them to the processes it starts
             return args.func(args)
     except ReplicateError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -10,6 +10,7 @@ model's numerics changed); without any record, the ETA extrapolates the runs com
 """
 from __future__ import annotations
 
+import contextvars
 import json
 import threading
 import time
@@ -51,7 +52,8 @@ class Progress:
         # older records list no run_seconds: their mean compute per run, times the runs left
         self.per_run = record["runs_compute_s"] / timed if timed > 0 and "runs_compute_s" in record else None
         self.start, self.stop = time.perf_counter(), threading.Event()
-        self.thread = threading.Thread(target=self._poll, daemon=True)
+        # the poll runs in this scope's context: a thread starts with none, and would read another cache
+        self.thread = threading.Thread(target=contextvars.copy_context().run, args=(self._poll,), daemon=True)
 
     def __enter__(self):
         self.show({})

@@ -129,14 +129,16 @@ def _unstage(staging: Path) -> None:
             break
 
 
-def _quiet_kernel_manager(log: Path):
-    """A kernel manager whose kernel writes its own stderr (TCP warnings, the traceback it logs when
-    the batch is interrupted) to ``log`` instead of the batch's terminal."""
+def _kernel_manager(log: Path, given: settings.Settings):
+    """A kernel manager whose kernel starts with ``given`` settings (in its environment: the one channel to a
+    kernel) and writes its own stderr (TCP warnings, the traceback it logs when the batch is interrupted) to
+    ``log`` instead of the batch's terminal."""
     from jupyter_client.manager import AsyncKernelManager
 
     class QuietKernelManager(AsyncKernelManager):
         async def _async_start_kernel(self, **kw):
             kw.setdefault("stderr", open(log, "ab"))  # noqa: SIM115  (the kernel process owns it)
+            kw["env"] = settings.child_environment(given)
             return await super()._async_start_kernel(**kw)
 
         start_kernel = _async_start_kernel
@@ -231,19 +233,19 @@ def _run_all(notebooks, profile, overrides, executed_dir, committed, target, red
         staging = _staging(nb, reduced or (profile == "paper" and not committed and "cpu_scale" in target.parts))
         executed_dir.mkdir(parents=True, exist_ok=True)
         progress_file = staging / "progress.json"
+        kernel_settings = settings.current().replace(progress_file=progress_file)  # handed to the kernel
         start, started = time.perf_counter(), time.time()
         kernel_log = executed_dir / f"{nb.path.stem}.kernel.log"
         _route_asyncio_log(kernel_log)  # left in place if interrupted: the process is about to exit
         try:
             try:
-                with (settings.exported(settings.current().replace(progress_file=progress_file)),  # for the kernel
-                      Progress(bar, nb.key, previous(nb.paper, nb.figure, profile, target, overrides), progress_file),
+                with (Progress(bar, nb.key, previous(nb.paper, nb.figure, profile, target, overrides), progress_file),
                       budget.watching() if budget is not None else nullcontext()):
                     papermill.execute_notebook(str(nb.path), str(executed_dir / nb.path.name),
                                                parameters=parameters(nb, profile, staging, overrides),
                                                kernel_name="python3", progress_bar=False, log_output=log_output,
                                                cwd=str(paths.notebooks_dir()),
-                                               kernel_manager_class=_quiet_kernel_manager(kernel_log))
+                                               kernel_manager_class=_kernel_manager(kernel_log, kernel_settings))
             except KeyboardInterrupt:
                 raise _stop(nb, finished, left[1:], budget, committed) from None
             except Exception as exc:  # papermill re-raises the cell's error; report it and go on

@@ -6,7 +6,7 @@ one) and installs the result before any command runs; a notebook kernel or a pro
 reads it at its first ``current()``. Below the edge nothing reads the environment: code asks ``current()`` for
 the settings of its scope, and a caller that wants others for a scope says so (``use``). The environment is
 only how settings travel to the processes a command starts that are not ours to call (papermill's kernels:
-``exported``); our own worker processes and Ray tasks are handed the object itself. ``tests/test_project.py``
+``child_environment``); our own worker processes and Ray tasks are handed the object itself. ``tests/test_project.py``
 checks that this module is the one reader of the environment.
 """
 from __future__ import annotations
@@ -19,21 +19,24 @@ import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from replicate.core import paths
 from replicate.core.errors import ReplicateError
-from replicate.core.paths import REPO
 
 EXECUTORS = ("local", "ray")
+FOLDERS = ("build", "cache", "data", "data_from", "ledger", "catalog_override", "progress_file", "stop_file")
 
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """Every setting of the package, with the environment variable a user sets it by (README's table)."""
 
-    build: Path = REPO / "build"  # REPLICATE_BUILD: executed notebooks, staged figures, the run cache
-    cache: Path = REPO / "build" / "cache"  # REPLICATE_CACHE: the run cache
-    data: Path = REPO / "data"  # REPLICATE_DATA: staged dataset files
+    build: Path = dataclasses.field(default_factory=lambda: paths.REPO / "build")  # REPLICATE_BUILD: executed
+    # notebooks, staged figures and, by default, the run cache
+    cache: Path | None = None  # REPLICATE_CACHE: the run cache (None: build/cache)
+    data: Path = dataclasses.field(default_factory=lambda: paths.REPO / "data")  # REPLICATE_DATA: staged datasets
     data_from: Path | None = None  # REPLICATE_DATA_FROM: a folder to stage datasets from (None: download)
-    ledger: Path | None = REPO / "figures" / "ledger"  # REPLICATE_LEDGER: the committed run ledger (None: off)
+    ledger: Path | None = dataclasses.field(default_factory=lambda: paths.figures_dir() / "ledger")  # REPLICATE_LEDGER:
+    # the committed run ledger (None: off)
     catalog_override: Path | None = None  # REPLICATE_CATALOG_OVERRIDE: tests' fabricated official downloads
     stand_ins: bool = False  # REPLICATE_STAND_INS: figures read the offline stand-ins by default
     device: str | None = None  # REPLICATE_DEVICE: cpu, cuda, cuda:N (None: CUDA when present)
@@ -47,6 +50,11 @@ class Settings:
     stop_file: Path | None = None  # REPLICATE_STOP_FILE: set by a driver: the file asking its runs to stop
 
     def __post_init__(self):
+        for name in FOLDERS:  # absolute, whoever made them: a kernel starts in notebooks/ (``environment``)
+            if (value := getattr(self, name)) is not None:
+                object.__setattr__(self, name, Path(value).resolve())
+        if self.cache is None:
+            object.__setattr__(self, "cache", self.build / "cache")
         errors = [message for check, message in (
             (self.device is None or re.fullmatch(r"cpu|cuda(:\d+)?", self.device),
              f"REPLICATE_DEVICE must be cpu, cuda or cuda:N, got {self.device!r}"),
@@ -71,10 +79,12 @@ class Settings:
         return dataclasses.replace(self, **changes)
 
     @classmethod
-    def read(cls, environ: Mapping[str, str] | None = None, skip: tuple[str, ...] = ()) -> Settings:
+    def read(cls, environ: Mapping[str, str] | None = None, skip: tuple[str, ...] = (),
+             given: Mapping[str, str] | None = None) -> Settings:
         """The settings the environment gives (``os.environ`` by default), each value checked: one
-        ``ReplicateError`` naming every bad one. ``skip``: variables a command's own flag replaces."""
-        env = {name: value for name, value in (os.environ if environ is None else environ).items()
+        ``ReplicateError`` naming every bad one. ``given``: values a command's flags give for some variables
+        (their text, checked alike); ``skip``: variables left unread (a flag that stands for one otherwise)."""
+        env = {name: value for name, value in {**(os.environ if environ is None else environ), **(given or {})}.items()
                if name in VARIABLES and name not in skip and value != ""}
         values, errors = {}, []
         for name, value in env.items():
@@ -83,8 +93,6 @@ class Settings:
                 values[field] = parse(value, name)
             except ReplicateError as error:
                 errors.append(str(error))
-        if "build" in values and "cache" not in values:
-            values["cache"] = values["build"] / "cache"
         values.setdefault("data_from", _shared_data())
         if values.get("data_from") == _NONE:
             values["data_from"] = None
@@ -154,7 +162,7 @@ def _ledger(value: str, name: str):
 
 def _shared_data() -> Path | None:
     """This machine's stand-in for the downloads, beside the checkout, when it is there (README, Data)."""
-    shared = REPO.parent / "shared" / "data"
+    shared = paths.REPO.parent / "shared" / "data"
     return shared if shared.is_dir() else None
 
 
@@ -196,7 +204,8 @@ def forget() -> None:
 
 @contextlib.contextmanager
 def use(settings: Settings) -> Iterator[Settings]:
-    """``settings`` for the code inside the block (this thread/task only), the others after it."""
+    """``settings`` for the code inside the block (this thread/task only), the others after it. (A second
+    Ctrl-C that lands while the block unwinds can leave them in place: a process ends after one; a test resets.)"""
     token = _scope.set(settings)
     try:
         yield settings
@@ -204,25 +213,12 @@ def use(settings: Settings) -> Iterator[Settings]:
         _scope.reset(token)
 
 
-@contextlib.contextmanager
-def exported(settings: Settings) -> Iterator[Settings]:
-    """``settings`` for the code inside, and written into the environment that the processes started
-    inside inherit (papermill kernels: no other channel reaches them); the environment restored after."""
-    before = {name: os.environ.get(name) for name in VARIABLES}
-    try:
-        for name, value in settings.environment().items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        with use(settings):
-            yield settings
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+def child_environment(settings: Settings) -> dict[str, str]:
+    """The environment to start a process with that reads ``settings`` back (a papermill kernel: no other
+    channel reaches it): this process's, with every setting's variable replaced. This process's own
+    environment is left alone: two batches of one process, in two threads, each hand their kernels theirs."""
+    environment = {name: value for name, value in os.environ.items() if name not in VARIABLES}
+    return environment | {name: value for name, value in settings.environment().items() if value is not None}
 
 
-__all__ = ["EXECUTORS", "Settings", "VARIABLES", "current", "exported", "forget", "install", "use"]
+__all__ = ["EXECUTORS", "Settings", "VARIABLES", "child_environment", "current", "forget", "install", "use"]

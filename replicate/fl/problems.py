@@ -177,8 +177,8 @@ class SampleProblem:
         return self.model.sgd(start, batch, int(steps[0]) if equal else steps, rows, clip)
 
     @torch.no_grad()
-    def gradient_variance(self, flat: torch.Tensor, max_samples: int | None = None, piece: int = 64,
-                          budget: int = 1 << 22) -> float:
+    def device_gradient_variance(self, flat: torch.Tensor, max_samples: int | None = None, piece: int = 64,
+                                 budget: int = 1 << 22) -> float:
         """The variance of the devices' local gradients at ``flat``:
 
             (1/N) Σ_k ‖∇F_k(w) − ∇f(w)‖²,   ∇f(w) = Σ_k n_k ∇F_k(w) / Σ_k n_k,

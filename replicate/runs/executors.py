@@ -36,15 +36,25 @@ from replicate.runs import checkpoints
 ATTEMPTS = 2  # a task that raises is tried once more, then reported
 
 
-def compute_task(jobs: list, device: str | None = None, given: settings.Settings | None = None) -> list[tuple[str, dict]]:
+def compute_task(jobs: list, device: str | None = None,
+                 given: settings.Settings | dict | None = None) -> list[tuple[str, dict]]:
     """A worker's whole job: compute each run of the task (``(config, target, extra_metrics)``) on
     ``device`` (None: this process's default; one intra-op thread, as every run: ``cache.train``) under the
-    driver's ``given`` settings (None: the worker's own) and return its cache CSV text and sidecar fields;
-    nothing is written here but the checkpoints of runs cut off."""
+    settings its driver gives (``given``: the driver's own, or a dict of those that replace the worker's; None:
+    the worker's) and return its cache CSV text and sidecar fields; nothing is written here but the
+    checkpoints of runs cut off."""
     from replicate.runs import batched
 
-    with settings.use(given or settings.current()):
+    with settings.use(worker_settings(given)):
         return batched.compute([tuple(job) for job in jobs], device)  # one batch of runs (batched.group's)
+
+
+def worker_settings(given: settings.Settings | dict | None) -> settings.Settings:
+    """The settings a task computes under: its driver's (``given``), the worker's own with ``given``'s
+    replacing some of them (a dict), or the worker's own (None)."""
+    if isinstance(given, dict):
+        return settings.current().replace(**given)
+    return given or settings.current()
 
 
 @dataclass

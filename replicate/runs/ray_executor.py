@@ -145,6 +145,14 @@ def check(address: str | None) -> None:
         ray.shutdown()
 
 
+def task_settings(address: str | None) -> settings.Settings | dict:
+    """What a task computes under (``executors.compute_task``'s ``given``). A private instance is this machine:
+    the driver's settings, its stop file and cache among them. A cluster's node reads the datasets staged at the
+    driver's folders (a cluster shares them) and keeps its own settings for the rest (checkpoints in its cache)."""
+    ours = settings.current()
+    return ours if address is None else {"data": ours.data, "data_from": ours.data_from}
+
+
 class RayExecutor:
     """Tasks of runs on the Ray cluster at ``address``; joined when the first sweep uses it."""
 
@@ -164,10 +172,7 @@ class RayExecutor:
         remote = ray.remote(executors.compute_task).options(num_cpus=1, num_gpus=gpus, max_retries=WORKER_DEATHS,
                                                              retry_exceptions=False)
         device = "cuda" if gpus else device  # Ray shows a task its own GPUs, from cuda:0 on
-        # A task reads the datasets staged at the driver's folders (a cluster shares them); the rest of its
-        # settings are the defaults of the node it runs on (its checkpoints go to that node's cache)
-        ours = settings.current()
-        given = settings.Settings().replace(data=ours.data, data_from=ours.data_from)
+        given = task_settings(self.address)
         refs = {remote.remote(task, device, given): (task, 1) for task in tasks}
         failures = []
         try:

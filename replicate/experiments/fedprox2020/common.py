@@ -168,7 +168,7 @@ def run_config(key: str, *, mu: float, epochs: int, seed: int, drop: float = 0.0
 def dissimilarity(problem, params, round_: int) -> dict:
     """``extra_metrics`` of every FedProx-paper run: the dissimilarity at the global model."""
     lstm = isinstance(problem.model, models.CharLSTM)
-    return {"dissimilarity": problem.gradient_variance(params, max_samples=DISSIMILARITY_SAMPLES if lstm else None)}
+    return {"dissimilarity": problem.device_gradient_variance(params, max_samples=DISSIMILARITY_SAMPLES if lstm else None)}
 
 
 dissimilarity.key = f"dissimilarity(lstm_samples={DISSIMILARITY_SAMPLES})"  # the run cache keys on it

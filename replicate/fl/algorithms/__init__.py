@@ -19,14 +19,6 @@ from replicate.fl.algorithms.scaffold import Scaffold
 from replicate.fl.algorithms.stem import Stem
 
 
-def discover(path=None) -> None:
-    """Import every module of this package (or of the folders ``path``): each registers what it defines."""
-    for module in pkgutil.iter_modules(__path__ if path is None else path):
-        importlib.import_module(f"{__name__}.{module.name}")
-
-
-discover()
-
 
 def name_of(algorithm) -> str:
     """The registry name of an algorithm's settings object (one of ``ALGORITHMS``' classes)."""
@@ -35,6 +27,16 @@ def name_of(algorithm) -> str:
             return name
     raise ReplicateError(f"{algorithm!r} is not a registered algorithm's settings; use one of "
                          + ", ".join(f"{cls.__name__}(...)" for cls in ALGORITHMS.values()))
+
+
+def discover() -> None:
+    """Import every module of this package: each registers what it defines (after ``name_of``, which one
+    may import)."""
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
+
+
+discover()
 
 __all__ = ["ALGORITHMS", "discover", "example", "name_of", "register", "Algorithm", "FedAdam", "FedAvg", "FedProx", "LocalUpdate", "LocalWork", "PlainSGD",
            "Population", "RoundContext", "RoundPlan", "SCHEMES", "Scaffold", "Stem"]

@@ -2,12 +2,12 @@
 
 The edge is where a process starts doing this package's work: ``python -m replicate`` reads the environment,
 applies its command's flags (``--workers``, ``--executor``, …), checks every value (one error naming each bad
-one) and installs the result before any command runs; a notebook kernel or a process that imports the package
+one) and runs the command under the result (``use``); a notebook kernel or a process that imports the package
 reads it at its first ``current()``. Below the edge nothing reads the environment: code asks ``current()`` for
 the settings of its scope, and a caller that wants others for a scope says so (``use``). The environment is
 only how settings travel to the processes a command starts that are not ours to call (papermill's kernels:
-``child_environment``); our own worker processes and Ray tasks are handed the object itself. ``tests/test_project.py``
-checks that this module is the one reader of the environment.
+``child_environment``), and no command writes its own; our worker processes and Ray tasks are handed the object
+itself. ``tests/test_project.py`` checks that this module is the one reader of the environment.
 """
 from __future__ import annotations
 
@@ -60,13 +60,15 @@ class Settings:
              f"REPLICATE_DEVICE must be cpu, cuda or cuda:N, got {self.device!r}"),
             (self.executor in EXECUTORS,
              f"REPLICATE_EXECUTOR (--executor) must be one of {', '.join(EXECUTORS)}, got {self.executor!r}"),
-            (self.workers is None or self.workers >= 1, f"REPLICATE_WORKERS must be a positive whole number, got {self.workers!r}"),
+            (self.workers is None or self.workers >= 1,
+             f"REPLICATE_WORKERS must be a positive whole number, got {self.workers!r}"),
             (self.batch_runs is None or self.batch_runs >= 1,
              f"REPLICATE_BATCH_RUNS must be a positive whole number, got {self.batch_runs!r}"),
             (0 < self.ray_gpus <= 1 or (self.ray_gpus > 1 and float(self.ray_gpus).is_integer()),
              f"REPLICATE_RAY_GPUS must be a fraction in (0, 1] or a whole number, got {self.ray_gpus!r}"),
-            (self.checkpoint_s >= 0, f"REPLICATE_CHECKPOINT_S must be a number of seconds >= 0, got {self.checkpoint_s!r}"),
-            (self.data_from is None or self.data_from.is_dir(),  # said before anything is fetched, not downloaded instead
+            (self.checkpoint_s >= 0,
+             f"REPLICATE_CHECKPOINT_S must be a number of seconds >= 0, got {self.checkpoint_s!r}"),
+            (self.data_from is None or self.data_from.is_dir(),  # said before anything is fetched, not downloaded
              f"REPLICATE_DATA_FROM={self.data_from} is not a folder: point it at the folder holding the dataset "
              "files, or unset it to download")) if not check]
         if errors:
@@ -170,7 +172,8 @@ VARIABLES = {  # environment variable: (field, parser)
     "REPLICATE_BUILD": ("build", _folder), "REPLICATE_CACHE": ("cache", _folder), "REPLICATE_DATA": ("data", _folder),
     "REPLICATE_DATA_FROM": ("data_from", _data_from), "REPLICATE_LEDGER": ("ledger", _ledger),
     "REPLICATE_CATALOG_OVERRIDE": ("catalog_override", _folder), "REPLICATE_STAND_INS": ("stand_ins", _switch),
-    "REPLICATE_DEVICE": ("device", _text), "REPLICATE_EXECUTOR": ("executor", _text), "RAY_ADDRESS": ("ray_address", _text),
+    "REPLICATE_DEVICE": ("device", _text), "REPLICATE_EXECUTOR": ("executor", _text),
+    "RAY_ADDRESS": ("ray_address", _text),
     "REPLICATE_WORKERS": ("workers", _whole), "REPLICATE_BATCH_RUNS": ("batch_runs", _whole),
     "REPLICATE_RAY_GPUS": ("ray_gpus", _number), "REPLICATE_CHECKPOINT_S": ("checkpoint_s", _number),
     "REPLICATE_PROGRESS": ("progress_file", _folder), "REPLICATE_STOP_FILE": ("stop_file", _folder)}

@@ -77,7 +77,7 @@ class Settings:
     def replace(self, **changes) -> Settings:
         """These settings with ``changes`` (checked alike); the build folder carries its default cache along."""
         if "build" in changes and "cache" not in changes and self.cache == self.build / "cache":
-            changes["cache"] = Path(changes["build"]) / "cache"
+            changes["cache"] = None  # derived again from the new build folder (``__post_init__``)
         return dataclasses.replace(self, **changes)
 
     @classmethod
@@ -95,9 +95,7 @@ class Settings:
                 values[field] = parse(value, name)
             except ReplicateError as error:
                 errors.append(str(error))
-        values.setdefault("data_from", _shared_data())
-        if values.get("data_from") == _NONE:
-            values["data_from"] = None
+        values.setdefault("data_from", _shared_data())  # unset: this machine's stand-in folder, if any; `none`: none
         try:  # the values that parsed are checked too: one error names every bad one
             settings = cls(**values)
         except ReplicateError as error:
@@ -129,7 +127,7 @@ def _folder(value: str, name: str) -> Path:
 
 
 def _data_from(value: str, name: str):
-    return _NONE if value == "none" else Path(value).resolve()
+    return None if value == "none" else Path(value).resolve()
 
 
 def _whole(value: str, name: str) -> int:
@@ -153,9 +151,6 @@ def _switch(value: str, name: str) -> bool:
 
 def _text(value: str, name: str) -> str:
     return value
-
-
-_NONE = object()  # a location switched off (`none`, `off`)
 
 
 def _ledger(value: str, name: str):

@@ -30,6 +30,29 @@ def test_every_builder_registered_itself_with_the_downloads_it_reads():
         registry.builder("mnist_fedprox")(lambda: None)
 
 
+def test_a_new_dataset_module_is_registered_without_editing_the_package(monkeypatch, tmp_path):
+    """docs/extending.md: a dataset is its builder's module. A module dropped into the package's folder is
+    imported by the package (``discover``) and so registers its builder, which ``load`` then builds."""
+    from replicate.data import registry
+
+    monkeypatch.setattr(registry, "BUILDERS", dict(registry.BUILDERS))
+    monkeypatch.setattr(registry, "READS", dict(registry.READS))
+    monkeypatch.setattr(data, "_BUILDERS", registry.BUILDERS)
+    (tmp_path / "toy_two_clients.py").write_text(
+        "from replicate.data import registry\n"
+        "from replicate.data.synthetic import synthetic\n\n\n"
+        "@registry.builder('toy_two_clients')\n"
+        "def toy(seed: int = 0):\n"
+        "    return synthetic(0, 0, 2, iid=False, seed=seed)\n")
+    monkeypatch.setattr(data, "__path__", [*data.__path__, str(tmp_path)])
+    monkeypatch.delitem(sys.modules, "replicate.data.toy_two_clients", raising=False)
+    assert "toy_two_clients" not in data.available()
+    data.discover()
+    assert "toy_two_clients" in data.available() and registry.READS["toy_two_clients"] == ()
+    assert data.load("toy_two_clients", seed=1).num_clients == 2
+    sys.modules.pop("replicate.data.toy_two_clients", None)
+
+
 def test_load_synthetic_equals_direct_call():
     a = data.load("synthetic", alpha=1, beta=1, num_clients=5, seed=2)
     b = data.synthetic(1, 1, 5, seed=2)

@@ -1,12 +1,15 @@
 """Federated datasets by name: ``load("synthetic", alpha=1, beta=1)`` → :class:`FederatedDataset`.
 
-Importing this package registers every builder (``replicate.data.registry``: each module registers its own) and
-reads no data; builders load files only when called. Files are
+Importing this package imports each of its modules (``discover``), so every builder registers itself where it
+is defined (``replicate.data.registry``) and a new dataset needs no import line here; it reads no data:
+builders load files only when called. Files are
 staged by :func:`replicate.data.store.fetch` (``python -m replicate data fetch NAME``).
 """
 from __future__ import annotations
 
+import importlib
 import inspect
+import pkgutil
 from typing import Callable
 
 from replicate.core.errors import ReplicateError
@@ -30,6 +33,14 @@ from replicate.data.tff import shakespeare_tff
 def _synthetic(alpha: float, beta: float, num_clients: int = 100, seed: int = 0) -> FederatedDataset:
     return synthetic(alpha, beta, num_clients, iid=False, seed=seed)
 
+
+def discover() -> None:
+    """Import every module of this package: each registers the builders it defines."""
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
+
+
+discover()
 
 _BUILDERS = registry.BUILDERS  # every builder, registered where it is defined (``replicate.data.registry``)
 
@@ -67,7 +78,7 @@ def _builder(name: str) -> Callable[..., FederatedDataset]:
 
 
 __all__ = [
-    "FederatedDataset", "QuadraticClients", "Split", "available", "emnist_star", "femnist",
+    "FederatedDataset", "QuadraticClients", "Split", "available", "discover", "emnist_star", "femnist",
     "femnist_fedprox", "fetch", "li2020_counterexample", "load", "load_leaf", "load_mnist",
     "mnist_balanced", "mnist_fedprox", "mnist_stem", "mnist_unbalanced", "parameters", "cifar10_stem_high",
     "cifar10_stem_moderate", "shakespeare_tff", "synthetic", "synthetic_iid", "table1_statistics",

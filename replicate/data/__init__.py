@@ -1,9 +1,9 @@
 """Federated datasets by name: ``load("synthetic", alpha=1, beta=1)`` → :class:`FederatedDataset`.
 
 Importing this package imports each of its modules (``discover``), so every builder registers itself where it
-is defined (``replicate.data.registry``) and a new dataset needs no import line here; it reads no data:
-builders load files only when called. Files are
-staged by :func:`replicate.data.store.fetch` (``python -m replicate data fetch NAME``).
+is defined (``replicate.data.registry``) and a new dataset needs no import line here (the imports below are the
+package's API); it reads no data: builders load files only when called. Files are staged by
+:func:`replicate.data.store.fetch` (``python -m replicate data fetch NAME``).
 """
 from __future__ import annotations
 
@@ -16,13 +16,10 @@ from replicate.core.errors import ReplicateError
 from replicate.data import registry
 from replicate.data.federated import FederatedDataset, Split
 from replicate.data.leaf import femnist, load_leaf
-from replicate.data.letters import emnist_star, emnist_star_tff, femnist_fedprox, femnist_fedprox_tff
+from replicate.data.letters import emnist_star, femnist_fedprox
 from replicate.data.mnist import load_mnist, mnist_balanced, mnist_fedprox, mnist_unbalanced
 from replicate.data.quadratic import QuadraticClients, li2020_counterexample
-from replicate.data.shards import (cifar10_jpg_stem_high, cifar10_jpg_stem_moderate, cifar10_stem_high,
-                                   cifar10_stem_moderate, mnist_stem, mnist_stem_high, mnist_stem_moderate)
-# Modules, not functions: the builders share their modules' names, which must stay importable.
-from replicate.data import emnist_tff as _emnist_tff, sent140 as _sent140, shakespeare as _shakespeare
+from replicate.data.shards import cifar10_stem_high, cifar10_stem_moderate, mnist_stem
 from replicate.data.stats import table1_statistics
 from replicate.data.store import fetch
 from replicate.data.synthetic import synthetic, synthetic_iid

@@ -406,8 +406,9 @@ def test_stem_measured_row_follows_its_figures_csv(tmp_path):
     by_key = {f"{r['paper']}/{r['figure']}": r for r in replication.records_in(paths.figures_dir())}
     row, = [i for i in coverage.ITEMS if i.facts is facts.stem_measured]
     text = row.text(by_key)
-    assert "(2, 10) 500 / 24; on the curve (8, 10) 800 / 9 and (2, 40) 720 / 8" in text
-    assert "ends at 0.79" in text and "misses it too (0.71-0.95)" in text and "72 runs, 186 min" in text
+    assert "(2, 10) 500 / 24; on the curve (8, 10) 880 / 10 and (2, 40) 720 / 8" in text
+    assert "ends at 0.79" in text and "misses it too (0.75-0.88)" in text and "72 runs, 189 min" in text
+    assert "(32, 10) 2,560 / 7 on seed 2, diverged on seed 1," in text  # a test seed that failed is named
     csv = tmp_path / "fig1_measured.csv"
     shutil.copy(by_key["khanduri2021/fig1_measured"]["data_file"], csv)
     csv.write_text(csv.read_text().replace("2,10,20,1,0.25,0.03,1590,24,500,", "2,10,20,1,0.25,0.03,1590,30,600,"))

@@ -103,9 +103,16 @@ def stem_measured(by_key: dict) -> dict:
     test, tuning = data[data.role == "test"], data[data.role == "tuning"]
     pair = {(b, i): part for (b, i), part in test.groupby(["b", "I"])}
 
-    def cost(b, i):
+    def cost(b, i):  # the mean over the test seeds that reached the target; the others named
         part = pair[(b, i)]
-        return f"{part.samples.mean():,.0f} / {part.rounds.mean():g}"
+        hit = part[part.outcome == "reached"]
+        text = f"{hit.samples.mean():,.0f} / {hit.rounds.mean():g}"
+        if len(hit) == len(part):
+            return text
+        seeds = lambda runs: ", ".join(str(s) for s in runs.seed)  # noqa: E731
+        missed = "; ".join(f"{outcome} on seed {seeds(runs)}" for outcome, runs in part[part.outcome != "reached"]
+                           .groupby("outcome"))
+        return f"{text} on seed {seeds(hit)}, {missed}" if len(hit) else missed
 
     def diverged_from(b, i):
         return f"{tuning[(tuning.b == b) & (tuning.I == i) & (tuning.outcome == 'diverged')].stem_lr.min():g}"

@@ -15,8 +15,10 @@ its first candidate.
 1/η of them (by the figure's own ``pick``, applied again and again) a η× longer one, and so on up to
 the full rounds, where the survivors are scored as the grid scores them. A short-horizon run is the
 run's own config with fewer rounds, i.e. the first rounds of the full run (nothing a run computes
-depends on its total rounds; tests/test_halving.py), so its runs are ordinary cached runs. A choice
-made so is a deviation from the papers' full grids, stated by the figures that use it.
+depends on its total rounds; tests/test_halving.py), so its runs are ordinary cached runs. With a
+``stop_loss`` (rounds-to-target figures) every run also ends at its first evaluation at or below it, so
+a short run is the full run's first rounds or, where it stopped sooner, the whole of it. A choice made
+so is a deviation from the papers' full grids, stated by the figures that use it.
 """
 from __future__ import annotations
 
@@ -42,6 +44,7 @@ class Tuned:
     # (group, candidate, the rounds its score is of: with halving, an eliminated candidate's last rung)
     scored_at: list[tuple[Hashable, Any, int]] = field(default_factory=list)
     rounds: tuple[int, int] = (0, 0)  # round-evaluations the tuning computed, and what the full grid would
+    # (with a stop_loss: budgets, the rounds each run may take; a run that reaches the target takes fewer)
     # (group, candidate, seed, history) of every tuning run in grid order, at the horizon its score is of
     tuning: list[tuple[Hashable, Any, int, pd.DataFrame]] = field(default_factory=list)
 
@@ -153,8 +156,6 @@ def tune_then_run(groups: dict[Hashable, list], config_of: Callable, seeds, tune
     the candidates are tuned by successive halving (module docstring)."""
     tuning = tuple(seeds[:tune_seeds])
     _refuse_repeats(groups, seeds)
-    if halving is not None and stop_loss is not None:
-        raise ValueError("halving scores runs at fixed horizons: it does not combine with stop_loss")
     return _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, extra_metrics, stop_loss,
                           halving or Halving(levels=1))
 

@@ -127,7 +127,10 @@ def measured(config: Fig1MeasuredConfig, log=None) -> pd.DataFrame:
     """One row per run: (b, I, seed, κ̄, c), its role ("tuning" or "test"), the samples per worker and
     rounds to the target (inf when not reached in the budget) and its last training loss. Per pair the
     tuning runs choose (κ̄, c) by ``rank`` (``runs.tune``: lowest mean over the tuning seeds, the first of
-    equals in grid order); the test runs use the choice, and ``at_edge`` names a choice at its grid's edge."""
+    equals in grid order); the test runs use the choice, and ``at_edge`` names a choice at its grid's edge.
+    Then one row per evaluation of every tuning run, role "tuning curve" (``round``, ``train_loss``, and
+    ``samples`` read by then): the full grid's curves, on which successive halving is replayed
+    (tests/test_halving.py; a run stops at the target, so its curve ends there)."""
     declared = config.grid()
     tests = config.test_seeds()
     found = declared.tune(lambda history: rank(_outcome(history, config.target_loss)), workers=config.workers, log=log,
@@ -144,17 +147,24 @@ def measured(config: Fig1MeasuredConfig, log=None) -> pd.DataFrame:
     rows = [row(pair, s, h, history, "tuning") for pair, h, s, history in found.tuning]
     rows += [row(pair, s, found.chosen[pair], history, "test", grid_edges(declared.groups[pair], found.chosen[pair]))
              for pair, s, history in found.runs if s in tests]
-    return pd.DataFrame(rows)
+    curves = [history[["round", "train_loss"]].assign(
+        b=pair[0], I=pair[1], product=pair[0] * pair[1], seed=s, relative=pair[0] * pair[1] / config.product,
+        **setting, samples=(history["round"] + 1) * pair[0] * pair[1], role="tuning curve")
+        for pair, setting, s, history in found.tuning]
+    return pd.concat([pd.DataFrame(rows), *curves], ignore_index=True)
+
+
+NOT_REACHED = 1e12  # ``rank``'s offset of a run that missed the target: above every count of rounds
 
 
 def rank(outcome: dict) -> float:
     """A tuning run's score, lower is better: rounds to the target when reached (a pair's samples are
-    b·I per round, so this orders its runs as samples do); otherwise 1e12 plus its last training loss
-    (any run that reached beats every run that did not, and among those the lower loss wins); inf when
+    b·I per round, so this orders its runs as samples do); otherwise ``NOT_REACHED`` plus its last training
+    loss (any run that reached beats every run that did not, and among those the lower loss wins); inf when
     it diverged."""
     if outcome["outcome"] == "reached":
         return float(outcome["rounds"])
-    return 1e12 + outcome["last_train_loss"] if math.isfinite(outcome["last_train_loss"]) else math.inf
+    return NOT_REACHED + outcome["last_train_loss"] if math.isfinite(outcome["last_train_loss"]) else math.inf
 
 
 def _outcome(history: pd.DataFrame, target: float) -> dict:
@@ -242,7 +252,7 @@ def plot_measured(data: pd.DataFrame, config: Fig1MeasuredConfig):
     for (bb, ii), (hits, runs, failure) in counts.items():
         row = means[(means.b == bb) & (means.I == ii)]
         text = f"{row.samples.iloc[0]:,.0f} / {row.rounds.iloc[0]:.0f}" if hits else failure
-        text += f" ({hits}/{runs} seeds)" if 0 < hits < runs else ""
+        text += f"\n({hits}/{runs} seeds)" if 0 < hits < runs else ""  # a line of its own: beside it, a neighbour's label
         if "stem_lr" in tuned:  # the tuned κ̄ (c follows it along the grid); † at the grid's edge
             text += f"\nκ̄ {tuned.stem_lr[(bb, ii)]:g}" + (" †" if tuned.at_edge[(bb, ii)] else "")
         if not hits:

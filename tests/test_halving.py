@@ -66,6 +66,19 @@ def test_a_short_horizon_with_a_stop_at_a_target_is_the_full_runs_first_rounds()
         short = cache.run(config.replace(rounds=rounds), stop_loss=target, progress=False)
         pd.testing.assert_frame_equal(short, full[full["round"] <= rounds].reset_index(drop=True), check_exact=True)
 
+    def config_of(group, lr, seed):  # the live tuner, halving and stopping at the target together
+        return config.replace(client_lr=lr, seed=seed)
+
+    def to_target(run):
+        reached = run[run["train_loss"] <= target]
+        return float(reached["round"].iloc[0]) if len(reached) else 1e12 + float(run["train_loss"].iloc[-1])
+
+    grid = {"g": [0.005, 0.01, 0.02, 0.05, 0.1, 0.2]}
+    full_grid = tune.tune_then_run(grid, config_of, (0,), 1, to_target, workers=1, stop_loss=target)
+    halved = tune.tune_then_run(grid, config_of, (0,), 1, to_target, workers=1, stop_loss=target,
+                                halving=tune.Halving(3, 3))
+    assert halved.chosen == full_grid.chosen and halved.rounds[0] < full_grid.rounds[0]
+
 
 def test_halving_on_a_live_grid_makes_the_grids_choice_at_a_third_of_the_rounds():
     grid = [0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0]

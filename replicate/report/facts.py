@@ -109,10 +109,10 @@ def stem_measured(by_key: dict) -> dict:
         text = f"{hit.samples.mean():,.0f} / {hit.rounds.mean():g}"
         if len(hit) == len(part):
             return text
-        seeds = lambda runs: ", ".join(str(s) for s in runs.seed)  # noqa: E731
-        missed = "; ".join(f"{outcome} on seed {seeds(runs)}" for outcome, runs in part[part.outcome != "reached"]
+        seeds = lambda runs: ("seed " if len(runs) == 1 else "seeds ") + ", ".join(str(s) for s in runs.seed)  # noqa: E731
+        missed = "; ".join(f"{outcome} on {seeds(runs)}" for outcome, runs in part[part.outcome != "reached"]
                            .groupby("outcome"))
-        return f"{text} on seed {seeds(hit)}, {missed}" if len(hit) else missed
+        return f"{text} on {seeds(hit)}, {missed}" if len(hit) else missed
 
     def diverged_from(b, i):
         return f"{tuning[(tuning.b == b) & (tuning.I == i) & (tuning.outcome == 'diverged')].stem_lr.min():g}"

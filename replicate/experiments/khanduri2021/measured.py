@@ -280,7 +280,8 @@ def plot_measured(data: pd.DataFrame, config: Fig1MeasuredConfig):
                     label="Remark 3's shape, through the curve's mean")
         ax.axvline(config.product, color="crimson", lw=0.8)
         ax.set(xscale="log", yscale="log", xlabel="b·I", ylabel=f"{label} to target")
-        ax.legend(fontsize=7, frameon=False)
+        if ax.get_legend_handles_labels()[0]:  # no curve's mean (no split of it reached the target): no legend
+            ax.legend(fontsize=7, frameon=False)
     axes[1].set_title("(b) samples per worker (runs that reached the target)", fontsize=9)
     axes[2].set_title("(c) communication rounds (runs that reached the target)", fontsize=9)
     fig.suptitle(f"Khanduri et al. 2021, Figure 1 measured (beyond the paper): STEM on MNIST "

@@ -77,7 +77,9 @@ def test_a_short_horizon_with_a_stop_at_a_target_is_the_full_runs_first_rounds()
     full_grid = tune.tune_then_run(grid, config_of, (0,), 1, to_target, workers=1, stop_loss=target)
     halved = tune.tune_then_run(grid, config_of, (0,), 1, to_target, workers=1, stop_loss=target,
                                 halving=tune.Halving(3, 3))
-    assert halved.chosen == full_grid.chosen and halved.rounds[0] < full_grid.rounds[0]
+    assert halved.chosen == full_grid.chosen
+    spent, budget = full_grid.rounds  # the rounds its runs took (some stopped at the target), the grid's budget
+    assert halved.rounds[0] < spent < budget == 6 * config.rounds, (halved.rounds, full_grid.rounds)
 
 
 def test_halving_on_a_live_grid_makes_the_grids_choice_at_a_third_of_the_rounds():

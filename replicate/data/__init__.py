@@ -31,14 +31,6 @@ def _synthetic(alpha: float, beta: float, num_clients: int = 100, seed: int = 0)
     return synthetic(alpha, beta, num_clients, iid=False, seed=seed)
 
 
-def discover() -> None:
-    """Import every module of this package: each registers the builders it defines."""
-    for module in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{module.name}")
-
-
-discover()
-
 _BUILDERS = registry.BUILDERS  # every builder, registered where it is defined (``replicate.data.registry``)
 
 
@@ -80,3 +72,13 @@ __all__ = [
     "mnist_balanced", "mnist_fedprox", "mnist_stem", "mnist_unbalanced", "parameters", "cifar10_stem_high",
     "cifar10_stem_moderate", "shakespeare_tff", "synthetic", "synthetic_iid", "table1_statistics",
 ]
+
+
+def discover() -> None:
+    """Import every module of this package: each registers the builders it defines. Called last, so a module
+    may import anything this package defines (``load``, ``registry``) at its top."""
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
+
+
+discover()

@@ -44,7 +44,7 @@ class Tuned:
     # (group, candidate, the rounds its score is of: with halving, an eliminated candidate's last rung)
     scored_at: list[tuple[Hashable, Any, int]] = field(default_factory=list)
     rounds: tuple[int, int] = (0, 0)  # round-evaluations the tuning computed, and what the full grid would
-    # (with a stop_loss: budgets, the rounds each run may take; a run that reaches the target takes fewer)
+    # (with a stop_loss the first counts the rounds its runs took, the second the full grid's budget)
     # (group, candidate, seed, history) of every tuning run in grid order, at the horizon its score is of
     tuning: list[tuple[Hashable, Any, int, pd.DataFrame]] = field(default_factory=list)
 
@@ -168,6 +168,9 @@ def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, 
     def history(config):
         return cache.run(config, stop_loss=stop_loss, progress=False, log=log, extra_metrics=extra_metrics)
 
+    def took(config) -> int:  # the rounds a run computed: all of them, unless it stopped at the target
+        return int(history(config)["round"].max()) if stop_loss is not None else getattr(config, "rounds", 0)
+
     def at(group, candidate, seed, level):  # the candidate's run at a rung
         config = config_of(group, candidate, seed)
         if halving.levels == 1:
@@ -208,7 +211,7 @@ def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, 
     compute([c for *_, c in finals])
     scored_at = [(g, groups[g][i], r) for (g, i), r in rounds_of.items()]
     return Tuned(scores, chosen, [(g, s, history(c)) for g, s, c in finals], scored_at,
-                 (sum(getattr(c, "rounds", 0) for c in computed), grid),
+                 (sum(took(c) for c in computed), grid),
                  [(g, groups[g][i], s, h) for (g, i, s), h in runs.items()])
 
 

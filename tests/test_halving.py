@@ -302,6 +302,21 @@ def test_standard_halving_saves_3x_but_misses_late_bloomers(committed_grids):
     assert sum("stem1-measured" in m for m in misses) == 3
 
 
+@pytest.mark.parametrize("eta, rungs, saved, without, misses, alone", [
+    (2, 3, 1.27, 1.25, 3, (1.39, 0)), (2, 4, 1.74, 1.66, 9, (1.94, 2)), (3, 3, 2.50, 2.27, 10, (2.58, 3)),
+    (3, 4, 3.63, 2.80, 15, (3.59, 3)), (4, 3, 3.47, 2.93, 19, (3.30, 3))])
+def test_docs_tuning_table_is_what_the_replay_gives(committed_grids, eta, rungs, saved, without, misses, alone):
+    """docs/tuning.md's table, row by row: round-evaluations saved on all 44 grids, without the paper-profile Figure
+    5's 68 diverged STEM candidates, the misses, and STEM Figure 1 measured's nine grids alone."""
+    halving = tune.Halving(eta, rungs)
+    found, ratio = _validate(committed_grids, halving)
+    assert (round(ratio, 2), len(found)) == (saved, misses), found
+    _, ratio = _validate({k: v for k, v in committed_grids.items() if k[:2] != ("fig5", "stem")}, halving)
+    assert round(ratio, 2) == without
+    found, ratio = _validate({k: v for k, v in committed_grids.items() if k[0] == "stem1-measured"}, halving)
+    assert (round(ratio, 2), len(found)) == alone, found
+
+
 def trend(histories: dict, score_last, halving: tune.Halving, eval_every: int):
     """Halving whose rungs before the last rank by the training loss extrapolated to the full horizon: a power law
     fitted to the evaluations in the rung's second half (docs/tuning.md, tried and not adopted)."""

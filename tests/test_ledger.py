@@ -188,6 +188,35 @@ def test_the_slot_plan_passes_over_a_figure_whose_rounds_outlast_the_slot(monkey
     assert "passed over: fedprox2020/fig3 [shakespeare]" in capsys.readouterr().out
 
 
+def test_a_graphed_steps_op_by_op_cost_is_marked_an_estimate_not_a_bound(monkeypatch, capsys):
+    """The LSTMs' step replays a CUDA graph on a GPU, which removes the host dispatch per op that the model
+    counts: their modelled costs are marked ‡ (likely high), not * (a lower bound), in the status, the plan and
+    the report's table; the CNNs' stay lower bounds."""
+    monkeypatch.setenv("REPLICATE_LEDGER", str(paths.figures_dir() / "ledger"))
+    rows = {row.unit.label: row for row in plan.table("cuda")}
+    shakespeare, stem = rows["fedprox2020/fig3 [shakespeare]"], rows["khanduri2021/fig2"]
+    assert shakespeare.graphed == frozenset(shakespeare.left) and not shakespeare.measured
+    assert not stem.graphed and not stem.measured  # LeNet-5: a bench timing, no graph
+    assert rows["charles2021/fig6"].left and not rows["charles2021/fig6"].graphed  # FEMNIST's CNN: a bound
+    mixed = rows["charles2021/fig13"]  # FEMNIST's CNN and TFF Shakespeare's LSTM
+    assert mixed.graphed and set(mixed.graphed) < set(mixed.left)
+    assert 0 < plan.left_s(list(rows.values()), graphed=True) < plan.left_s(list(rows.values()))
+    config = plan._figure("fedprox2020/fig3").plan()[0][0]
+    assert plan.graphed_estimate(config, "cuda") and not plan.graphed_estimate(config, "cpu")
+    assert main(["ledger", "status"]) == 0
+    out = capsys.readouterr().out
+    line = {row.split()[0] + (" " + row.split()[1] if row.split()[1].startswith("[") else ""): row
+            for row in out.splitlines()[3:16]}
+    assert line["fedprox2020/fig3 [shakespeare]"].split()[-3] == "‡" and line["khanduri2021/fig2"].split()[-3] == "*"
+    assert " of it ‡)" in out and "an estimate, likely high, not a bound" in out
+    assert main(["figures", "--plan", "--device", "cuda", "--time-budget", "10m"]) == 0
+    passed = next(l for l in capsys.readouterr().out.splitlines() if "passed over: fedprox2020/fig3 [shakespeare]" in l)
+    assert "takes ≈ " in passed and "CUDA graph" in passed and "≥" not in passed
+    from replicate.report import replication
+    table = "\n".join(replication._slots_table(json.loads((paths.figures_dir() / "gpu_work.json").read_text())["slots"]))
+    assert "| fedprox2020/fig3 [shakespeare] | 0 / 7 | 0 / 1 | 0.0 | 908.6 ‡ |" in table and "of them ‡" in table
+
+
 def test_plan_commands_are_figure_commands(monkeypatch, capsys):
     monkeypatch.setenv("REPLICATE_LEDGER", str(paths.figures_dir() / "ledger"))
     assert main(["figures", "--plan", "--device", "cuda", "--time-budget", "10m", "--commands"]) == 0

@@ -74,19 +74,28 @@ def status_table(device: str = "cuda") -> str:
              f"{rate:.1f} run-seconds per second)",
              "", f"{'figure [panels]':44s} {'tuning':>9s} {'final':>7s} {'spent':>11s} {'left':>13s} {'a round':>9s}"]
     for row in rows:
-        left = "done" if row.done else plan.minutes(row.left_s / rate) + ("" if row.measured else " *") + (
+        left = "done" if row.done else plan.minutes(row.left_s / rate) + _mark(row) + (
             f" ({row.resumed} resume)" if row.resumed else "")
         lines.append(f"{row.unit.label:44s} {row.tuning[0]:>4d}/{row.tuning[1]:<4d} {row.final[0]:>3d}/{row.final[1]:<3d} "
                      f"{plan.minutes(row.spent_s / rate):>11s} {left:>13s} "
                      f"{'' if row.done else _short(row.round_s):>9s}")
-    total = plan.left_s(rows) / rate
-    lines += ["", f"left in all: {plan.minutes(total)} of slots (a run shared by figures counted once); * not "
-              f"measured in the ledger on {device}: from a bench timing or modelled from op counts and FLOPs (the "
-              "larger), a lower bound (replicate/experiments/plan.py); a run that resumes from a checkpoint this "
+    total, graphed = plan.left_s(rows) / rate, plan.left_s(rows, graphed=True) / rate
+    lines += ["", f"left in all: {plan.minutes(total)} of slots (a run shared by figures counted once"
+              + (f"; {plan.minutes(graphed)} of it ‡" if graphed else "") + f"); * not measured in the ledger on "
+              f"{device}: from a bench timing or modelled from op counts and FLOPs (the larger), a lower bound "
+              "(replicate/experiments/plan.py); ‡ modelled so, in part or whole, for a model whose step the GPU "
+              "replays from a CUDA graph (the LSTMs), which removes the host dispatch per op the model counts: an "
+              "estimate, likely high, not a bound, until a slot times the graphed step (`bench --sections lstm`); "
+              "a run that resumes from a checkpoint this "
               "machine holds (its cache's or .carry/checkpoints) counts from the round it reached; a round: one round of "
               "the unit's shortest-round run left, its stack alone (a run saves its progress at round boundaries only: "
               "a slot shorter than that keeps nothing of the unit, and the plan passes it over)"]
     return "\n".join(lines)
+
+
+def _mark(row) -> str:
+    """`` *`` for a cost modelled as a lower bound, `` ‡`` where it is (in part) a graphed step's estimate, likely high."""
+    return "" if row.measured else " ‡" if row.graphed else " *"
 
 
 def _short(seconds: float) -> str:
@@ -113,9 +122,11 @@ def plan_command(args) -> int:
         print(f"  {row.unit.label:44s} {plan.minutes(share):>10s} of {plan.minutes(row.left_s / rate)} left"
               + ("" if row.measured else " (modelled)") + f"\n      {row.unit.command()}")
     for row in plan.beyond(rows, seconds):
-        print(f"  passed over: {row.unit.label}: a round of each of its runs left takes ≥ {plan.minutes(row.round_s)}"
-              + ("" if row.measured else " (modelled)") + ", longer than the slot: a run saves only at its round "
-              "boundaries, so the slot would keep nothing of it")
+        takes = (f"≈ {plan.minutes(row.round_s)} (modelled op by op: on the GPU its step replays a CUDA graph, not "
+                 "timed there yet, so likely less)" if row.graphed else
+                 f"≥ {plan.minutes(row.round_s)}" + ("" if row.measured else " (modelled)"))
+        print(f"  passed over: {row.unit.label}: a round of each of its runs left takes {takes}, longer than the "
+              "slot: a run saves only at its round boundaries, so the slot would keep nothing of it")
     if not chosen:
         print("  nothing: every GPU-scale figure's runs are in the ledger, or none fits the slot")
     print(f"left after it: {plan.minutes(max(plan.left_s(rows) / rate - seconds, 0))} of slots "

@@ -13,7 +13,9 @@ local step of that model and dataset took on this device kind, the median over t
 (``elapsed_s``: a batch's time shared among its runs); without one, from a bench's CUDA timing of that
 model (``REFERENCE_S``) or *modelled* as ops per step × ``OP_SECONDS``, host-bound as issue #38 measured
 (two gradients a step for STEM), shared by the runs a slot batches (``work.SLOT``): marked, and for the
-modelled ones a lower bound. A run's sequential steps count its rounds at their busiest sampled client's
+modelled ones a lower bound, except for a model whose step the GPU replays from a CUDA graph
+(``fl.models.graphed``: the LSTMs), where the op-by-op dispatch is what the graph removes, so its cost is
+an estimate, likely high and not a bound, until a slot times the graphed step (``Progress.graphed``). A run's sequential steps count its rounds at their busiest sampled client's
 length (``work``'s round_epoch_steps), as the engine steps them. A slot's minutes are
 run-seconds over the concurrency measured in slots (``wall_s`` of the ledger's pieces), else 1.
 """
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 from replicate.core import paths
 from replicate.core.fileio import atomic_write_text
 from replicate.experiments import catalog, knobs, work
+from replicate.fl import models
 from replicate.runs import cache, ledger, travel
 
 OP_SECONDS = 8e-6  # host dispatch + launch of one op on the GPU machine (issue #38: 3.5-6.5 µs + launch)
@@ -95,6 +98,9 @@ class Progress:
     measured: bool  # the projection rests on this device's own runs (else modelled)
     resumed: int = 0  # runs left that resume from a checkpoint this machine holds (counted from its round)
     round_s: float = 0.0  # seconds of one round of its shortest-round run left, its stack alone (``round_seconds``)
+    # keys of the runs left whose cost is the op-by-op dispatch of a step the GPU replays from a CUDA graph
+    # (``graphed_estimate``): likely high, not a bound
+    graphed: frozenset = frozenset()
 
     @property
     def left_s(self) -> float:
@@ -177,9 +183,18 @@ def progress(unit: Unit, runs: dict[str, dict], device: str = "cuda", epochs: di
         cost[k] = share * steps(c, epochs) * (rate[(c.model, c.dataset)] if (c.model, c.dataset) in rate
                                               else _modelled(c, shared))
     measured = all((c.model, c.dataset) in rate for c in left)
+    graphed = frozenset(cache.key(c, device=device) for c in left
+                        if (c.model, c.dataset) not in rate and graphed_estimate(c, device))
     return Progress(unit, (sum(k in on_device for k in keys), len(keys)), (len(done_final), len(final)), spent, cost,
                     measured, sum(k in reached for k in cost),
-                    min((round_seconds(c, epochs, rate) for c in left), default=0.0))
+                    min((round_seconds(c, epochs, rate) for c in left), default=0.0), graphed)
+
+
+def graphed_estimate(config, device: str = "cuda") -> bool:
+    """Whether ``_modelled`` prices ``config``'s step by op-by-op dispatch that its device does not pay: a model
+    replayed from a CUDA graph on a GPU (``fl.models.graphed``) with no bench timing (``REFERENCE_S``). The
+    estimate is then likely high (the graph's kernels still run, without a host dispatch each), not a bound."""
+    return device == "cuda" and config.model not in REFERENCE_S and models.graphed(config.model)
 
 
 def round_seconds(config, epochs: dict, rate: dict | None = None) -> float:
@@ -191,9 +206,10 @@ def round_seconds(config, epochs: dict, rate: dict | None = None) -> float:
     return steps(config, epochs) / config.rounds * per_step
 
 
-def left_s(rows: list[Progress]) -> float:
-    """Run-seconds of every run left, each counted once (figures share runs: STEM Figure 3 holds Figure 2's)."""
-    return sum({key: s for row in rows for key, s in row.left.items()}.values())
+def left_s(rows: list[Progress], graphed: bool = False) -> float:
+    """Run-seconds of every run left, each counted once (figures share runs: STEM Figure 3 holds Figure 2's);
+    ``graphed``: of those only the runs priced so (``Progress.graphed``)."""
+    return sum({key: s for row in rows for key, s in row.left.items() if not graphed or key in row.graphed}.values())
 
 
 def _seconds_per_step(runs: dict[str, dict], epochs: dict) -> dict[tuple[str, str], float]:
@@ -284,9 +300,11 @@ def write_status(device: str = "cuda") -> None:
     data["slots"] = {
         "device": device, "concurrency": round(rate, 2), "ledger_runs": len(ledger.runs()),
         "left_min": round(left_s(rows) / rate / 60, 1),
+        "graphed_min": round(left_s(rows, graphed=True) / rate / 60, 1),
         "rows": [{"figure": row.unit.label, "tuning": list(row.tuning), "final": list(row.final),
                   "spent_min": round(row.spent_s / rate / 60, 1), "left_min": round(row.left_s / rate / 60, 1),
-                  "round_min": round(row.round_s / 60, 2), "measured": row.measured} for row in rows]}
+                  "round_min": round(row.round_s / 60, 2), "measured": row.measured,
+                  "graphed": bool(row.graphed)} for row in rows]}
     atomic_write_text(path, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
 
 
@@ -294,5 +312,5 @@ def minutes(seconds: float) -> str:
     return f"{seconds / 60:,.1f} min" if seconds < 6000 else f"{seconds / 3600:,.1f} h"
 
 
-__all__ = ["DEVICE_FLOPS", "OP_SECONDS", "PRIORITY", "Progress", "Unit", "beyond", "concurrency", "head_starts",
-           "left_s", "minutes", "progress", "round_seconds", "slot", "steps", "table", "write_status"]
+__all__ = ["DEVICE_FLOPS", "OP_SECONDS", "PRIORITY", "Progress", "Unit", "beyond", "concurrency", "graphed_estimate",
+           "head_starts", "left_s", "minutes", "progress", "round_seconds", "slot", "steps", "table", "write_status"]

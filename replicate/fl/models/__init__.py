@@ -38,6 +38,12 @@ _CNN_PRESETS = {"cnn": {}, "lenet": dict(channels=(10, 20), hidden=50, padding=0
 _IMAGE_MODELS = {"cnn": CNN, "lenet": CNN, "lenet5": CNN, "conv_dropout": ConvDropout}
 
 
+def graphed(name: str) -> bool:
+    """Whether the model a run config names replays its stacked step from a CUDA graph on a GPU
+    (``Model.graphed``: the LSTMs), so that a step costs its kernels, not one host dispatch per op."""
+    return name in _LSTM_PRESETS or bool(getattr(MODELS.get(name), "graphed", False))
+
+
 def for_dataset(name: str, dataset, hidden: int | None = None) -> Model:
     """The model ``name`` sized for a federated dataset: features and classes for the dense
     models, the image shape for the CNN, the vocabulary for the LSTMs (``hidden`` overrides
@@ -66,4 +72,4 @@ def for_dataset(name: str, dataset, hidden: int | None = None) -> Model:
 
 
 __all__ = ["CNN", "CharLSTM", "ConvDropout", "MLP", "LogisticRegression", "MODELS", "Model", "build", "clip_may_act",
-           "for_dataset"]
+           "for_dataset", "graphed"]

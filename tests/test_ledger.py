@@ -200,9 +200,13 @@ def test_a_graphed_steps_op_by_op_cost_is_marked_an_estimate_not_a_bound(monkeyp
     assert rows["charles2021/fig6"].left and not rows["charles2021/fig6"].graphed  # FEMNIST's CNN: a bound
     mixed = rows["charles2021/fig13"]  # FEMNIST's CNN and TFF Shakespeare's LSTM
     assert mixed.graphed and set(mixed.graphed) < set(mixed.left)
+    assert not mixed.round_graphed  # its shortest round is the CNN's: a lower bound
+    assert shakespeare.round_graphed and not stem.round_graphed
     assert 0 < plan.left_s(list(rows.values()), graphed=True) < plan.left_s(list(rows.values()))
     config = plan._figure("fedprox2020/fig3").plan()[0][0]
+    assert config.model == "char_lstm" and config.execution == "auto"
     assert plan.graphed_estimate(config, "cuda") and not plan.graphed_estimate(config, "cpu")
+    assert not plan.graphed_estimate(config.replace(execution="stacked"), "cuda")  # no graph: dispatch is paid
     assert main(["ledger", "status"]) == 0
     out = capsys.readouterr().out
     line = {row.split()[0] + (" " + row.split()[1] if row.split()[1].startswith("[") else ""): row
@@ -211,9 +215,12 @@ def test_a_graphed_steps_op_by_op_cost_is_marked_an_estimate_not_a_bound(monkeyp
     assert " of it ‡)" in out and "an estimate, likely high, not a bound" in out
     assert main(["figures", "--plan", "--device", "cuda", "--time-budget", "10m"]) == 0
     passed = next(l for l in capsys.readouterr().out.splitlines() if "passed over: fedprox2020/fig3 [shakespeare]" in l)
-    assert "takes ≈ " in passed and "CUDA graph" in passed and "≥" not in passed
+    assert "its shortest round left takes ≈ " in passed and "CUDA graph" in passed and "≥" not in passed
+    assert main(["ledger", "status", "--device", "cpu"]) == 0  # no graph on a CPU: no ‡, and no word of it
+    assert "‡" not in capsys.readouterr().out
     from replicate.report import replication
-    table = "\n".join(replication._slots_table(json.loads((paths.figures_dir() / "gpu_work.json").read_text())["slots"]))
+    slots = json.loads((paths.figures_dir() / "gpu_work.json").read_text())["slots"]
+    table = "\n".join(replication._slots_table(slots))
     assert "| fedprox2020/fig3 [shakespeare] | 0 / 7 | 0 / 1 | 0.0 | 908.6 ‡ |" in table and "of them ‡" in table
 
 

@@ -83,10 +83,11 @@ def status_table(device: str = "cuda") -> str:
     lines += ["", f"left in all: {plan.minutes(total)} of slots (a run shared by figures counted once"
               + (f"; {plan.minutes(graphed)} of it ‡" if graphed else "") + f"); * not measured in the ledger on "
               f"{device}: from a bench timing or modelled from op counts and FLOPs (the larger), a lower bound "
-              "(replicate/experiments/plan.py); ‡ modelled so, in part or whole, for a model whose step the GPU "
-              "replays from a CUDA graph (the LSTMs), which removes the host dispatch per op the model counts: an "
-              "estimate, likely high, not a bound, until a slot times the graphed step (`bench --sections lstm`); "
-              "a run that resumes from a checkpoint this "
+              "(replicate/experiments/plan.py); "
+              + ("‡ modelled so, wholly or in part, for the LSTMs, whose step the GPU replays from a CUDA graph, which "
+                 "removes the host dispatch per op the model counts: an estimate, likely high, not a bound, until a "
+                 "slot times the graphed step (`bench --sections lstm`); " if graphed else "")
+              + "a run that resumes from a checkpoint this "
               "machine holds (its cache's or .carry/checkpoints) counts from the round it reached; a round: one round of "
               "the unit's shortest-round run left, its stack alone (a run saves its progress at round boundaries only: "
               "a slot shorter than that keeps nothing of the unit, and the plan passes it over)"]
@@ -94,7 +95,7 @@ def status_table(device: str = "cuda") -> str:
 
 
 def _mark(row) -> str:
-    """`` *`` for a cost modelled as a lower bound, `` ‡`` where it is (in part) a graphed step's estimate, likely high."""
+    """`` *`` for a cost modelled as a lower bound, `` ‡`` where it is (in part) a graphed step's estimate (high)."""
     return "" if row.measured else " ‡" if row.graphed else " *"
 
 
@@ -120,13 +121,15 @@ def plan_command(args) -> int:
     print(f"next {device} slot of {plan.minutes(seconds)} (concurrency {rate:.1f}):")
     for row, share in chosen:
         print(f"  {row.unit.label:44s} {plan.minutes(share):>10s} of {plan.minutes(row.left_s / rate)} left"
-              + ("" if row.measured else " (modelled)") + f"\n      {row.unit.command()}")
+              + ("" if row.measured else " (modelled, likely high)" if row.graphed else " (modelled)")
+              + f"\n      {row.unit.command()}")
     for row in plan.beyond(rows, seconds):
-        takes = (f"≈ {plan.minutes(row.round_s)} (modelled op by op: on the GPU its step replays a CUDA graph, not "
-                 "timed there yet, so likely less)" if row.graphed else
-                 f"≥ {plan.minutes(row.round_s)}" + ("" if row.measured else " (modelled)"))
-        print(f"  passed over: {row.unit.label}: a round of each of its runs left takes {takes}, longer than the "
-              "slot: a run saves only at its round boundaries, so the slot would keep nothing of it")
+        takes = (f"its shortest round left takes ≈ {plan.minutes(row.round_s)} (modelled op by op: on the GPU its "
+                 "step replays a CUDA graph, not timed there yet, so likely less)" if row.round_graphed else
+                 f"a round of each of its runs left takes ≥ {plan.minutes(row.round_s)}"
+                 + ("" if row.measured else " (modelled)"))
+        print(f"  passed over: {row.unit.label}: {takes}, longer than the slot: a run saves only at its round "
+              "boundaries, so the slot would keep nothing of it")
     if not chosen:
         print("  nothing: every GPU-scale figure's runs are in the ledger, or none fits the slot")
     print(f"left after it: {plan.minutes(max(plan.left_s(rows) / rate - seconds, 0))} of slots "

@@ -15,8 +15,9 @@ model (``REFERENCE_S``) or *modelled* as ops per step × ``OP_SECONDS``, host-bo
 (two gradients a step for STEM), shared by the runs a slot batches (``work.SLOT``): marked, and for the
 modelled ones a lower bound, except for a model whose step the GPU replays from a CUDA graph
 (``fl.models.graphed``: the LSTMs), where the op-by-op dispatch is what the graph removes, so its cost is
-an estimate, likely high and not a bound, until a slot times the graphed step (``Progress.graphed``). A run's sequential steps count its rounds at their busiest sampled client's
-length (``work``'s round_epoch_steps), as the engine steps them. A slot's minutes are
+an estimate, likely high and not a bound, until a slot times the graphed step (``Progress.graphed``). A
+run's sequential steps count its rounds at their busiest sampled client's length (``work``'s
+round_epoch_steps), as the engine steps them. A slot's minutes are
 run-seconds over the concurrency measured in slots (``wall_s`` of the ledger's pieces), else 1.
 """
 from __future__ import annotations
@@ -101,6 +102,7 @@ class Progress:
     # keys of the runs left whose cost is the op-by-op dispatch of a step the GPU replays from a CUDA graph
     # (``graphed_estimate``): likely high, not a bound
     graphed: frozenset = frozenset()
+    round_graphed: bool = False  # whether ``round_s`` is such an estimate (its run's, alone)
 
     @property
     def left_s(self) -> float:
@@ -184,17 +186,25 @@ def progress(unit: Unit, runs: dict[str, dict], device: str = "cuda", epochs: di
                                               else _modelled(c, shared))
     measured = all((c.model, c.dataset) in rate for c in left)
     graphed = frozenset(cache.key(c, device=device) for c in left
-                        if (c.model, c.dataset) not in rate and graphed_estimate(c, device))
+                        if (c.model, c.dataset) not in rate and graphed_estimate(c, device, shared))
+    round_s, shortest = min(((round_seconds(c, epochs, rate), c) for c in left), key=lambda pair: pair[0],
+                            default=(0.0, None))
     return Progress(unit, (sum(k in on_device for k in keys), len(keys)), (len(done_final), len(final)), spent, cost,
-                    measured, sum(k in reached for k in cost),
-                    min((round_seconds(c, epochs, rate) for c in left), default=0.0), graphed)
+                    measured, sum(k in reached for k in cost), round_s, graphed,
+                    shortest is not None and (shortest.model, shortest.dataset) not in rate
+                    and graphed_estimate(shortest, device))
 
 
-def graphed_estimate(config, device: str = "cuda") -> bool:
+def graphed_estimate(config, device: str = "cuda", shared: float = 1.0) -> bool:
     """Whether ``_modelled`` prices ``config``'s step by op-by-op dispatch that its device does not pay: a model
-    replayed from a CUDA graph on a GPU (``fl.models.graphed``) with no bench timing (``REFERENCE_S``). The
-    estimate is then likely high (the graph's kernels still run, without a host dispatch each), not a bound."""
-    return device == "cuda" and config.model not in REFERENCE_S and models.graphed(config.model)
+    replayed from a CUDA graph on a GPU (``fl.models.graphed``, one shape a round: execution auto or static), with
+    no bench timing (``REFERENCE_S``), whose dispatch outweighs its arithmetic. The estimate is then likely high
+    (the graph's kernels still run, without a host dispatch each), not a bound."""
+    if device != "cuda" or config.model in REFERENCE_S or not models.graphed(config.model) \
+            or config.execution not in ("auto", "static"):
+        return False
+    dispatch, arithmetic = _terms(config, shared)
+    return dispatch >= arithmetic
 
 
 def round_seconds(config, epochs: dict, rate: dict | None = None) -> float:
@@ -228,20 +238,26 @@ def _seconds_per_step(runs: dict[str, dict], epochs: dict) -> dict[tuple[str, st
 
 def _modelled(config, shared: float = 1.0) -> float:
     """Seconds a run's local step when no run of its model was timed on this device kind: ``REFERENCE_S``
-    where a bench measured it, else the larger of its dispatch and its arithmetic, per gradient (STEM takes
-    two a step). Dispatch: its op count (gpu_work.json, + ``NOISE_OPS`` for dropout) × ``OP_SECONDS``, of which
-    the run pays ``shared`` (host-bound, a step of a piece of runs dispatches the ops of one, so its runs share
-    it: the figure's batched over sequential steps). Arithmetic: its clients' FLOPs at ``DEVICE_FLOPS``, paid
-    by every run (a run of full participation, STEM's, has no clients-a-round figure: dispatch alone)."""
+    where a bench measured it, else the larger of its dispatch and its arithmetic (``_terms``), per gradient
+    (STEM takes two a step)."""
     per_gradient = REFERENCE_S.get(config.model)
     if per_gradient is None:
-        name = f"{config.model} ({config.dataset})"
-        ops = next(row["ops_per_step"][name] for row in _work_rows() if name in row["ops_per_step"])
-        per_gradient = (ops + (NOISE_OPS if config.model == "conv_dropout" else 0)) * OP_SECONDS * shared
-        flops = work.flops_name(config)
-        gflop = next(row["gflop_per_client_step"][flops] for row in _work_rows() if flops in row["gflop_per_client_step"])
-        per_gradient = max(per_gradient, gflop * 1e9 * (config.clients_per_round or 0) / DEVICE_FLOPS)
+        per_gradient = max(_terms(config, shared))
     return per_gradient * (2 if config.algorithm_name == "stem" else 1)
+
+
+def _terms(config, shared: float = 1.0) -> tuple[float, float]:
+    """Seconds of a gradient's dispatch and of its arithmetic. Dispatch: its op count (gpu_work.json, +
+    ``NOISE_OPS`` for dropout) × ``OP_SECONDS``, of which the run pays ``shared`` (host-bound, a step of a piece
+    of runs dispatches the ops of one, so its runs share it: the figure's batched over sequential steps).
+    Arithmetic: its clients' FLOPs at ``DEVICE_FLOPS``, paid by every run (a run of full participation, STEM's,
+    has no clients-a-round figure: dispatch alone)."""
+    name = f"{config.model} ({config.dataset})"
+    ops = next(row["ops_per_step"][name] for row in _work_rows() if name in row["ops_per_step"])
+    dispatch = (ops + (NOISE_OPS if config.model == "conv_dropout" else 0)) * OP_SECONDS * shared
+    flops = work.flops_name(config)
+    gflop = next(row["gflop_per_client_step"][flops] for row in _work_rows() if flops in row["gflop_per_client_step"])
+    return dispatch, gflop * 1e9 * (config.clients_per_round or 0) / DEVICE_FLOPS
 
 
 def concurrency(pieces: list[dict] | None = None) -> float:

@@ -143,10 +143,10 @@ def _slots_table(slots: dict) -> list[str]:
              "are counted by key; a final run (its rates chosen by the tuning) when the ledger holds its config "
              "with any rates. Minutes are a slot's, at the concurrency measured in slots "
              f"({slots['concurrency']:g} run-seconds per second); *left* rests on the ledger's own timings of that "
-             "model, else (†) on a bench timing or the larger of op counts and FLOPs (a lower bound), or (‡), in part or "
-             "whole, on that model of a step the GPU replays from a CUDA graph (the LSTMs), which removes the host "
-             "dispatch per op the model counts: an estimate, likely high, not a bound, until a slot times the graphed "
-             "step. A run shared by two figures is counted in both rows, once in the total: "
+             "model, else (†) on a bench timing or the larger of op counts and FLOPs (a lower bound), or (‡), wholly or "
+             "in part, on the op counts of the LSTMs, whose step the GPU replays from a CUDA graph, which removes the "
+             "host dispatch per op the model counts: an estimate, likely high, not a bound, until a slot times the "
+             "graphed step. A run shared by two figures is counted in both rows, once in the total: "
              f"**{slots['left_min'] / 60:,.1f} hours of slots left**"
              + (f", {slots['graphed_min'] / 60:,.1f} of them ‡" if slots.get("graphed_min") else "") + ". *A round*: minutes of one round of the figure's "
              "shortest-round run left, its stack alone, on the same timings: a run saves its progress at round "
@@ -156,7 +156,8 @@ def _slots_table(slots: dict) -> list[str]:
              "|---|---|---|---|---|---|"]
     for r in slots["rows"]:
         done = r["left_min"] == 0 and r["tuning"][0] == r["tuning"][1] and r["final"][0] == r["final"][1]
-        left = "done" if done else f"{r['left_min']:,.1f}" + ("" if r["measured"] else " ‡" if r.get("graphed") else " †")
+        mark = "" if r["measured"] else " ‡" if r.get("graphed") else " †"
+        left = "done" if done else f"{r['left_min']:,.1f}{mark}"
         lines.append(f"| {r['figure']} | {r['tuning'][0]} / {r['tuning'][1]} | {r['final'][0]} / {r['final'][1]} | "
                      f"{r['spent_min']:,.1f} | {left} | {'' if done else format(r.get('round_min', 0.0), ',.2f')} |")
     return lines + [""]

@@ -101,21 +101,24 @@ def test_halving_on_a_live_grid_makes_the_grids_choice_at_a_third_of_the_rounds(
     pd.testing.assert_frame_equal(halved.runs[1][2], full.runs[1][2], check_exact=True)  # the same final runs
 
 
-def simulate(histories: dict, score, pick, halving: tune.Halving, eval_every: int, horizon: int | None = None):
+def simulate(histories: dict, score, pick, halving: tune.Halving, eval_every: int, horizon: int | None = None,
+             resume: bool = False):
     """Successive halving on full-grid histories (candidate → one run's history, its full rounds): a rung's
     score is the score of the history's first rounds, which is what the short run records
     (test_a_short_horizon_is_the_full_runs_first_rounds). ``horizon``: the full rounds of runs that stop at a
     target (STEM Figure 1 measured), whose histories end where they stopped; a run costs the rounds it computed,
-    so a rung of r rounds costs min(r, the run's last round), the grid the sum of its runs' last rounds.
-    Returns (chosen, round-evaluations, grid's)."""
+    so a rung of r rounds costs min(r, the run's last round), the grid the sum of its runs' last rounds. A short
+    run is computed from round 0, as the live tuner does; ``resume``: a survivor goes on from its last rung's
+    round instead (the textbook count; not built). Returns (chosen, round-evaluations, grid's)."""
     last = {c: int(h["round"].max()) for c, h in histories.items()}
     rounds = horizon or int(next(iter(histories.values()))["round"].max())
-    alive, spent = list(histories), 0
+    alive, spent, before = list(histories), 0, 0
     rungs = halving.rungs(rounds, eval_every)
     for level, r in enumerate(rungs):
         scored = [(score(histories[c][histories[c]["round"] <= r]), c) for c in alive]
-        spent += sum(min(r, last[c]) if horizon else r for c in alive)  # a short run is computed from round 0
-        alive = tune.ranked(scored, pick, 1 if level == len(rungs) - 1 else halving.keep(len(alive)))
+        start = before if resume else 0
+        spent += sum(min(r, last[c]) - min(start, last[c]) if horizon else r - start for c in alive)
+        alive, before = tune.ranked(scored, pick, 1 if level == len(rungs) - 1 else halving.keep(len(alive))), r
     return alive[0], spent, sum(last.values()) if horizon else rounds * len(histories)
 
 
@@ -133,7 +136,7 @@ def _shown(value: float) -> str:
     return f"{value:.4g}"
 
 
-def _validate(sets: dict, halving: tune.Halving) -> tuple[list[str], float]:
+def _validate(sets: dict, halving: tune.Halving, resume: bool = False) -> tuple[list[str], float]:
     """Halving against the full grid on each set of histories, scored by its figure's own rule: the sets where it
     picks otherwise (and more than ``TOLERANCE`` worse; where every candidate diverged, any choice is the grid's),
     and the round-evaluations saved (grid / halving) over all of them."""
@@ -141,7 +144,7 @@ def _validate(sets: dict, halving: tune.Halving) -> tuple[list[str], float]:
     for name, (histories, eval_every, score, *horizon) in sets.items():
         full = {c: score(h) for c, h in histories.items()}
         grid_choice = tune.lowest([(v, c) for c, v in full.items()])
-        chosen, s, w = simulate(histories, score, tune.lowest, halving, eval_every, *horizon)
+        chosen, s, w = simulate(histories, score, tune.lowest, halving, eval_every, *horizon, resume=resume)
         best = full[grid_choice]
         if not (chosen == grid_choice or not np.isfinite(best) or _within(full[chosen], best)):
             misses.append(f"{name}: {chosen} ({_shown(full[chosen])}) for {grid_choice} ({_shown(best)})")
@@ -355,6 +358,17 @@ def test_the_held_out_grid_replayed_as_stated(held_out_grids, eta, rungs):
     assert (round(saved, 2), sorted(misses)) == HELD_OUT_RESULTS[(eta, rungs)], misses
 
 
+@pytest.mark.parametrize("eta, rungs, grids44, held", [
+    (2, 3, 1.94, 1.94), (2, 4, 2.89, 3.11), (3, 3, 3.29, 3.68), (3, 4, 5.05, 6.39), (4, 3, 4.33, 5.32)])
+def test_resumed_survivors_save_more_and_miss_the_same(committed_grids, held_out_grids, eta, rungs, grids44, held):
+    """docs/tuning.md: counted as the textbook does (a survivor goes on from its last rung rather than from round 0),
+    every setting saves more, and its choices, so its misses, are the same."""
+    halving = tune.Halving(eta, rungs)
+    for sets, saved in ((committed_grids, grids44), (held_out_grids, held)):
+        misses, ratio = _validate(sets, halving, resume=True)
+        assert round(ratio, 2) == saved and misses == _validate(sets, halving)[0]
+
+
 def test_the_held_out_grids_saved_apart(held_out_grids):
     """docs/tuning.md: at η = 3 over 4 rungs the 34-pair STEM grid alone saves 5.4×, FedAvg's and SCAFFOLD's 3.2×."""
     apart = {name[1]: round(_validate({name: grid}, tune.Halving(3, 4))[1], 1) for name, grid in held_out_grids.items()}
@@ -404,7 +418,8 @@ def test_a_trend_rule_kept_late_bloomers_only_by_chance(committed_grids, monkeyp
     γ = 0.01 and Figure 6's plain GD, and is worse than the level rule at η = 3 over 4. It extrapolates a loss to a
     fixed horizon, so it is replayed on the thirty-five grids scored by a final loss (not STEM Figure 1 measured's
     rounds to a target)."""
-    monkeypatch.setattr(sys.modules[__name__], "simulate", lambda h, score, pick, halving, e: trend(h, score, halving, e))
+    monkeypatch.setattr(sys.modules[__name__], "simulate",
+                        lambda h, score, pick, halving, e, resume: trend(h, score, halving, e))
     first_eight = {name: s for name, s in committed_grids.items() if name[0] in ("fig5", "fedprox3")}
     clean, saved = _validate(first_eight, tune.Halving(4, 3))
     assert clean == [] and saved == pytest.approx(3.96, abs=0.01)

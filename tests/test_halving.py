@@ -17,7 +17,7 @@ from replicate.experiments.khanduri2021 import measured as stem_measured
 from replicate.experiments.li2020.common import tuning_score
 from replicate.experiments.li2020.schemes import SchemesConfig
 from replicate.fl.algorithms import FedAvg, FedProx, Scaffold, Stem
-from replicate.runs import archive, cache, ledger, tune
+from replicate.runs import archive, cache, checkpoints, ledger, tune
 from replicate.runs.config import RunConfig
 from replicate.runs.measures import final
 
@@ -39,18 +39,108 @@ def test_ranked_applies_the_figures_own_rule_again_and_again():
 
 
 BASE = RunConfig(dataset="synthetic(1,1)", num_clients=10, rounds=24, eval_every=2, local_steps=5, batch_size=10)
+# one run of each kind: clients sampled, straggling, with per-client state (SCAFFOLD), with a warm-up round (STEM)
+FOUR = [BASE.replace(algorithm=FedAvg("scheme1", 5)),
+        BASE.replace(algorithm=FedProx(0.1, 5, straggler_fraction=0.5), local_steps=None, local_epochs=2),
+        BASE.replace(algorithm=Scaffold()),
+        BASE.replace(algorithm=Stem(momentum_c=50.0), lr_schedule="epoch_cube_root", lr_decay=0.2)]
 
 
-@pytest.mark.parametrize("config", [BASE.replace(algorithm=FedAvg("scheme1", 5)),
-                                    BASE.replace(algorithm=FedProx(0.1, 5, straggler_fraction=0.5), local_steps=None,
-                                                 local_epochs=2),
-                                    BASE.replace(algorithm=Scaffold()),
-                                    BASE.replace(algorithm=Stem(momentum_c=50.0), lr_schedule="epoch_cube_root", lr_decay=0.2)])
+@pytest.mark.parametrize("config", FOUR)
 def test_a_short_horizon_is_the_full_runs_first_rounds(config):
     """Nothing a run computes depends on its total rounds: the run with fewer rounds is the full run's prefix."""
     full = cache.compute(config)[0]
     short = cache.compute(config.replace(rounds=8))[0]
     pd.testing.assert_frame_equal(short, full[full["round"] <= 8].reset_index(drop=True), check_exact=True)
+
+
+def _resumed(monkeypatch) -> list[int]:
+    """The rounds every run computed here resumed at (a spy on the checkpoint files' loads)."""
+    seen, load = [], checkpoints.FileCheckpoints.load
+
+    def spy(self, index):
+        state = load(self, index)
+        if state is not None:
+            seen.append(int(state["round"]))
+        return state
+    monkeypatch.setattr(checkpoints.FileCheckpoints, "load", spy)
+    return seen
+
+
+@pytest.mark.parametrize("config", FOUR)
+def test_a_longer_run_goes_on_from_a_short_runs_end_bitwise(config, monkeypatch, tmp_path):
+    """A run asked to go on as a longer one (``checkpoints.continue_as``) leaves its last state as that run's
+    checkpoint; the longer run resumes there and equals the same run computed from round 0, bitwise."""
+    short = config.replace(rounds=8)
+    names = cache.entry(short), cache.entry(config)
+    checkpoints.continue_as(*names)
+    resumed_at = _resumed(monkeypatch)
+    cache.run(short, progress=False)
+    left = checkpoints.folder() / f"{names[1]}.pt"
+    assert left.exists() and checkpoints.round_of(left.read_bytes()) == 8
+    assert not (checkpoints.folder() / f"{names[0]}.then").exists()  # the request is used up
+    resumed = cache.run(config, progress=False)
+    assert resumed_at == [8] and not left.exists()  # stored: its checkpoint is gone
+    monkeypatch.setenv("REPLICATE_CACHE", str(tmp_path / "from_round_0"))
+    pd.testing.assert_frame_equal(resumed, cache.run(config, progress=False), check_exact=True)
+    assert resumed_at == [8]
+
+
+def test_halving_survivors_go_on_from_their_last_rung(monkeypatch, tmp_path):
+    """The live tuner: each survivor's next rung resumes from its last rung's end, so the
+    tuning computes the textbook count of rounds (9·6 + 3·12 + 1·36 = 126 of the grid's 9·54), and its choice, its
+    tuning runs and its final runs are bitwise those of a halving that reruns every rung from round 0."""
+    grid = {"g": [0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0]}
+
+    def config_of(group, lr, seed):
+        return BASE.replace(algorithm=FedAvg("scheme1", 5), client_lr=lr, seed=seed, rounds=54)
+
+    def score(run):
+        return final(run, "train_loss", fraction=0.1)
+
+    resumed_at = _resumed(monkeypatch)
+    halved = tune.tune_then_run(grid, config_of, (0, 1), 1, score, workers=2, halving=tune.Halving(3, 3))
+    assert sorted(resumed_at) == [6, 6, 6, 18] and halved.rounds == (126, 9 * 54)
+    assert not list(checkpoints.folder().iterdir())  # no state or request left behind
+    monkeypatch.setattr(checkpoints, "continue_as", lambda *names: None)  # every rung from round 0
+    monkeypatch.setenv("REPLICATE_CACHE", str(tmp_path / "from_round_0"))
+    again = tune.tune_then_run(grid, config_of, (0, 1), 1, score, workers=2, halving=tune.Halving(3, 3))
+    assert again.chosen == halved.chosen and sorted(resumed_at) == [6, 6, 6, 18]
+    for (_, c, s, h), (_, c2, s2, h2) in zip(halved.tuning, again.tuning, strict=True):
+        assert (c, s) == (c2, s2)
+        pd.testing.assert_frame_equal(h, h2, check_exact=True)
+    for (_, s, h), (_, s2, h2) in zip(halved.runs, again.runs, strict=True):
+        pd.testing.assert_frame_equal(h, h2, check_exact=True)
+
+
+def test_halving_survivors_go_on_in_worker_processes(monkeypatch, tmp_path):
+    """The same through two worker processes of this machine: each leaves its short runs' last states, the
+    next rung's runs resume from them, and the tuning is the one computed in this process."""
+    from replicate.runs import pool
+
+    grid = {"g": [0.01, 0.05, 0.2]}
+
+    def config_of(group, lr, seed):
+        return BASE.replace(algorithm=FedAvg("scheme1", 5), client_lr=lr, seed=seed, rounds=18)
+
+    def score(run):
+        return final(run, "train_loss", fraction=0.1)
+
+    left, compute = [], pool.compute
+
+    def watch(jobs, **options):  # the states left for the next rung, seen after each rung's workers finish
+        compute(jobs, **options)
+        left.append(sorted(p.suffix for p in checkpoints.folder().iterdir()) if checkpoints.folder().exists() else [])
+    monkeypatch.setattr(pool, "compute", watch)
+    monkeypatch.setattr(pool, "PARALLEL_ABOVE", 0)
+    monkeypatch.setenv("REPLICATE_BATCH_RUNS", "1")
+    halved = tune.tune_then_run(grid, config_of, (0,), 1, score, workers=2, halving=tune.Halving(3, 2))
+    assert left[0] == [".pt", ".pt", ".pt"] and halved.rounds == (3 * 6 + 12, 3 * 18)  # every request met
+    monkeypatch.setattr(pool, "compute", compute)
+    monkeypatch.setenv("REPLICATE_CACHE", str(tmp_path / "here"))
+    alone = tune.tune_then_run(grid, config_of, (0,), 1, score, workers=1, halving=tune.Halving(3, 2))
+    assert alone.chosen == halved.chosen
+    pd.testing.assert_frame_equal(alone.runs[0][2], halved.runs[0][2], check_exact=True)
 
 
 def test_a_short_horizon_with_a_stop_at_a_target_is_the_full_runs_first_rounds():

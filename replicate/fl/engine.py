@@ -330,6 +330,7 @@ def _run(problem, specs, work, options, execution, trainer, extra_metrics, retur
         """``run`` before its round r = ``run.next``: its evaluation, then round r begun (or the run done)."""
         r, before = run.next, len(run.rows)
         if r == run.rounds:  # the final model's row
+            checkpoints.end(runs.index(run), run.state(r))
             run.done = True
             if eval_every is not None:
                 evaluate(run, r)

@@ -36,6 +36,11 @@ class Checkpoints:
     def save(self, index: int, state: dict) -> None:
         pass
 
+    def end(self, index: int, state: dict) -> None:
+        """The run reached its last round (``state``: before that round's evaluation, as ``save`` takes it): a
+        longer run of the same config may go on from here (``runs.checkpoints.continue_as``: successive halving's
+        survivors), since nothing a run computes depends on its total rounds."""
+
 
 def on_device(value, device):
     """A server state (None, a tensor, or a frozen dataclass of tensors) moved to ``device``."""

@@ -6,6 +6,12 @@ removed once the run is stored. A stop request (``request_stop``: a time budget 
 driver) reaches the worker processes as a file they look for at every round boundary: they save every
 run in flight and stop within a round, instead of the driver waiting for them or losing them. A
 checkpoint that cannot be read, or is of another run, is ignored (the run starts over) and said so.
+
+A run asked to go on as a longer one (``continue_as``: successive halving's survivors, ``runs.tune``) leaves
+its last state, before its final evaluation, as the longer run's checkpoint when it ends: that run resumes
+there rather than from round 0 (nothing a run computes depends on its total rounds). The request is a file
+beside the checkpoints, seen by the worker processes of this machine; where none sees it (a Ray node of its
+own), the longer run starts from round 0, as it would without it.
 """
 from __future__ import annotations
 
@@ -64,10 +70,40 @@ class FileCheckpoints(Checkpoints):
         return bool(self.stop_file) and os.path.exists(self.stop_file)
 
     def save(self, index: int, state: dict) -> None:
-        buffer = io.BytesIO()
-        torch.save({**state, "name": self.names[index]}, buffer)
-        with atomic_file(self.path(index)) as out:
-            out.write(buffer.getvalue())
+        _write(self.path(index), state, self.names[index])
+
+    def end(self, index: int, state: dict) -> None:
+        request = _request(self.names[index])
+        if request.exists():
+            target = request.read_text().strip()
+            _write(folder() / f"{target}.pt", state, target)
+            request.unlink(missing_ok=True)
+
+
+def _write(path: Path, state: dict, name: str) -> None:
+    buffer = io.BytesIO()
+    torch.save({**state, "name": name}, buffer)
+    with atomic_file(path) as out:
+        out.write(buffer.getvalue())
+
+
+def _request(name: str) -> Path:
+    return folder() / f"{name}.then"
+
+
+def continue_as(name: str, longer: str) -> None:
+    """When the run ``name`` ends, its last state becomes the checkpoint of the run ``longer`` (its config with
+    more rounds), which then resumes there."""
+    with atomic_file(_request(name)) as out:
+        out.write(longer.encode())
+
+
+def withdraw(name: str, longer: str, keep: bool = False) -> None:
+    """The request ``continue_as(name, longer)`` gone (the run ``name`` ended, or was stored already), and with
+    it the state it left unless ``keep`` (the longer run is computed next)."""
+    _request(name).unlink(missing_ok=True)
+    if not keep:
+        clear(longer)
 
 
 def round_of(data: bytes) -> int | None:
@@ -93,4 +129,5 @@ def request_stop(path: Path) -> None:
     path.touch()
 
 
-__all__ = ["FileCheckpoints", "clear", "every_s", "folder", "request_stop", "round_of", "stop_file"]
+__all__ = ["FileCheckpoints", "clear", "continue_as", "every_s", "folder", "request_stop", "round_of", "stop_file",
+           "withdraw"]

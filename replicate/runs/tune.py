@@ -17,8 +17,9 @@ the full rounds, where the survivors are scored as the grid scores them. A short
 run's own config with fewer rounds, i.e. the first rounds of the full run (nothing a run computes
 depends on its total rounds; tests/test_halving.py), so its runs are ordinary cached runs. With a
 ``stop_loss`` (rounds-to-target figures) every run also ends at its first evaluation at or below it, so
-a short run is the full run's first rounds or, where it stopped sooner, the whole of it. A choice made
-so is a deviation from the papers' full grids, stated by the figures that use it.
+a short run is the full run's first rounds or, where it stopped sooner, the whole of it. A survivor's next
+run goes on from its short run's last state (``checkpoints.continue_as``), bitwise the run from round 0. A
+choice made so is a deviation from the papers' full grids, stated by the figures that use it.
 """
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ import numpy as np
 import pandas as pd
 
 from replicate.core.errors import ReplicateError
-from replicate.runs import cache, pool
+from replicate.runs import cache, checkpoints, pool
+from replicate.runs.config import RunConfig
 
 
 @dataclass
@@ -44,7 +46,7 @@ class Tuned:
     # (group, candidate, the rounds its score is of: with halving, an eliminated candidate's last rung)
     scored_at: list[tuple[Hashable, Any, int]] = field(default_factory=list)
     rounds: tuple[int, int] = (0, 0)  # round-evaluations the tuning computed, and what the full grid would
-    # (with a stop_loss the first counts the rounds its runs took, the second the full grid's budget)
+    # (a survivor's run from its last rung on; with a stop_loss the rounds its runs took, the grid's budget)
     # (group, candidate, seed, history) of every tuning run in grid order, at the horizon its score is of
     tuning: list[tuple[Hashable, Any, int, pd.DataFrame]] = field(default_factory=list)
 
@@ -168,8 +170,13 @@ def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, 
     def history(config):
         return cache.run(config, stop_loss=stop_loss, progress=False, log=log, extra_metrics=extra_metrics)
 
-    def took(config) -> int:  # the rounds a run computed: all of them, unless it stopped at the target
+    def reached(config) -> int:  # the round a run ended at: its last, unless it stopped at the target
         return int(history(config)["round"].max()) if stop_loss is not None else getattr(config, "rounds", 0)
+
+    def took(config) -> int:  # the rounds a run computed: from the end of its previous rung's run where that ran
+        before = next((b for after, b in head if after == config), None)  # all its rounds (a run stopped at the
+        # target left nothing to go on from)
+        return reached(config) - (before.rounds if before is not None and reached(before) == before.rounds else 0)
 
     def at(group, candidate, seed, level):  # the candidate's run at a rung
         config = config_of(group, candidate, seed)
@@ -178,12 +185,22 @@ def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, 
         rungs = halving.rungs(config.rounds, config.eval_every)
         return config.replace(rounds=rungs[min(level, len(rungs) - 1)]) if level < len(rungs) - 1 else config
 
+    def onward(group, candidate, seed, level):  # (the rung's run, the next rung's), where a next rung exists
+        here, there = at(group, candidate, seed, level), at(group, candidate, seed, level + 1)
+        return None if level + 1 >= halving.levels or here == there else (here, there)
+
     scores, chosen, computed = [], {}, []
     rounds_of = {}  # (group, index of the candidate) → the rounds of its last score
     runs = {}  # (group, index of the candidate, tuning seed) → the history its score is of
+    head = []  # (a run that goes on from the last state of its previous rung's run, that run); configs compare,
+    # they need not hash
     alive = {g: list(cands) for g, cands in groups.items()} if tuning else {}
     for level in range(halving.levels):
         configs = [at(g, c, s, level) for g, cands in alive.items() for c in cands for s in tuning]
+        pairs = [p for g, cands in alive.items() for c in cands for s in tuning if (p := onward(g, c, s, level))]
+        for here, there in pairs:  # each run may go on as its next rung's (``checkpoints.continue_as``)
+            if (names := _entries(here, there, stop_loss, extra_metrics)):
+                checkpoints.continue_as(*names)
         compute(configs)
         computed += [c for c in configs if c not in computed]  # each run's rounds counted once
         for group, candidates in alive.items():
@@ -199,10 +216,19 @@ def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, 
                     scores.append((group, candidate, value))
             last = level == halving.levels - 1 or len(candidates) == 1
             alive[group] = ranked(scored, pick, 1 if last else halving.keep(len(candidates)))
+            for candidate in candidates:  # a survivor's next run goes on from this one's end; the rest are dropped
+                for here, there in filter(None, (onward(group, candidate, s, level) for s in tuning)):
+                    if (names := _entries(here, there, stop_loss, extra_metrics)):
+                        checkpoints.withdraw(*names, keep=candidate in alive[group] and not last)
+                    if candidate in alive[group] and not last:
+                        head.append((there, here))
             if not last:  # the eliminated keep the score of their last rung
                 scores += [(group, c, v) for v, c in scored if c not in alive[group]]
             else:
                 chosen[group] = alive[group][0]
+        for there, here in head:  # read, so stored: a state left for a run the cache already held is not needed
+            if there in configs and (names := _entries(here, there, stop_loss, extra_metrics)):
+                checkpoints.clear(names[1])
         alive = {g: cands for g, cands in alive.items() if g not in chosen}
     for group, candidates in groups.items():
         chosen.setdefault(group, candidates[0])  # no tuning seeds: the first candidate
@@ -213,6 +239,17 @@ def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, 
     return Tuned(scores, chosen, [(g, s, history(c)) for g, s, c in finals], scored_at,
                  (sum(took(c) for c in computed), grid),
                  [(g, groups[g][i], s, h) for (g, i, s), h in runs.items()])
+
+
+def _entries(here, there, stop_loss, extra_metrics) -> tuple[str, str] | None:
+    """The two runs' cache entry names, which name their checkpoints; None for an extra metric without a name (or
+    a stand-in config, as tests tune)."""
+    if not isinstance(here, RunConfig):
+        return None
+    try:
+        return cache.entry(here, stop_loss, extra_metrics), cache.entry(there, stop_loss, extra_metrics)
+    except ReplicateError:
+        return None
 
 
 def at_grid_edge(value: float, grid) -> bool:

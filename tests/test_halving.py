@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from replicate.core import paths
 from replicate.experiments.charles2021 import tuned as charles_tuned
@@ -111,6 +112,62 @@ def test_halving_survivors_go_on_from_their_last_rung(monkeypatch, tmp_path):
         pd.testing.assert_frame_equal(h, h2, check_exact=True)
     for (_, s, h), (_, s2, h2) in zip(halved.runs, again.runs, strict=True):
         pd.testing.assert_frame_equal(h, h2, check_exact=True)
+
+
+def _rounds_begun(monkeypatch) -> list[int]:
+    """Every round the engine begins here (a spy on ``engine._begin``): what a tuning computed."""
+    from replicate.fl import engine
+
+    begun, begin = [], engine._begin
+
+    def spy(run, *args):
+        begun.append(run.rounds)
+        return begin(run, *args)
+    monkeypatch.setattr(engine, "_begin", spy)
+    return begun
+
+
+@pytest.mark.parametrize("grid, levels, horizon, resumed, rounds, begun", [
+    ({"a": [0.01, 0.001], "b": [0.01, 0.1]}, 2, 18, [6, 6], (42, 54), 42),  # one run in two groups: a keeps it, b not
+    ({"a": [0.01, 0.001], "b": [0.01, 0.005]}, 2, 18, [6], (30, 54), 30),  # kept by both: computed, counted once
+    ({"a": [0.01, 0.001]}, 3, 54, [6, 18], (24, 108), 24 + 36)])  # decided a rung early: its final run goes on
+def test_tuned_rounds_are_the_rounds_the_tuning_began(monkeypatch, grid, levels, horizon, resumed, rounds, begun):
+    """Runs two groups share, and a group decided before its last rung: every survivor's next run resumes (the
+    spy on the loads), Tuned.rounds counts the rounds the tuning's runs began, each run once (the final run of a
+    group decided early is a final run, not the tuning's), and nothing is left beside the cache."""
+    def config_of(group, lr, seed):  # the same run in either group
+        return BASE.replace(algorithm=FedAvg("scheme1", 5), client_lr=lr, seed=seed, rounds=horizon)
+
+    resumed_at, began = _resumed(monkeypatch), _rounds_begun(monkeypatch)
+    found = tune.tune_then_run(grid, config_of, (0,), 1, lambda run: final(run, "train_loss", fraction=0.1),
+                               workers=1, halving=tune.Halving(3, levels))
+    assert (sorted(resumed_at), found.rounds, len(began)) == (resumed, rounds, begun)
+    assert not list(checkpoints.folder().iterdir())
+
+
+def test_a_state_left_never_replaces_a_checkpoint_further_on(monkeypatch, capsys):
+    """``end`` keeps a checkpoint of the longer run that reached further (a run cut off there), ``withdraw``
+    removes only the state its request left, and a state that cannot be written leaves the run as it is."""
+    config = BASE.replace(algorithm=FedAvg("scheme1", 5), rounds=16)
+    short = config.replace(rounds=8)
+    names = cache.entry(short), cache.entry(config)
+    further = {"round": 12, "flat": torch.zeros(1), "server": None, "rows": [], "done": False}
+    checkpoints.FileCheckpoints([names[1]]).save(0, further)
+    checkpoints.continue_as(*names)
+    cache.run(short, progress=False)
+    assert checkpoints.reached_by(names[1]) == 12 and not (checkpoints.folder() / f"{names[0]}.then").exists()
+    checkpoints.withdraw(*names, at=8)
+    assert checkpoints.reached_by(names[1]) == 12  # not the state this request left: it stays
+    other = short.replace(seed=1)
+    names = cache.entry(other), cache.entry(config.replace(seed=1))
+    checkpoints.continue_as(*names)
+
+    def full_disk(*args):
+        raise OSError("No space left on device")
+    monkeypatch.setattr(checkpoints, "_write", full_disk)
+    history = cache.run(other, progress=False)
+    assert "was not kept" in capsys.readouterr().err and checkpoints.reached_by(names[1]) is None
+    pd.testing.assert_frame_equal(history, cache.compute(other)[0], check_exact=True)
 
 
 def test_halving_survivors_go_on_in_worker_processes(monkeypatch, tmp_path):

@@ -73,11 +73,20 @@ class FileCheckpoints(Checkpoints):
         _write(self.path(index), state, self.names[index])
 
     def end(self, index: int, state: dict) -> None:
-        request = _request(self.names[index])
-        if request.exists():
-            target = request.read_text().strip()
-            _write(folder() / f"{target}.pt", state, target)
-            request.unlink(missing_ok=True)
+        """Where ``continue_as`` asked, the longer run's checkpoint, unless one as far along is there (a run cut
+        off further on): a head start only, so a file that fails leaves the run as it is, said so."""
+        try:
+            target = _request(self.names[index]).read_text().strip()
+        except FileNotFoundError:
+            return
+        try:
+            there = reached_by(target)
+            if there is None or there < state["round"]:
+                _write(folder() / f"{target}.pt", state, target)
+            _request(self.names[index]).unlink(missing_ok=True)
+        except OSError as exc:
+            print(f"warning: the state of run {self.names[index]} was not kept for {target} ({exc}): that run "
+                  "starts from round 0", file=sys.stderr, flush=True)
 
 
 def _write(path: Path, state: dict, name: str) -> None:
@@ -98,12 +107,21 @@ def continue_as(name: str, longer: str) -> None:
         out.write(longer.encode())
 
 
-def withdraw(name: str, longer: str, keep: bool = False) -> None:
+def withdraw(name: str, longer: str, at: int, keep: bool = False) -> None:
     """The request ``continue_as(name, longer)`` gone (the run ``name`` ended, or was stored already), and with
-    it the state it left unless ``keep`` (the longer run is computed next)."""
+    it the state it left at round ``at`` unless ``keep`` (the longer run is computed next); a checkpoint of
+    ``longer`` at another round is some other computation's, and stays."""
     _request(name).unlink(missing_ok=True)
-    if not keep:
+    if not keep and reached_by(longer) == at:
         clear(longer)
+
+
+def reached_by(name: str) -> int | None:
+    """The round the checkpoint of run ``name`` reached, or None (none, or unreadable)."""
+    try:
+        return round_of((folder() / f"{name}.pt").read_bytes())
+    except OSError:
+        return None
 
 
 def round_of(data: bytes) -> int | None:
@@ -129,5 +147,5 @@ def request_stop(path: Path) -> None:
     path.touch()
 
 
-__all__ = ["FileCheckpoints", "clear", "continue_as", "every_s", "folder", "request_stop", "round_of", "stop_file",
-           "withdraw"]
+__all__ = ["FileCheckpoints", "clear", "continue_as", "every_s", "folder", "reached_by", "request_stop", "round_of",
+           "stop_file", "withdraw"]

@@ -18,7 +18,8 @@ run's own config with fewer rounds, i.e. the first rounds of the full run (nothi
 depends on its total rounds; tests/test_halving.py), so its runs are ordinary cached runs. With a
 ``stop_loss`` (rounds-to-target figures) every run also ends at its first evaluation at or below it, so
 a short run is the full run's first rounds or, where it stopped sooner, the whole of it. A survivor's next
-run goes on from its short run's last state (``checkpoints.continue_as``), bitwise the run from round 0. A
+run goes on from its short run's last state (``checkpoints.continue_as``), bitwise the run from round 0 on the
+CPU (where batched rows compute bitwise alone; elsewhere within the float rounding ``engine.run_batch`` states). A
 choice made so is a deviation from the papers' full grids, stated by the figures that use it.
 """
 from __future__ import annotations
@@ -46,7 +47,8 @@ class Tuned:
     # (group, candidate, the rounds its score is of: with halving, an eliminated candidate's last rung)
     scored_at: list[tuple[Hashable, Any, int]] = field(default_factory=list)
     rounds: tuple[int, int] = (0, 0)  # round-evaluations the tuning computed, and what the full grid would
-    # (a survivor's run from its last rung on; with a stop_loss the rounds its runs took, the grid's budget)
+    # (a run that resumed from its last rung's state from there on; with a stop_loss the rounds its runs took,
+    # and the grid's budget)
     # (group, candidate, seed, history) of every tuning run in grid order, at the horizon its score is of
     tuning: list[tuple[Hashable, Any, int, pd.DataFrame]] = field(default_factory=list)
 
@@ -173,10 +175,9 @@ def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, 
     def reached(config) -> int:  # the round a run ended at: its last, unless it stopped at the target
         return int(history(config)["round"].max()) if stop_loss is not None else getattr(config, "rounds", 0)
 
-    def took(config) -> int:  # the rounds a run computed: from the end of its previous rung's run where that ran
-        before = next((b for after, b in head if after == config), None)  # all its rounds (a run stopped at the
-        # target left nothing to go on from)
-        return reached(config) - (before.rounds if before is not None and reached(before) == before.rounds else 0)
+    def took(config) -> int:  # the rounds a run computed: from its previous rung's run's end where it resumed there
+        before = next((b for after, b in head if after == config), None)
+        return reached(config) - (before.rounds if before is not None else 0)
 
     def at(group, candidate, seed, level):  # the candidate's run at a rung
         config = config_of(group, candidate, seed)
@@ -192,17 +193,23 @@ def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, 
     scores, chosen, computed = [], {}, []
     rounds_of = {}  # (group, index of the candidate) → the rounds of its last score
     runs = {}  # (group, index of the candidate, tuning seed) → the history its score is of
-    head = []  # (a run that goes on from the last state of its previous rung's run, that run); configs compare,
-    # they need not hash
+    head = []  # (a run that resumed from the last state of its previous rung's run, that run); configs compare,
+    kept = []  # they need not hash. kept: (run, longer run) whose state the next rung resumes from
+    decided = []  # the same for a group decided before its last rung, whose final run resumes from it
     alive = {g: list(cands) for g, cands in groups.items()} if tuning else {}
     for level in range(halving.levels):
         configs = [at(g, c, s, level) for g, cands in alive.items() for c in cands for s in tuning]
+        head += [(there, here) for here, there in kept if there in configs and _left(here, there, stop_loss,
+                                                                                     extra_metrics)]
         pairs = [p for g, cands in alive.items() for c in cands for s in tuning if (p := onward(g, c, s, level))]
         for here, there in pairs:  # each run may go on as its next rung's (``checkpoints.continue_as``)
             if (names := _entries(here, there, stop_loss, extra_metrics)):
                 checkpoints.continue_as(*names)
         compute(configs)
-        computed += [c for c in configs if c not in computed]  # each run's rounds counted once
+        for config in configs:  # each run's rounds counted once
+            if config not in computed:
+                computed.append(config)
+        kept = []
         for group, candidates in alive.items():
             scored = []
             for candidate in candidates:
@@ -216,29 +223,46 @@ def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, 
                     scores.append((group, candidate, value))
             last = level == halving.levels - 1 or len(candidates) == 1
             alive[group] = ranked(scored, pick, 1 if last else halving.keep(len(candidates)))
-            for candidate in candidates:  # a survivor's next run goes on from this one's end; the rest are dropped
-                for here, there in filter(None, (onward(group, candidate, s, level) for s in tuning)):
-                    if (names := _entries(here, there, stop_loss, extra_metrics)):
-                        checkpoints.withdraw(*names, keep=candidate in alive[group] and not last)
-                    if candidate in alive[group] and not last:
-                        head.append((there, here))
+            # a survivor's next run goes on from this one's end (a group decided early: its final run, where that
+            # is the next run)
+            for c, s, pair in ((c, s, onward(group, c, s, level)) for c in alive[group] for s in tuning):
+                if pair and not last:
+                    kept.append(pair)
+                elif pair and pair[1] == config_of(group, c, s):
+                    decided.append(pair)
             if not last:  # the eliminated keep the score of their last rung
                 scores += [(group, c, v) for v, c in scored if c not in alive[group]]
             else:
                 chosen[group] = alive[group][0]
+        for here, there in pairs:  # after every group ranked: a run two groups share may be kept by either
+            if (names := _entries(here, there, stop_loss, extra_metrics)):
+                checkpoints.withdraw(*names, at=here.rounds, keep=(here, there) in kept + decided)
         for there, here in head:  # read, so stored: a state left for a run the cache already held is not needed
             if there in configs and (names := _entries(here, there, stop_loss, extra_metrics)):
-                checkpoints.clear(names[1])
+                checkpoints.withdraw(*names, at=here.rounds)
         alive = {g: cands for g, cands in alive.items() if g not in chosen}
     for group, candidates in groups.items():
         chosen.setdefault(group, candidates[0])  # no tuning seeds: the first candidate
-    grid = sum(getattr(config_of(g, c, s), "rounds", 0) for g, cands in groups.items() for c in cands for s in tuning)
+    whole = []  # the grid's runs, each once
+    for config in (config_of(g, c, s) for g, cands in groups.items() for c in cands for s in tuning):
+        if config not in whole:
+            whole.append(config)
     finals = [(g, s, config_of(g, chosen[g], s)) for g in groups for s in seeds]
     compute([c for *_, c in finals])
+    final_runs = [(g, s, history(c)) for g, s, c in finals]
+    for here, there in decided:  # a decided group's final run is stored now: a state left for it is not needed
+        if (names := _entries(here, there, stop_loss, extra_metrics)):
+            checkpoints.withdraw(*names, at=here.rounds)
     scored_at = [(g, groups[g][i], r) for (g, i), r in rounds_of.items()]
-    return Tuned(scores, chosen, [(g, s, history(c)) for g, s, c in finals], scored_at,
-                 (sum(took(c) for c in computed), grid),
+    return Tuned(scores, chosen, final_runs, scored_at,
+                 (sum(took(c) for c in computed), sum(getattr(c, "rounds", 0) for c in whole)),
                  [(g, groups[g][i], s, h) for (g, i, s), h in runs.items()])
+
+
+def _left(here, there, stop_loss, extra_metrics) -> bool:
+    """Whether the run ``here`` left its last state for ``there`` (``checkpoints.continue_as``) to resume from."""
+    names = _entries(here, there, stop_loss, extra_metrics)
+    return names is not None and checkpoints.reached_by(names[1]) == here.rounds
 
 
 def _entries(here, there, stop_loss, extra_metrics) -> tuple[str, str] | None:

@@ -46,3 +46,23 @@ def test_fluctuation_is_rise_over_fall():
     assert measures.fluctuation([1.0, 2.0, float("nan")]) == math.inf  # diverged
     frame = pd.concat([curve([3.0, 2.0, 1.0]).assign(k=1), curve([1.0, 2.0, 1.0]).assign(k=2)])
     assert measures.fluctuations(frame, ["k"]).tolist() == [0.0, 1.0]
+
+
+def test_stopped_at_is_where_a_run_s_rows_became_a_repeated_nan_tail():
+    """``stopped_at``: where the engine stopped computing a run. A finite run (even one whose rows repeat, at a
+    fixed point) ran to its last evaluation; a run whose model turned NaN stopped at the first row of the tail it
+    was filled with (``engine._fill``: every metric repeated, a NaN among them, the round and rate its own); a
+    NaN row that later rows do not repeat was trained on; with extra metrics the engine never fills."""
+    stopped_at = measures.stopped_at
+
+    def history(loss, accuracy):
+        return pd.DataFrame({"round": [0, 2, 4, 6, 8], "lr": [0.1, 0.1, 0.05, 0.05, 0.02],
+                             "train_loss": loss, "test_accuracy": accuracy})
+
+    nan = float("nan")
+    assert stopped_at(history([3, 2, 1, 1, 1], [0.1, 0.5, 0.9, 0.9, 0.9])) == 8  # a fixed point: trained on
+    assert stopped_at(history([3, 2, nan, nan, nan], [0.1, 0.5, 0.1, 0.1, 0.1])) == 4
+    assert stopped_at(history([3, nan, nan, nan, nan], [0.1, 0.2, 0.1, 0.1, 0.1])) == 4  # the row at 2 not repeated
+    assert stopped_at(history([nan] * 5, [0.1] * 5)) == 0  # NaN from the start
+    assert stopped_at(history([3, 2, nan, nan, nan], [0.1, 0.5, 0.1, 0.1, 0.1]), absorbs=False) == 8
+    assert stopped_at(history([3, 2, nan, nan, nan], [0.1, 0.5, 0.1, 0.1, 0.1]).iloc[::-1]) == 4  # read by round

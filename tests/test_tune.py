@@ -1,6 +1,7 @@
 """runs.tune: tune on the first seeds, then run the choice on every seed (one protocol for the tuned figures)."""
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 import pandas as pd
@@ -101,9 +102,18 @@ def test_with_halving_a_tuning_run_is_the_one_its_score_is_of(monkeypatch):
     monkeypatch.setattr(tune.cache, "run", run)
     monkeypatch.setattr(tune.pool, "compute", lambda jobs, **_: None)
 
+    @dataclasses.dataclass(frozen=True)
+    class Config:  # compares by value, as a RunConfig does
+        lr: float
+        seed: int
+        rounds: int = 9
+        eval_every: int = 1
+
+        def replace(self, **changes):
+            return dataclasses.replace(self, **changes)
+
     def config_of(group, lr, seed):
-        return SimpleNamespace(lr=lr, seed=seed, rounds=9, eval_every=1,
-                               replace=lambda rounds, lr=lr, seed=seed: SimpleNamespace(lr=lr, seed=seed, rounds=rounds))
+        return Config(lr, seed)
 
     found = tune.tune_then_run({"g": [1.0, 2.0, 3.0]}, config_of, (0,), 1, last, halving=tune.Halving(3, 2))
     assert found.chosen == {"g": 3.0}

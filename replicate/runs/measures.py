@@ -68,3 +68,23 @@ def fluctuation(values) -> float:
 def fluctuations(data: pd.DataFrame, by, metric: str = "train_loss") -> pd.Series:
     """``fluctuation`` of every curve of a tidy frame, one per group of the columns ``by``."""
     return data.sort_values("round").groupby(list(by))[metric].apply(fluctuation)
+
+
+def stopped_at(history: pd.DataFrame, absorbs: bool = True) -> int:
+    """The round at which the engine stopped computing a run: its last evaluation's (its horizon, or the target
+    it stopped at), or, for a run whose model turned NaN for good, the first evaluation from which its rows repeat
+    with a NaN metric: the engine fills the rest of such a run's history without training it (``engine._fill``;
+    never for a run with extra metrics: ``absorbs=False``). Where a model turned NaN only in part first, training
+    went on a few rounds past this one: then it undercounts those (a diverged run of the committed grids stops
+    here: their elapsed times, docs/tuning.md)."""
+    history = history.sort_values("round")
+    rounds = history["round"].to_numpy()
+    if not absorbs:
+        return int(rounds[-1])
+    metrics = history.select_dtypes("number").drop(columns=["round", "lr"], errors="ignore").to_numpy(dtype=float)
+    nan = np.isnan(metrics).any(axis=1)
+    if not nan[-1]:
+        return int(rounds[-1])
+    same = np.isclose(metrics, metrics[-1], rtol=0, atol=0, equal_nan=True).all(axis=1)  # bitwise the last row
+    before = np.flatnonzero(~(same & nan))  # rows before the repeated NaN tail
+    return int(rounds[before[-1] + 1 if len(before) else 0])

@@ -34,6 +34,7 @@ import pandas as pd
 from replicate.core.errors import ReplicateError
 from replicate.runs import cache, checkpoints, pool
 from replicate.runs.config import RunConfig
+from replicate.runs.measures import stopped_at
 
 
 @dataclass
@@ -46,9 +47,9 @@ class Tuned:
     runs: list[tuple[Hashable, int, pd.DataFrame]]  # (group, seed, history) of the chosen candidate, every seed
     # (group, candidate, the rounds its score is of: with halving, an eliminated candidate's last rung)
     scored_at: list[tuple[Hashable, Any, int]] = field(default_factory=list)
-    rounds: tuple[int, int] = (0, 0)  # round-evaluations the tuning computed, and what the full grid would
-    # (a run that resumed from its last rung's state from there on; with a stop_loss the rounds its runs took,
-    # and the grid's budget)
+    rounds: tuple[int, int] = (0, 0)  # round-evaluations the tuning computed, and the grid's budget: its runs'
+    # rounds. Computed: each run's rounds up to where it stopped (its target, or its model all NaN:
+    # ``measures.stopped_at``), a run that resumed from its last rung's state from there on
     # (group, candidate, seed, history) of every tuning run in grid order, at the horizon its score is of
     tuning: list[tuple[Hashable, Any, int, pd.DataFrame]] = field(default_factory=list)
 
@@ -172,8 +173,8 @@ def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, 
     def history(config):
         return cache.run(config, stop_loss=stop_loss, progress=False, log=log, extra_metrics=extra_metrics)
 
-    def reached(config) -> int:  # the round a run ended at: its last, unless it stopped at the target
-        return int(history(config)["round"].max()) if stop_loss is not None else getattr(config, "rounds", 0)
+    def reached(config) -> int:  # the round a run ended at: its last, the target's, or where it turned NaN for good
+        return next(r for c, r in ended if c == config)
 
     def took(config) -> int:  # the rounds a run computed: from its previous rung's run's end where it resumed there
         before = next((b for after, b in head if after == config), None)
@@ -193,6 +194,7 @@ def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, 
     scores, chosen, computed = [], {}, []
     rounds_of = {}  # (group, index of the candidate) → the rounds of its last score
     runs = {}  # (group, index of the candidate, tuning seed) → the history its score is of
+    ended = []  # (a run, the round it stopped at), noted as its history is read for its score
     head = []  # (a run that resumed from the last state of its previous rung's run, that run); configs compare,
     kept = []  # they need not hash. kept: (run, longer run) whose state the next rung resumes from
     decided = []  # the same for a group decided before its last rung, whose final run resumes from it
@@ -215,7 +217,8 @@ def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, 
             for candidate in candidates:
                 index = groups[group].index(candidate)
                 for s in tuning:  # the last rung's run of each candidate and seed is the one kept
-                    runs[(group, index, s)] = history(at(group, candidate, s, level))
+                    runs[(group, index, s)] = history(config := at(group, candidate, s, level))
+                    ended.append((config, stopped_at(runs[(group, index, s)], absorbs=extra_metrics is None)))
                 value = float(np.mean([score(runs[(group, index, s)]) for s in tuning]))
                 scored.append((value, candidate))
                 rounds_of[(group, index)] = getattr(at(group, candidate, tuning[0], level), "rounds", None)

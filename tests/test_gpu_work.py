@@ -222,6 +222,35 @@ def test_the_planner_cuts_batches_as_a_gpu_slot_does():
     assert f"REPLICATE_BATCH_RUNS=${{REPLICATE_BATCH_RUNS:-{work.SLOT['max_runs']}}}" in script
 
 
+def test_a_slot_gives_each_command_the_time_it_has_left(tmp_path):
+    """.ci/device-check runs the plan's queue with the time the slot has left, not each line's planned share: a
+    unit done sooner than projected leaves its minutes to the next (a stand-in Python records the commands; no
+    GPU, no data)."""
+    import subprocess
+
+    calls = tmp_path / "calls"
+    fake = tmp_path / "python"
+    fake.write_text("#!/usr/bin/env bash\n"
+                    f"echo \"$*\" >> {calls}\n"
+                    "case \"$*\" in *--commands*)\n"
+                    "  echo \"python -m replicate figures a/fig1 --profile paper --time-budget 100s\"\n"
+                    "  echo \"python -m replicate figures b/fig2 --profile paper --time-budget 30s\";;\n"
+                    "esac\n")
+    fake.chmod(0o755)
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {"PATH": "/usr/bin:/bin", "OUT": str(out), "PYTHON": str(fake), "STEPS": "figures",
+           "FIGURES_LIMIT": "200", "REPLICATE_DATA_FROM": str(tmp_path)}
+    subprocess.run(["bash", str(paths.REPO / ".ci" / "device-check"), "4m"], env=env, check=True,
+                   capture_output=True, timeout=60)
+    ran = [line.split() for line in calls.read_text().splitlines() if line.startswith("-m replicate figures ")
+           and "--plan" not in line]
+    assert [words[3] for words in ran] == ["a/fig1", "b/fig2"]
+    budgets = [int(words[-1].rstrip("s")) for words in ran]
+    assert all(170 <= b <= 180 for b in budgets), budgets  # the step's 200 s less 20, not the lines' 100 and 30
+    assert all(words.count("--time-budget") == 1 for words in ran)
+
+
 @pytest.mark.parametrize("key, owner", [("charles2021/fig6", "charles2021.tuned.Fig6Config"),
                                         ("khanduri2021/fig2", "khanduri2021.common.StemRuns"),
                                         ("fedprox2020/fig3", "fedprox2020.mu.Fig3Config")])

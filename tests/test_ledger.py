@@ -166,6 +166,22 @@ def test_the_slot_plan_follows_the_priority_and_counts_shared_runs_once():
     assert plan.left_s(rows) == 900.0
 
 
+def test_a_slots_queue_goes_on_past_its_projection_in_priority_order():
+    """A slot gives each unit the time it has left, so its queue holds every unit not done whose round fits,
+    in priority order, past the projected budget: one done sooner than projected leaves its minutes to the
+    next (the slot's units keep their shares; the others 0)."""
+    unit = plan.PRIORITY
+    rows = [plan.Progress(unit[0], (4, 4), (2, 2), 10.0, {}, True),  # done
+            plan.Progress(unit[1], (0, 2), (0, 0), 0.0, {"a": 300.0}, False, round_s=20.0),
+            plan.Progress(unit[2], (0, 1), (0, 0), 0.0, {"b": 60.0}, False, round_s=500.0),  # no round fits
+            plan.Progress(unit[3], (0, 1), (0, 0), 0.0, {"c": 60.0}, False, round_s=150.0),  # not in the budget left
+            plan.Progress(unit[4], (0, 1), (0, 0), 0.0, {"d": 60.0}, False, round_s=5.0)]
+    assert [(row.unit, share) for row, share in plan.slot(rows, budget_s=400.0, rate=1.0)] == [
+        (unit[1], 300.0), (unit[4], 60.0)]
+    assert [(row.unit, share) for row, share in plan.queue(rows, budget_s=400.0, rate=1.0)] == [
+        (unit[1], 300.0), (unit[3], 0.0), (unit[4], 60.0)]
+
+
 def test_the_slot_plan_passes_over_a_figure_whose_rounds_outlast_the_slot(monkeypatch, capsys):
     """A run saves its progress at round boundaries only: a unit whose every run left needs longer than the slot
     for one round would keep nothing of it, so the plan passes it over and says why; the next unit goes in."""
@@ -230,8 +246,11 @@ def test_plan_commands_are_figure_commands(monkeypatch, capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines and all(line.startswith("python -m replicate figures ") and " --profile paper" in line
                          and " --time-budget " in line for line in lines)
-    keys = [line.split()[4] for line in lines]
-    order = [next(i for i, unit in enumerate(plan.PRIORITY) if unit.key == key) for key in keys]
+    order = [next(i for i, unit in enumerate(plan.PRIORITY) if line.startswith(unit.command() + " --time-budget"))
+             for line in lines]
     assert order == sorted(order)  # in the project's priority order
+    budgets = [int(line.rsplit(" ", 1)[1].rstrip("s")) for line in lines]  # the slot's time from each one's start
+    assert budgets[0] == 600 and budgets == sorted(budgets, reverse=True) and budgets[-1] == 30
+    assert len(lines) > len(plan.slot(plan.table("cuda", plan.head_starts()), 600.0, plan.concurrency()))
     assert main(["figures", "--commands"]) == 2
     assert "--commands goes with --plan" in capsys.readouterr().err

@@ -314,8 +314,9 @@ def main(argv=None) -> int:
                           "priority order, and the device minutes left (from the committed run ledger)")
     fig.add_argument("--device", default=None, help="with --plan: the device type to plan for (default cuda)")
     fig.add_argument("--commands", action="store_true",
-                     help="with --plan: print only the figure commands of the slot, one a line, each with its share "
-                          "of the budget (what .ci/device-check runs)")
+                     help="with --plan: print only the figure commands of the slot's queue, one a line, in priority "
+                          "order: the slot's units, then every other unit whose round fits, each with the budget left "
+                          "from its projected start (.ci/device-check runs them, giving each the time actually left)")
     fig.set_defaults(func=_figures)
     bench = sub.add_parser(
         "bench", help="time the vectorized engine against the sequential oracle",

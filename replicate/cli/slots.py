@@ -83,7 +83,8 @@ def status_table(device: str = "cuda") -> str:
     lines += ["", f"left in all: {plan.minutes(total)} of slots (a run shared by figures counted once"
               + (f"; {plan.minutes(graphed)} of it ‡" if graphed else "") + f"); * not measured in the ledger on "
               f"{device}: from a bench timing or modelled from op counts and FLOPs (the larger), a lower bound "
-              "(replicate/experiments/plan.py); "
+              "per step (replicate/experiments/plan.py); every run counted to its horizon, though a tuning run that "
+              "diverges stops where its model turns NaN; "
               + ("‡ modelled so, wholly or in part, for the LSTMs, whose step the GPU replays from a CUDA graph, which "
                  "removes the host dispatch per op the model counts: an estimate, likely high, not a bound, until a "
                  "slot times the graphed step (`bench --sections lstm`); " if graphed else "")
@@ -114,9 +115,11 @@ def plan_command(args) -> int:
     seconds = budget.parse(args.time_budget) if args.time_budget else 600.0
     rows, rate = plan.table(device, plan.head_starts()), plan.concurrency()
     chosen = plan.slot(rows, seconds, rate)
-    if args.commands:
-        for row, share in chosen:
-            print(f"{row.unit.command()} --time-budget {max(int(share), 30)}s")
+    if args.commands:  # the queue, each line with the slot's time from its projected start on (.ci/device-check
+        start = 0.0    # gives each the time actually left, so a unit done early leaves it to the next)
+        for row, share in plan.queue(rows, seconds, rate):
+            print(f"{row.unit.command()} --time-budget {max(int(seconds - start), 30)}s")
+            start += share
         return 0
     print(f"next {device} slot of {plan.minutes(seconds)} (concurrency {rate:.1f}):")
     for row, share in chosen:

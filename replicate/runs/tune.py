@@ -173,13 +173,6 @@ def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, 
     def history(config):
         return cache.run(config, stop_loss=stop_loss, progress=False, log=log, extra_metrics=extra_metrics)
 
-    def reached(config) -> int:  # the round a run ended at: its last, the target's, or where it turned NaN for good
-        return next(r for c, r in ended if c == config)
-
-    def took(config) -> int:  # the rounds a run computed: from its previous rung's run's end where it resumed there
-        before = next((b for after, b in head if after == config), None)
-        return reached(config) - (before.rounds if before is not None else 0)
-
     def at(group, candidate, seed, level):  # the candidate's run at a rung
         config = config_of(group, candidate, seed)
         if halving.levels == 1:
@@ -187,31 +180,24 @@ def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, 
         rungs = halving.rungs(config.rounds, config.eval_every)
         return config.replace(rounds=rungs[min(level, len(rungs) - 1)]) if level < len(rungs) - 1 else config
 
-    def onward(group, candidate, seed, level):  # (the rung's run, the next rung's), where a next rung exists
+    def next_rung(group, candidate, seed, level):  # (the rung's run, the next rung's), where a next rung exists
         here, there = at(group, candidate, seed, level), at(group, candidate, seed, level + 1)
         return None if level + 1 >= halving.levels or here == there else (here, there)
 
-    scores, chosen, computed = [], {}, []
+    scores, chosen, computed = [], {}, []  # configs compare, they need not hash: lists, not sets
     rounds_of = {}  # (group, index of the candidate) → the rounds of its last score
     runs = {}  # (group, index of the candidate, tuning seed) → the history its score is of
     ended = []  # (a run, the round it stopped at), noted as its history is read for its score
-    head = []  # (a run that resumed from the last state of its previous rung's run, that run); configs compare,
-    kept = []  # they need not hash. kept: (run, longer run) whose state the next rung resumes from
-    decided = []  # the same for a group decided before its last rung, whose final run resumes from it
+    onward = _Onward(stop_loss, extra_metrics)
     alive = {g: list(cands) for g, cands in groups.items()} if tuning else {}
     for level in range(halving.levels):
         configs = [at(g, c, s, level) for g, cands in alive.items() for c in cands for s in tuning]
-        head += [(there, here) for here, there in kept if there in configs and _left(here, there, stop_loss,
-                                                                                     extra_metrics)]
-        pairs = [p for g, cands in alive.items() for c in cands for s in tuning if (p := onward(g, c, s, level))]
-        for here, there in pairs:  # each run may go on as its next rung's (``checkpoints.continue_as``)
-            if (names := _entries(here, there, stop_loss, extra_metrics)):
-                checkpoints.continue_as(*names)
+        onward.ask([p for g, cands in alive.items() for c in cands for s in tuning
+                    if (p := next_rung(g, c, s, level))], configs)
         compute(configs)
         for config in configs:  # each run's rounds counted once
             if config not in computed:
                 computed.append(config)
-        kept = []
         for group, candidates in alive.items():
             scored = []
             for candidate in candidates:
@@ -226,23 +212,15 @@ def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, 
                     scores.append((group, candidate, value))
             last = level == halving.levels - 1 or len(candidates) == 1
             alive[group] = ranked(scored, pick, 1 if last else halving.keep(len(candidates)))
-            # a survivor's next run goes on from this one's end (a group decided early: its final run, where that
-            # is the next run)
-            for c, s, pair in ((c, s, onward(group, c, s, level)) for c in alive[group] for s in tuning):
-                if pair and not last:
-                    kept.append(pair)
-                elif pair and pair[1] == config_of(group, c, s):
-                    decided.append(pair)
+            for c in alive[group]:  # a survivor's next run goes on from here (a group decided before its last
+                for s in tuning:    # rung: its final run, where that is the next run)
+                    if (pair := next_rung(group, c, s, level)) and (not last or pair[1] == config_of(group, c, s)):
+                        onward.keep(pair)
             if not last:  # the eliminated keep the score of their last rung
                 scores += [(group, c, v) for v, c in scored if c not in alive[group]]
             else:
                 chosen[group] = alive[group][0]
-        for here, there in pairs:  # after every group ranked: a run two groups share may be kept by either
-            if (names := _entries(here, there, stop_loss, extra_metrics)):
-                checkpoints.withdraw(*names, at=here.rounds, keep=(here, there) in kept + decided)
-        for there, here in head:  # read, so stored: a state left for a run the cache already held is not needed
-            if there in configs and (names := _entries(here, there, stop_loss, extra_metrics)):
-                checkpoints.withdraw(*names, at=here.rounds)
+        onward.after_rung(configs)  # after every group ranked: a run two groups share may be kept by either
         alive = {g: cands for g, cands in alive.items() if g not in chosen}
     for group, candidates in groups.items():
         chosen.setdefault(group, candidates[0])  # no tuning seeds: the first candidate
@@ -253,13 +231,64 @@ def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, 
     finals = [(g, s, config_of(g, chosen[g], s)) for g in groups for s in seeds]
     compute([c for *_, c in finals])
     final_runs = [(g, s, history(c)) for g, s, c in finals]
-    for here, there in decided:  # a decided group's final run is stored now: a state left for it is not needed
-        if (names := _entries(here, there, stop_loss, extra_metrics)):
-            checkpoints.withdraw(*names, at=here.rounds)
+    onward.after_finals()
     scored_at = [(g, groups[g][i], r) for (g, i), r in rounds_of.items()]
-    return Tuned(scores, chosen, final_runs, scored_at,
-                 (sum(took(c) for c in computed), sum(getattr(c, "rounds", 0) for c in whole)),
+    took = [next(r for c, r in ended if c == config) - onward.start(config) for config in computed]
+    return Tuned(scores, chosen, final_runs, scored_at, (sum(took), sum(getattr(c, "rounds", 0) for c in whole)),
                  [(g, groups[g][i], s, h) for (g, i, s), h in runs.items()])
+
+
+class _Onward:
+    """Halving's survivors going on from their short runs' last state (``checkpoints.continue_as``), apart from
+    the ranking: every run of a rung asks to leave its state for its next rung's run; a survivor's is kept (and a
+    group decided before its last rung keeps it for its final run); the rest are withdrawn once every group has
+    ranked (a run two groups share may be kept by either), and a kept one once the run that took it is stored.
+    Which runs did resume is known only from the state files, before their rung computes; their rounds count
+    from there (``start``)."""
+
+    def __init__(self, stop_loss, extra_metrics):
+        self.stop_loss, self.extra_metrics = stop_loss, extra_metrics
+        self.asked = []  # (a run of this rung, its next rung's run)
+        self.kept = []  # such pairs whose state the next rung, or a decided group's final run, resumes from
+        self.resumed = []  # (a run that resumed, the run whose state it resumed from)
+
+    def names(self, here, there) -> tuple[str, str] | None:
+        return _entries(here, there, self.stop_loss, self.extra_metrics)
+
+    def ask(self, pairs: list, configs: list) -> None:
+        """Before a rung computes ``configs``: which of them resume from a state kept for them, and each of
+        ``pairs`` asked to leave its state for its next rung's run."""
+        self.resumed += [(there, here) for here, there in self.kept
+                         if there in configs and _left(here, there, self.stop_loss, self.extra_metrics)]
+        self.kept = [pair for pair in self.kept if pair[1] not in configs]  # a decided group's, for its final run
+        self.asked = pairs
+        for here, there in pairs:
+            if (names := self.names(here, there)):
+                checkpoints.continue_as(*names)
+
+    def keep(self, pair) -> None:
+        self.kept.append(pair)
+
+    def after_rung(self, configs: list) -> None:
+        """After every group of a rung ranked: the requests answered, the states no survivor takes withdrawn, and
+        those of the runs of ``configs`` that resumed (stored now, their state no longer needed)."""
+        for here, there in self.asked:
+            if (names := self.names(here, there)):
+                checkpoints.withdraw(*names, at=here.rounds, keep=(here, there) in self.kept)
+        for there, here in self.resumed:
+            if there in configs and (names := self.names(here, there)):
+                checkpoints.withdraw(*names, at=here.rounds)
+        self.asked = []
+
+    def after_finals(self) -> None:
+        """The final runs stored: the states kept for a decided group's final run are no longer needed."""
+        for here, there in self.kept:
+            if (names := self.names(here, there)):
+                checkpoints.withdraw(*names, at=here.rounds)
+
+    def start(self, config) -> int:
+        """The round ``config``'s run began at: the round of the state it resumed from, else 0."""
+        return next((before.rounds for after, before in self.resumed if after == config), 0)
 
 
 def _left(here, there, stop_loss, extra_metrics) -> bool:

@@ -224,8 +224,8 @@ def test_the_planner_cuts_batches_as_a_gpu_slot_does():
 
 def test_a_slot_gives_each_command_the_time_it_has_left(tmp_path):
     """.ci/device-check runs the plan's queue with the time the slot has left, not each line's planned share: a
-    unit done sooner than projected leaves its minutes to the next (a stand-in Python records the commands; no
-    GPU, no data)."""
+    unit done sooner than projected leaves its minutes to the next, and a command that reads its stdin does not
+    swallow the queue (a stand-in Python records the commands; no GPU, no data)."""
     import subprocess
 
     calls = tmp_path / "calls"
@@ -235,6 +235,7 @@ def test_a_slot_gives_each_command_the_time_it_has_left(tmp_path):
                     "case \"$*\" in *--commands*)\n"
                     "  echo \"python -m replicate figures a/fig1 --profile paper --time-budget 100s\"\n"
                     "  echo \"python -m replicate figures b/fig2 --profile paper --time-budget 30s\";;\n"
+                    "  *'replicate figures '*) cat > /dev/null;;\n"  # a command that reads its stdin
                     "esac\n")
     fake.chmod(0o755)
     out = tmp_path / "out"

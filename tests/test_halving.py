@@ -88,6 +88,30 @@ def test_a_longer_run_goes_on_from_a_short_runs_end_bitwise(config, monkeypatch,
     assert resumed_at == [8]
 
 
+QUADRATIC = RunConfig(dataset="quadratic", algorithm=FedAvg("full"), local_steps=5, batch_size=None,
+                      lr_schedule="constant", weight_decay=0.0, clip_norm=None, rounds=54, eval_every=2)
+
+
+@pytest.mark.parametrize("config, stop_loss, stops_at", [
+    (QUADRATIC.replace(client_lr=32.0), None, 34),  # its model NaN at round 34: the engine trains it no further
+    (BASE.replace(algorithm=FedAvg("scheme1", 5), client_lr=0.1), 0.75, 16)])  # its target reached at round 16
+def test_a_run_that_stopped_early_leaves_its_state_where_it_stopped(config, stop_loss, stops_at, monkeypatch,
+                                                                    tmp_path):
+    """A short run that stopped before its last round (its target, its model all NaN) leaves its state there: the
+    longer run resumes at that round, ends there as the short run did, and equals the run computed from round 0."""
+    short = config.replace(rounds=stops_at + 6)
+    names = cache.entry(short, stop_loss), cache.entry(config, stop_loss)
+    checkpoints.continue_as(*names)
+    resumed_at = _resumed(monkeypatch)
+    ran = cache.run(short, stop_loss=stop_loss, progress=False)
+    assert stopped_at(ran) == stops_at and checkpoints.reached_by(names[1]) == stops_at
+    resumed = cache.run(config, stop_loss=stop_loss, progress=False)
+    assert resumed_at == [stops_at] and stopped_at(resumed) == stops_at
+    monkeypatch.setenv("REPLICATE_CACHE", str(tmp_path / "from_round_0"))
+    pd.testing.assert_frame_equal(resumed, cache.run(config, stop_loss=stop_loss, progress=False), check_exact=True)
+    assert resumed_at == [stops_at]
+
+
 def test_halving_survivors_go_on_from_their_last_rung(monkeypatch, tmp_path):
     """The live tuner: each survivor's next rung resumes from its last rung's end, so the
     tuning computes the textbook count of rounds (9·6 + 3·12 + 1·36 = 126 of the grid's 9·54), and its choice, its
@@ -150,13 +174,13 @@ def test_tuned_rounds_and_the_replay_count_a_diverged_run_to_where_it_stopped(mo
     """A run whose model turns NaN is not trained on (``engine._fill``): ``Tuned.rounds`` counts its rounds up to
     there, for the full grid and for halving (the spy on the engine), and the replay of the full grid's histories
     (``simulate``, docs/tuning.md's count) computes the same numbers. A quadratic past its stable step overflows
-    and turns NaN between rounds 26 and 40 of 54."""
-    quadratic = RunConfig(dataset="quadratic", algorithm=FedAvg("full"), local_steps=5, batch_size=None,
-                          lr_schedule="constant", weight_decay=0.0, clip_norm=None, rounds=54, eval_every=2)
-    grid = {"stable": [0.05, 0.1, 0.2, 0.4], "diverging": [16.0, 32.0, 64.0, 128.0]}
+    and turns NaN between rounds 26 and 40 of 54 (far past it, by round 16: such a survivor of the rung at round
+    18 has stopped within it, and its final run resumes where it stopped, computing nothing)."""
+    grid = {"stable": [0.05, 0.1, 0.2, 0.4], "diverging": [16.0, 32.0, 64.0, 128.0],
+            "early": [4096.0, 8192.0, 16384.0, 32768.0]}  # NaN by round 14-16: its survivors stop within a rung
 
     def config_of(group, lr, seed):
-        return quadratic.replace(client_lr=lr, seed=seed)
+        return QUADRATIC.replace(client_lr=lr, seed=seed)
 
     def score(run):
         return final(run, "objective", fraction=0.1)
@@ -164,10 +188,14 @@ def test_tuned_rounds_and_the_replay_count_a_diverged_run_to_where_it_stopped(mo
     began = _rounds_begun(monkeypatch)
     full = tune.tune_then_run(grid, config_of, (0,), 1, score, workers=1)
     stops = [stopped_at(h) for *_, h in full.tuning]
-    assert full.rounds == (len(began), 8 * 54) and sum(stops) == len(began) and stops[4:] == [40, 34, 28, 26]
+    assert full.rounds == (len(began), 12 * 54) and sum(stops) == len(began) and stops[4:8] == [40, 34, 28, 26]
+    assert max(stops[8:]) <= 16
     began.clear()
     monkeypatch.setenv("REPLICATE_CACHE", str(tmp_path / "halving"))  # its runs computed, not read
+    resumed_at = _resumed(monkeypatch)
     halved = tune.tune_then_run(grid, config_of, (0,), 1, score, workers=1, halving=tune.Halving(3, 3))
+    # every survivor resumed: at rung 18 from round 6; the finals from 18, early's from where it stopped (16)
+    assert sorted(resumed_at) == [6] * 6 + [16, 18, 18] and stopped_at(halved.runs[2][2]) == 16
     replayed = [simulate({c: h for g, c, _, h in full.tuning if g == group}, score, tune.lowest, tune.Halving(3, 3),
                          2, resume=True, loss="objective") for group in grid]
     assert halved.chosen == full.chosen and [c for c, *_ in replayed] == [full.chosen[g] for g in grid]
@@ -287,8 +315,8 @@ def simulate(histories: dict, score, pick, halving: tune.Halving, eval_every: in
     at a target (STEM Figure 1 measured: ``horizon``, the full rounds, its histories ending where they stopped) or
     where its model turned NaN for good (``measures.stopped_at``, as ``Tuned.rounds`` counts). ``stated``: as docs/tuning.md's
     first tables were stated and counted, a diverged run all its rounds. A short run is computed from round 0;
-    ``resume``: a survivor goes on from its last rung's round instead, as the live tuner does. Returns (chosen,
-    round-evaluations, grid's)."""
+    ``resume``: a survivor goes on from where its short run stopped instead, as the live tuner does. Returns
+    (chosen, round-evaluations, grid's)."""
     rounds = horizon or int(next(iter(histories.values()))["round"].max())
     if stated:
         last = {c: int(h["round"].max()) if horizon else rounds for c, h in histories.items()}
@@ -298,7 +326,7 @@ def simulate(histories: dict, score, pick, halving: tune.Halving, eval_every: in
     rungs = halving.rungs(rounds, eval_every)
     for level, r in enumerate(rungs):
         scored = [(score(histories[c][histories[c]["round"] <= r]), c) for c in alive]
-        start = before if resume else 0
+        start = before if resume else 0  # a short run leaves its state where it stopped: min(start, its stop)
         spent += sum(min(r, last[c]) - min(start, last[c]) for c in alive)
         alive, before = tune.ranked(scored, pick, 1 if level == len(rungs) - 1 else halving.keep(len(alive))), r
     return alive[0], spent, sum(last.values())

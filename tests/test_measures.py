@@ -66,3 +66,4 @@ def test_stopped_at_is_where_a_run_s_rows_became_a_repeated_nan_tail():
     assert stopped_at(history([nan] * 5, [0.1] * 5)) == 0  # NaN from the start
     assert stopped_at(history([3, 2, nan, nan, nan], [0.1, 0.5, 0.1, 0.1, 0.1]), absorbs=False) == 8
     assert stopped_at(history([3, 2, nan, nan, nan], [0.1, 0.5, 0.1, 0.1, 0.1]).iloc[::-1]) == 4  # read by round
+    assert stopped_at(history([3, 2, nan, nan, nan], [0.1, 0.5, 0.1, 0.1, 0.1]).iloc[:0]) == 0  # nothing computed

@@ -37,9 +37,10 @@ class Checkpoints:
         pass
 
     def end(self, index: int, state: dict) -> None:
-        """The run reached its last round (``state``: before that round's evaluation, as ``save`` takes it): a
-        longer run of the same config may go on from here (``runs.checkpoints.continue_as``: successive halving's
-        survivors), since nothing a run computes depends on its total rounds."""
+        """The run ended: at its last round, or sooner where it stopped at its target or its model turned NaN
+        (``state``: before that round's evaluation, as ``save`` takes it). A longer run of the same config may go
+        on from here (``runs.checkpoints.continue_as``: successive halving's survivors), since nothing a run
+        computes depends on its total rounds; one that ended sooner ends at the same evaluation again."""
 
 
 def on_device(value, device):

@@ -18,7 +18,7 @@ run's own config with fewer rounds, i.e. the first rounds of the full run (nothi
 depends on its total rounds; tests/test_halving.py), so its runs are ordinary cached runs. With a
 ``stop_loss`` (rounds-to-target figures) every run also ends at its first evaluation at or below it, so
 a short run is the full run's first rounds or, where it stopped sooner, the whole of it. A survivor's next
-run goes on from its short run's last state (``checkpoints.continue_as``), bitwise the run from round 0 on the
+run goes on from its short run's last state (``checkpoints.continue_as``; where it stopped, if sooner), bitwise the run from round 0 on the
 CPU (where batched rows compute bitwise alone; elsewhere within the float rounding ``engine.run_batch`` states). A
 choice made so is a deviation from the papers' full grids, stated by the figures that use it.
 """
@@ -188,7 +188,7 @@ def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, 
     rounds_of = {}  # (group, index of the candidate) → the rounds of its last score
     runs = {}  # (group, index of the candidate, tuning seed) → the history its score is of
     ended = []  # (a run, the round it stopped at), noted as its history is read for its score
-    onward = _Onward(stop_loss, extra_metrics)
+    onward = _Onward(stop_loss, extra_metrics, lambda config: next(r for c, r in ended if c == config))
     alive = {g: list(cands) for g, cands in groups.items()} if tuning else {}
     for level in range(halving.levels):
         configs = [at(g, c, s, level) for g, cands in alive.items() for c in cands for s in tuning]
@@ -233,7 +233,7 @@ def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, 
     final_runs = [(g, s, history(c)) for g, s, c in finals]
     onward.after_finals()
     scored_at = [(g, groups[g][i], r) for (g, i), r in rounds_of.items()]
-    took = [next(r for c, r in ended if c == config) - onward.start(config) for config in computed]
+    took = [onward.stopped(config) - onward.start(config) for config in computed]
     return Tuned(scores, chosen, final_runs, scored_at, (sum(took), sum(getattr(c, "rounds", 0) for c in whole)),
                  [(g, groups[g][i], s, h) for (g, i, s), h in runs.items()])
 
@@ -243,11 +243,12 @@ class _Onward:
     the ranking: every run of a rung asks to leave its state for its next rung's run; a survivor's is kept (and a
     group decided before its last rung keeps it for its final run); the rest are withdrawn once every group has
     ranked (a run two groups share may be kept by either), and a kept one once the run that took it is stored.
-    Which runs did resume is known only from the state files, before their rung computes; their rounds count
-    from there (``start``)."""
+    A run leaves its state where it stopped (``stopped``: its last round, its target, or where its model turned
+    NaN: the longer run ends there too). Which runs did resume is known only from the state files, before their
+    rung computes; their rounds count from there (``start``)."""
 
-    def __init__(self, stop_loss, extra_metrics):
-        self.stop_loss, self.extra_metrics = stop_loss, extra_metrics
+    def __init__(self, stop_loss, extra_metrics, stopped: Callable[[Any], int]):
+        self.stop_loss, self.extra_metrics, self.stopped = stop_loss, extra_metrics, stopped
         self.asked = []  # (a run of this rung, its next rung's run)
         self.kept = []  # such pairs whose state the next rung, or a decided group's final run, resumes from
         self.resumed = []  # (a run that resumed, the run whose state it resumed from)
@@ -258,8 +259,7 @@ class _Onward:
     def ask(self, pairs: list, configs: list) -> None:
         """Before a rung computes ``configs``: which of them resume from a state kept for them, and each of
         ``pairs`` asked to leave its state for its next rung's run."""
-        self.resumed += [(there, here) for here, there in self.kept
-                         if there in configs and _left(here, there, self.stop_loss, self.extra_metrics)]
+        self.resumed += [(there, here) for here, there in self.kept if there in configs and self.left(here, there)]
         self.kept = [pair for pair in self.kept if pair[1] not in configs]  # a decided group's, for its final run
         self.asked = pairs
         for here, there in pairs:
@@ -274,27 +274,26 @@ class _Onward:
         those of the runs of ``configs`` that resumed (stored now, their state no longer needed)."""
         for here, there in self.asked:
             if (names := self.names(here, there)):
-                checkpoints.withdraw(*names, at=here.rounds, keep=(here, there) in self.kept)
+                checkpoints.withdraw(*names, at=self.stopped(here), keep=(here, there) in self.kept)
         for there, here in self.resumed:
             if there in configs and (names := self.names(here, there)):
-                checkpoints.withdraw(*names, at=here.rounds)
+                checkpoints.withdraw(*names, at=self.stopped(here))
         self.asked = []
 
     def after_finals(self) -> None:
         """The final runs stored: the states kept for a decided group's final run are no longer needed."""
         for here, there in self.kept:
             if (names := self.names(here, there)):
-                checkpoints.withdraw(*names, at=here.rounds)
+                checkpoints.withdraw(*names, at=self.stopped(here))
+
+    def left(self, here, there) -> bool:
+        """Whether the run ``here`` left its last state for ``there`` to resume from."""
+        names = self.names(here, there)
+        return names is not None and checkpoints.reached_by(names[1]) == self.stopped(here)
 
     def start(self, config) -> int:
-        """The round ``config``'s run began at: the round of the state it resumed from, else 0."""
-        return next((before.rounds for after, before in self.resumed if after == config), 0)
-
-
-def _left(here, there, stop_loss, extra_metrics) -> bool:
-    """Whether the run ``here`` left its last state for ``there`` (``checkpoints.continue_as``) to resume from."""
-    names = _entries(here, there, stop_loss, extra_metrics)
-    return names is not None and checkpoints.reached_by(names[1]) == here.rounds
+        """The round ``config``'s run began at: where the run whose state it resumed from stopped, else 0."""
+        return next((self.stopped(before) for after, before in self.resumed if after == config), 0)
 
 
 def _entries(here, there, stop_loss, extra_metrics) -> tuple[str, str] | None:

@@ -313,10 +313,10 @@ def simulate(histories: dict, score, pick, halving: tune.Halving, eval_every: in
     (test_a_short_horizon_is_the_full_runs_first_rounds). A run costs the rounds the engine computed: a rung of r
     rounds min(r, where the run stopped), the grid the sum of where its runs stopped; a run stops at its horizon,
     at a target (STEM Figure 1 measured: ``horizon``, the full rounds, its histories ending where they stopped) or
-    where its model turned NaN for good (``measures.stopped_at``, as ``Tuned.rounds`` counts). ``stated``: as docs/tuning.md's
-    first tables were stated and counted, a diverged run all its rounds. A short run is computed from round 0;
-    ``resume``: a survivor goes on from where its short run stopped instead, as the live tuner does. Returns
-    (chosen, round-evaluations, grid's)."""
+    where its model turned NaN for good (``measures.stopped_at``, as ``Tuned.rounds`` counts). ``stated``: as
+    docs/tuning.md's first tables were stated and counted, a diverged run all its rounds. A short run is computed
+    from round 0; ``resume``: a survivor goes on from where its short run stopped instead, as the live tuner does.
+    Returns (chosen, round-evaluations, grid's)."""
     rounds = horizon or int(next(iter(histories.values()))["round"].max())
     if stated:
         last = {c: int(h["round"].max()) if horizon else rounds for c, h in histories.items()}

@@ -18,9 +18,10 @@ run's own config with fewer rounds, i.e. the first rounds of the full run (nothi
 depends on its total rounds; tests/test_halving.py), so its runs are ordinary cached runs. With a
 ``stop_loss`` (rounds-to-target figures) every run also ends at its first evaluation at or below it, so
 a short run is the full run's first rounds or, where it stopped sooner, the whole of it. A survivor's next
-run goes on from its short run's last state (``checkpoints.continue_as``; where it stopped, if sooner), bitwise the run from round 0 on the
-CPU (where batched rows compute bitwise alone; elsewhere within the float rounding ``engine.run_batch`` states). A
-choice made so is a deviation from the papers' full grids, stated by the figures that use it.
+run goes on from its short run's last state (``checkpoints.continue_as``; where it stopped, if sooner), bitwise
+the run from round 0 on the CPU (where batched rows compute bitwise alone; elsewhere within the float rounding
+``engine.run_batch`` states). A choice made so is a deviation from the papers' full grids, stated by the figures
+that use it.
 """
 from __future__ import annotations
 

@@ -126,6 +126,8 @@ def plan_command(args) -> int:
         print(f"  {row.unit.label:44s} {plan.minutes(share):>10s} of {plan.minutes(row.left_s / rate)} left"
               + ("" if row.measured else " (modelled, likely high)" if row.graphed else " (modelled)")
               + f"\n      {row.unit.command()}")
+    if queued := [row.unit.label for row, share in plan.queue(rows, seconds, rate) if not share]:
+        print(f"  then, with the minutes of a unit done sooner than projected: {', '.join(queued)}")
     for row in plan.beyond(rows, seconds):
         takes = (f"its shortest round left takes ≈ {plan.minutes(row.round_s)} (modelled op by op: on the GPU its "
                  "step replays a CUDA graph, not timed there yet, so likely less)" if row.round_graphed else

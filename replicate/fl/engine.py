@@ -330,7 +330,6 @@ def _run(problem, specs, work, options, execution, trainer, extra_metrics, retur
         """``run`` before its round r = ``run.next``: its evaluation, then round r begun (or the run done)."""
         r, before = run.next, len(run.rows)
         if r == run.rounds:  # the final model's row
-            checkpoints.end(runs.index(run), run.state(r))
             run.done = True
             if eval_every is not None:
                 evaluate(run, r)
@@ -340,9 +339,9 @@ def _run(problem, specs, work, options, execution, trainer, extra_metrics, retur
             if not run.done and extra_metrics is None and absorbed(run.flat):
                 _fill(run, r, eval_every)
                 run.done = True
-            if run.done:  # ended before its last round: a longer run of it would end here too, and may go on from here
-                checkpoints.end(runs.index(run), {**run.state(r), "rows": run.rows[:before], "done": False})
-        if not run.done:  # round r begun (None: nobody trains in it, and the run stands at round r + 1)
+        if run.done:  # its state before this evaluation: a longer run of it may go on from here (or end here too)
+            checkpoints.end(runs.index(run), {**run.state(r), "rows": run.rows[:before], "done": False})
+        else:  # round r begun (None: nobody trains in it, and the run stands at round r + 1)
             run.part = _begin(run, problem, population, sizes, work, trainer, objective, r)
             run.rows_before, run.next = before, r + 1
 

@@ -79,8 +79,10 @@ def stopped_at(history: pd.DataFrame, absorbs: bool = True) -> int:
     here: their elapsed times, docs/tuning.md)."""
     history = history.sort_values("round")
     rounds = history["round"].to_numpy()
-    if not len(rounds) or not absorbs:
-        return int(rounds[-1]) if len(rounds) else 0
+    if not len(rounds):
+        return 0
+    if not absorbs:
+        return int(rounds[-1])
     metrics = history.select_dtypes("number").drop(columns=["round", "lr"], errors="ignore").to_numpy(dtype=float)
     nan = np.isnan(metrics).any(axis=1)
     if not nan[-1]:

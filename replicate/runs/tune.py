@@ -196,9 +196,7 @@ def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, 
         onward.ask([p for g, cands in alive.items() for c in cands for s in tuning
                     if (p := next_rung(g, c, s, level))], configs)
         compute(configs)
-        for config in configs:  # each run's rounds counted once
-            if config not in computed:
-                computed.append(config)
+        computed = _once(computed + configs)  # each run's rounds counted once
         for group, candidates in alive.items():
             scored = []
             for candidate in candidates:
@@ -225,10 +223,7 @@ def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, 
         alive = {g: cands for g, cands in alive.items() if g not in chosen}
     for group, candidates in groups.items():
         chosen.setdefault(group, candidates[0])  # no tuning seeds: the first candidate
-    whole = []  # the grid's runs, each once
-    for config in (config_of(g, c, s) for g, cands in groups.items() for c in cands for s in tuning):
-        if config not in whole:
-            whole.append(config)
+    whole = _once([config_of(g, c, s) for g, cands in groups.items() for c in cands for s in tuning])  # the grid
     finals = [(g, s, config_of(g, chosen[g], s)) for g in groups for s in seeds]
     compute([c for *_, c in finals])
     final_runs = [(g, s, history(c)) for g, s, c in finals]
@@ -255,7 +250,15 @@ class _Onward:
         self.resumed = []  # (a run that resumed, the run whose state it resumed from)
 
     def names(self, here, there) -> tuple[str, str] | None:
-        return _entries(here, there, self.stop_loss, self.extra_metrics)
+        """The two runs' cache entry names, which name their checkpoints; None for an extra metric without a name
+        (or a stand-in config, as tests tune)."""
+        if not isinstance(here, RunConfig):
+            return None
+        try:
+            return (cache.entry(here, self.stop_loss, self.extra_metrics),
+                    cache.entry(there, self.stop_loss, self.extra_metrics))
+        except ReplicateError:
+            return None
 
     def ask(self, pairs: list, configs: list) -> None:
         """Before a rung computes ``configs``: which of them resume from a state kept for them, and each of
@@ -297,15 +300,13 @@ class _Onward:
         return next((self.stopped(before) for after, before in self.resumed if after == config), 0)
 
 
-def _entries(here, there, stop_loss, extra_metrics) -> tuple[str, str] | None:
-    """The two runs' cache entry names, which name their checkpoints; None for an extra metric without a name (or
-    a stand-in config, as tests tune)."""
-    if not isinstance(here, RunConfig):
-        return None
-    try:
-        return cache.entry(here, stop_loss, extra_metrics), cache.entry(there, stop_loss, extra_metrics)
-    except ReplicateError:
-        return None
+def _once(configs: list) -> list:
+    """``configs`` without repeats, in order (configs compare, they need not hash)."""
+    out = []
+    for config in configs:
+        if config not in out:
+            out.append(config)
+    return out
 
 
 def at_grid_edge(value: float, grid) -> bool:

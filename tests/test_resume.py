@@ -20,14 +20,13 @@ ROUNDS = 6
 
 class Memory(Checkpoints):
     """Checkpoints kept in memory, saved at every round, with a stop requested at round ``stop_at``
-    (serialized through torch.save, as the files are)."""
+    (serialized as the files are, ``checkpoints.encode``)."""
 
     def __init__(self, stop_at=None):
         self.saved, self.stop_at, self.round = {}, stop_at, None
 
     def load(self, index):
-        import io
-        return torch.load(io.BytesIO(self.saved[index]), weights_only=False) if index in self.saved else None
+        return checkpoints.decode(self.saved[index]) if index in self.saved else None
 
     def due(self):
         return True
@@ -36,10 +35,7 @@ class Memory(Checkpoints):
         return self.stop_at is not None and self.round == self.stop_at
 
     def save(self, index, state):
-        import io
-        buffer = io.BytesIO()
-        torch.save(state, buffer)
-        self.saved[index], self.round = buffer.getvalue(), state["round"]
+        self.saved[index], self.round = checkpoints.encode(state), state["round"]
 
 
 def _same(resumed, whole):
@@ -129,7 +125,7 @@ def test_a_finished_run_of_a_stopped_batch_is_not_trained_again():
     saved = Memory(stop_at=4)
     with pytest.raises(Checkpointed):
         run_batch(build(), specs, work, rounds=5, return_params=True, checkpoints=saved)
-    state = torch.load(__import__("io").BytesIO(saved.saved[0]), weights_only=False)
+    state = checkpoints.decode(saved.saved[0])
     assert state["done"] and len(state["rows"]) == 3  # rounds 0-2, finished before the stop
     saved.stop_at = None
     _same(run_batch(build(), specs, work, rounds=5, return_params=True, checkpoints=saved), whole)
@@ -144,7 +140,7 @@ def test_a_cached_run_resumes_from_its_checkpoint_file_and_clears_it(monkeypatch
     whole = cache.compute(CONFIG)[0]
     file = _cut_off(monkeypatch)
     name = cache.entry(CONFIG)
-    saved = torch.load(file, weights_only=False)
+    saved = checkpoints.decode(file.read_bytes())
     assert saved["round"] == 1 and saved["name"] == name  # stopped at the first round boundary
     from replicate.fl import engine
     trained = []
@@ -161,6 +157,41 @@ def test_an_unreadable_checkpoint_starts_the_run_over(capsys):
     file.write_bytes(b"not a checkpoint")
     pd.testing.assert_frame_equal(cache.run(CONFIG, progress=False), cache.compute(CONFIG)[0], check_exact=True)
     assert "is unreadable" in capsys.readouterr().err
+
+
+def test_a_damaged_checkpoint_is_never_resumed_from(monkeypatch, tmp_path, capsys):
+    """A checkpoint whose bytes changed after it was written (one bit of its model flipped: PyTorch's loader
+    itself loads that without a word) or that has no checksum (plain ``torch.save``, as before checkpoints
+    carried one) is refused: the run starts over and stores the uninterrupted run's numbers, the planner counts
+    no head start from it, and the warning says why."""
+    import io
+
+    whole = cache.compute(CONFIG)[0]
+
+    def flipped(good):
+        state = checkpoints.decode(good)
+        at = good.index(state["flat"].numpy().tobytes()[:32])  # the model's bytes in the file
+        data = bytearray(good)
+        data[at + 8] ^= 0x10
+        payload = bytes(data).partition(b"\n")[2]
+        assert not torch.equal(torch.load(io.BytesIO(payload), weights_only=False)["flat"], state["flat"])
+        return bytes(data)
+
+    def plain(good):
+        buffer = io.BytesIO()
+        torch.save(checkpoints.decode(good), buffer)
+        return buffer.getvalue()
+
+    for damage, why in ((flipped, "do not match their sha256"), (plain, "no checksum line")):
+        monkeypatch.setenv("REPLICATE_CACHE", str(tmp_path / damage.__name__))
+        file = _cut_off(monkeypatch)
+        good = file.read_bytes()
+        assert checkpoints.round_of(good) == checkpoints.decode(good)["round"] > 0
+        file.write_bytes(damage(good))
+        assert checkpoints.round_of(file.read_bytes()) is None and checkpoints.reached_by(file.stem) is None
+        pd.testing.assert_frame_equal(cache.run(CONFIG, progress=False), whole, check_exact=True)
+        err = capsys.readouterr().err
+        assert "is unreadable" in err and why in err and "starts over" in err
 
 
 def test_a_stop_makes_pool_workers_save_their_runs_instead_of_finishing(monkeypatch, tmp_path):
@@ -188,7 +219,7 @@ def test_a_stop_makes_pool_workers_save_their_runs_instead_of_finishing(monkeypa
     monkeypatch.setenv("REPLICATE_CHECKPOINT_S", "1")
     with pytest.raises(KeyboardInterrupt):
         pool.compute([(c,) for c in configs], workers=2, progress=False)
-    rounds = {f.stem: torch.load(f, weights_only=False)["round"] for f in checkpoints.folder().glob("*.pt")}
+    rounds = {f.stem: checkpoints.round_of(f.read_bytes()) for f in checkpoints.folder().glob("*.pt")}
     assert set(rounds) == {cache.entry(c) for c in configs} and all(0 < r < 400 for r in rounds.values())
     assert not list(checkpoints.folder().glob("stop.*"))  # the stop file is gone with the pool
     monkeypatch.setattr(executors.concurrent.futures, "wait", real_wait)

@@ -2,10 +2,13 @@
 
 ``<cache>/checkpoints/<entry>.pt`` holds a run's state at a round boundary (``fl.resume``), written
 atomically every ``REPLICATE_CHECKPOINT_S`` seconds of a batch's training (default 120; 0: never) and
-removed once the run is stored. A stop request (``request_stop``: a time budget spent, Ctrl-C in the
+removed once the run is stored. Its first line carries the sha256 of the serialized state after it, checked
+whenever the file is read (``decode``): PyTorch's loader checks no checksum, so a flipped bit in a tensor
+would otherwise load and the run would go on from a damaged model. A stop request (``request_stop``: a time budget spent, Ctrl-C in the
 driver) reaches the worker processes as a file they look for at every round boundary: they save every
 run in flight and stop within a round, instead of the driver waiting for them or losing them. A
-checkpoint that cannot be read, or is of another run, is ignored (the run starts over) and said so.
+checkpoint that cannot be read, does not match its checksum, or is of another run, is ignored (the run starts
+over) and said so.
 
 A run asked to go on as a longer one (``continue_as``: successive halving's survivors, ``runs.tune``) leaves
 its last state, before its final evaluation, as the longer run's checkpoint when it ends: that run resumes
@@ -15,6 +18,7 @@ own), the longer run starts from round 0, as it would without it.
 """
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import sys
@@ -52,11 +56,12 @@ class FileCheckpoints(Checkpoints):
         if not path.exists():
             return None
         try:
-            state = torch.load(io.BytesIO(path.read_bytes()), map_location="cpu", weights_only=False)
-            assert state["name"] == self.names[index] and {"round", "flat", "server", "rows"} <= set(state)
+            state = decode(path.read_bytes())
+            if state.get("name") != self.names[index] or not {"round", "flat", "server", "rows"} <= set(state):
+                raise ValueError("not this run's state")
         except Exception as exc:  # noqa: BLE001 - any unreadable checkpoint: start over, never fail the run
-            print(f"warning: checkpoint {path.name} is unreadable ({type(exc).__name__}): the run starts over",
-                  file=sys.stderr, flush=True)
+            print(f"warning: checkpoint {path.name} is unreadable ({type(exc).__name__}: {exc}): the run starts "
+                  "over", file=sys.stderr, flush=True)
             return None
         return state
 
@@ -89,11 +94,31 @@ class FileCheckpoints(Checkpoints):
                   "starts from round 0", file=sys.stderr, flush=True)
 
 
-def _write(path: Path, state: dict, name: str) -> None:
+HEADER = b"replicate checkpoint sha256:"  # then the payload's 64 hex digits and a newline
+
+
+def encode(state: dict) -> bytes:
+    """A checkpoint file's bytes: ``HEADER``, the sha256 of the serialized state, a newline, the state."""
     buffer = io.BytesIO()
-    torch.save({**state, "name": name}, buffer)
+    torch.save(state, buffer)
+    payload = buffer.getvalue()
+    return HEADER + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
+
+
+def decode(data: bytes) -> dict:
+    """The state a checkpoint file's bytes hold, once they match their checksum; a ``ValueError`` says why not
+    (damaged, cut short, or no checksum: written by code before checkpoints carried one)."""
+    head, _, payload = data.partition(b"\n")
+    if not head.startswith(HEADER):
+        raise ValueError("no checksum line")
+    if hashlib.sha256(payload).hexdigest().encode() != head[len(HEADER):]:
+        raise ValueError("its bytes do not match their sha256")
+    return torch.load(io.BytesIO(payload), map_location="cpu", weights_only=False)
+
+
+def _write(path: Path, state: dict, name: str) -> None:
     with atomic_file(path) as out:
-        out.write(buffer.getvalue())
+        out.write(encode({**state, "name": name}))
 
 
 def _request(name: str) -> Path:
@@ -125,9 +150,10 @@ def reached_by(name: str) -> int | None:
 
 
 def round_of(data: bytes) -> int | None:
-    """The round a checkpoint's bytes reached (its run resumes there), or None if they do not load."""
+    """The round a checkpoint's bytes reached (its run resumes there), or None if they do not load or do not
+    match their checksum."""
     try:
-        return int(torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)["round"])
+        return int(decode(data)["round"])
     except Exception:  # noqa: BLE001 - an unreadable checkpoint is no head start (and is ignored when loaded)
         return None
 
@@ -147,5 +173,5 @@ def request_stop(path: Path) -> None:
     path.touch()
 
 
-__all__ = ["FileCheckpoints", "clear", "continue_as", "every_s", "folder", "reached_by", "request_stop", "round_of",
-           "stop_file", "withdraw"]
+__all__ = ["FileCheckpoints", "clear", "continue_as", "decode", "encode", "every_s", "folder", "reached_by",
+           "request_stop", "round_of", "stop_file", "withdraw"]

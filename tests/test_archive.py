@@ -87,7 +87,7 @@ def test_reimport_skips_identical_and_refuses_a_different_entry(tmp_path, monkey
     assert (empty_cache / "damaged" / stored.name).exists()
     other = whole + b"\n"  # a whole entry with other numbers (its sidecar fits it): never replaced
     sidecar = stored.with_suffix(".json")
-    sidecar.write_text(json.dumps(json.loads(sidecar.read_text()) | cache.integrity(other)))
+    sidecar.write_text(json.dumps(cache.sealed(json.loads(sidecar.read_text()) | cache.integrity(other))))
     stored.write_bytes(other)
     with pytest.raises(ReplicateError, match=f"entry runs/{cache.key(QUAD)} differs from the one in"):
         archive.load(file)
@@ -184,7 +184,7 @@ def test_import_says_when_runs_ran_on_another_device_type(tmp_path, monkeypatch,
     meta = json.loads(stored.with_suffix(".json").read_text()) | {"device": "cuda:0"}
     gpu = settings.current().cache / "runs" / cache.entry_name(meta)
     assert gpu.name == cache.key(QUAD, device="cuda") != stored.name
-    gpu.with_suffix(".json").write_text(json.dumps(meta))
+    gpu.with_suffix(".json").write_text(json.dumps(cache.sealed(meta)))
     gpu.with_suffix(".csv").write_bytes(stored.with_suffix(".csv").read_bytes())
     assert sorted(archive.export(tmp_path / "runs.tar.xz")[0]) == sorted([stored.name, gpu.name])
     monkeypatch.setenv("REPLICATE_CACHE", str(tmp_path / "other_machine_cache"))

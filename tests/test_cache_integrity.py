@@ -69,19 +69,51 @@ def test_a_damaged_entry_never_reaches_a_figure(monkeypatch):
     assert log.from_cache == log.runs - 2
 
 
-def test_an_entry_of_an_older_cache_is_checked_for_what_can_be_known():
-    """Sidecars written before checksums: a CSV cut mid-row or emptied is still caught."""
+def test_an_entry_of_an_older_cache_without_checksums_is_recomputed(capsys):
+    """A sidecar written before the cache recorded checksums: nothing can verify its CSV (a flipped digit
+    still parses), so the entry is moved aside and recomputed, never read."""
+    first = cache.run(QUAD, progress=False)
+    sidecar = _entry().with_suffix(".json")
+    meta = json.loads(sidecar.read_text())
+    sidecar.write_text(json.dumps({k: v for k, v in meta.items() if k not in ("csv_sha256", "rows", cache.SEAL)}))
+    _flip(_entry().with_suffix(".csv"))
+    assert "records no checksum" in cache.damage(_entry())
+    assert cache.run(QUAD, progress=False).equals(first)
+    assert "recomputed, not used" in capsys.readouterr().err
+    assert cache.damage(_entry()) is None
+
+
+@pytest.mark.parametrize("field, value", [("elapsed_s", 9.123), ("machine", "NVIDIA H200, torch 2.13.0"),
+                                          ("rounds", 21)])
+def test_a_sidecar_edited_or_damaged_is_recomputed(field, value, capsys):
+    """A sidecar's other fields are sealed by its own sha256: its time and processor (which a figure's claims
+    record and the slot planner read) or its config, changed after it was written, make the entry damaged."""
+    first = cache.run(QUAD, progress=False)
+    sidecar = _entry().with_suffix(".json")
+    meta = json.loads(sidecar.read_text())
+    assert meta[cache.SEAL] == cache.sealed({k: v for k, v in meta.items() if k != cache.SEAL})[cache.SEAL]
+    sidecar.write_text(json.dumps({**meta, field: value}, indent=1))
+    assert cache.damage(_entry()) == "its sidecar (.json) does not match its own checksum"
+    log = cache.RunLog(display=False)
+    assert cache.run(QUAD, progress=False, log=log).equals(first) and log.from_cache == 0
+    assert "recomputed, not used" in capsys.readouterr().err
+    assert json.loads(sidecar.read_text()).get(field) != value
+
+
+def test_a_sidecar_sealed_before_its_fields_reach_an_archive_and_back():
+    """Export then import: the sidecar the cache writes from an archive is sealed and verifies; one written
+    before sidecars were sealed (its CSV checksummed) is read as before, and sealed when it passes an archive."""
+    from replicate.runs import archive
+
     cache.run(QUAD, progress=False)
     sidecar = _entry().with_suffix(".json")
     meta = json.loads(sidecar.read_text())
-    sidecar.write_text(json.dumps({k: v for k, v in meta.items() if k not in ("csv_sha256", "rows")}))
-    assert cache.damage(_entry()) is None
-    csv = _entry().with_suffix(".csv")
-    whole = csv.read_bytes()
-    csv.write_bytes(whole[:-7])
-    assert "cut off" in cache.damage(_entry())
-    csv.write_bytes(b"")
-    assert "empty or cut off" in cache.damage(_entry())
+    sidecar.write_text(json.dumps({k: v for k, v in meta.items() if k != cache.SEAL}, indent=1))
+    assert cache.damage(_entry()) is None  # CSV verified; its other fields as they are
+    entry, = archive.entries()
+    data = {suffix: entry.path(suffix).read_bytes() for suffix in (".json", ".csv")}
+    archive.put(entry, data)
+    assert json.loads(sidecar.read_text())[cache.SEAL] and cache.damage(_entry()) is None
 
 
 def test_a_worker_result_damaged_on_its_way_is_not_stored():

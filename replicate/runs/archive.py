@@ -209,12 +209,12 @@ def load(file: Path) -> tuple[int, int, dict[str, int]]:
 
 def put(entry: Entry, data: dict[str, bytes]) -> None:
     """Write a verified entry into the cache: its sidecar gains the CSV's checksum and row count where it
-    lacks them (runs computed before the cache recorded them), so reading it verifies it; the JSON first,
-    as ``cache.store`` writes: an entry is there once its CSV is."""
+    lacks them (runs computed before the cache recorded them) and is sealed (``cache.sealed``), so reading it
+    verifies it; the JSON first, as ``cache.store`` writes: an entry is there once its CSV is."""
     meta = json.loads(data[".json"])
     meta.update({key: value for key, value in cache.integrity(data[".csv"]).items() if key not in meta})
     with atomic_file(entry.path(".json")) as out:
-        out.write(json.dumps(meta, indent=1).encode())
+        out.write(json.dumps(cache.sealed(meta), indent=1).encode())
     with atomic_file(entry.path(".csv")) as out:
         out.write(data[".csv"])
 

@@ -1,12 +1,13 @@
 """Results of runs cached on disk by config hash.
 
 Each run is stored as ``<hash>.csv`` (its per-round metrics) next to
-``<hash>.json`` (its full config, and the CSV's sha256 and row count), both written
-atomically, so an interrupted batch resumes from the runs it finished and a rerun with
-the same config loads instead of recomputing. An entry is verified whenever it is read:
-one whose CSV does not match its sidecar (truncated, a flipped byte, emptied) or whose
-sidecar is gone is moved aside to ``damaged/``, reported in one line, and recomputed;
-it is never used. Entries are named by ``replicate.runs.keys`` (bump its ``VERSION`` or ``NUMERICS`` when
+``<hash>.json`` (its full config, the CSV's sha256 and row count, and the sha256 of its own other
+fields), both written atomically, so an interrupted batch resumes from the runs it finished and a rerun
+with the same config loads instead of recomputing. An entry is verified whenever it is read: one whose
+CSV does not match its sidecar (truncated, a flipped byte, emptied), whose sidecar does not match its own
+checksum (its time and processor feed the claims records and the slot planner) or is gone, or whose
+sidecar records no checksum at all (written before the cache recorded them: nothing can verify it), is
+moved aside to ``damaged/``, reported in one line, and recomputed; it is never used. Entries are named by ``replicate.runs.keys`` (bump its ``VERSION`` or ``NUMERICS`` when
 the engine's numbers change).
 """
 from __future__ import annotations
@@ -190,10 +191,24 @@ def integrity(csv: bytes | str) -> dict:
     return {"csv_sha256": hashlib.sha256(data).hexdigest(), "rows": max(data.count(b"\n") - 1, 0)}
 
 
+SEAL = "sidecar_sha256"  # a sidecar's checksum of its other fields (``sealed``)
+
+
+def _seal_of(meta: dict) -> str:
+    return hashlib.sha256(json.dumps({k: v for k, v in meta.items() if k != SEAL}, sort_keys=True).encode()).hexdigest()
+
+
+def sealed(meta: dict) -> dict:
+    """A sidecar's fields with the checksum of the others (``SEAL``), as the cache writes them: its config,
+    time and processor are then verified when read, as its CSV is."""
+    return {**meta, SEAL: _seal_of(meta)}
+
+
 def damage(entry: Path) -> str | None:
     """Why the cache entry ``entry`` (``folder/<name>``, no suffix) may not be read (None: it may).
-    Sidecars written before the cache recorded checksums (no ``csv_sha256``) are checked for a parsable
-    CSV with its header and at least one whole row, the most that can be known of them."""
+    A sidecar without ``csv_sha256`` (written before the cache recorded checksums) is refused: nothing can
+    verify its CSV. One with ``csv_sha256`` but no ``SEAL`` (written before sidecars sealed their own fields)
+    has its CSV verified, its other fields as they are."""
     csv, sidecar = _with(entry, ".csv"), _with(entry, ".json")
     try:
         data = csv.read_bytes()
@@ -205,17 +220,14 @@ def damage(entry: Path) -> str | None:
         return "its sidecar (.json) is missing"
     except ValueError:
         return "its sidecar (.json) does not parse"
-    if "csv_sha256" in meta:
-        found = integrity(data)
-        if found["rows"] != meta.get("rows"):
-            return f"its CSV has {found['rows']} rows, its sidecar records {meta.get('rows')}"
-        return None if found["csv_sha256"] == meta["csv_sha256"] else "its CSV does not match its sidecar's checksum"
-    lines = data.split(b"\n")
-    if len(lines) < 3 or lines[-1] != b"" or not lines[0].startswith(b"round,"):
-        return "its CSV is empty or cut off (an entry of an older cache, without checksum)"
-    width = lines[0].count(b",")
-    return None if all(line.count(b",") == width for line in lines[1:-1]) else \
-        "its CSV has a row of another width (an entry of an older cache, without checksum)"
+    if not isinstance(meta, dict) or "csv_sha256" not in meta:
+        return "its sidecar records no checksum (an entry of an older cache): nothing can verify it"
+    if SEAL in meta and meta[SEAL] != _seal_of(meta):
+        return "its sidecar (.json) does not match its own checksum"
+    found = integrity(data)
+    if found["rows"] != meta.get("rows"):
+        return f"its CSV has {found['rows']} rows, its sidecar records {meta.get('rows')}"
+    return None if found["csv_sha256"] == meta["csv_sha256"] else "its CSV does not match its sidecar's checksum"
 
 
 def present(entry: Path) -> bool:
@@ -391,6 +403,6 @@ def store(config: RunConfig, stop_loss: float | None, extra_metrics, text: str, 
     if entry_name(meta) != entry.name:  # e.g. a worker on another device type, or running other code
         raise ReplicateError(f"run {entry.name} came back as {entry_name(meta)} (computed on {meta['device']}, "
                              f"cache version {meta['version']}): not stored")
-    atomic_write_text(_with(entry, ".json"), json.dumps(meta, indent=1))
+    atomic_write_text(_with(entry, ".json"), json.dumps(sealed(meta), indent=1))
     atomic_write_text(_with(entry, ".csv"), text)
     checkpoints.clear(entry.name)  # stored: its checkpoint is not needed

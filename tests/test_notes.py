@@ -117,6 +117,29 @@ def test_constants_cache_round_trip(tiny_datasets):
     np.testing.assert_array_equal(again.minimiser, first.minimiser)
 
 
+@pytest.mark.parametrize("damage", ["digit", "cut", "unsealed", "other_key"])
+def test_damaged_cached_constants_are_estimated_again(tiny_datasets, damage, capsys):
+    """A cached constants file changed since it was written (a digit of F*: it still parses), cut short,
+    written without a seal, or holding another setting's constants is said so and estimated again: the
+    bounds and E* are never computed from it."""
+    import json
+    first, _ = common.cached_constants("synthetic(1,1)", weight_decay=0.01, batch_size=8)
+    path = common.constants_path("synthetic(1,1)", weight_decay=0.01, batch_size=8)
+    record = json.loads(path.read_text())
+    written = f'"optimal_value": {record["optimal_value"]!r}'
+    assert written in path.read_text()
+    text = {"digit": lambda: path.read_text().replace(written, f'"optimal_value": {record["optimal_value"] * 2!r}'),
+            "cut": lambda: path.read_text()[:-40],
+            "unsealed": lambda: json.dumps({k: v for k, v in record.items() if k != "sha256"}),
+            "other_key": lambda: json.dumps(common.fileio.sealed({**record, "weight_decay": 0.1}))}[damage]()
+    assert text != path.read_text()
+    path.write_text(text)
+    again, info = common.cached_constants("synthetic(1,1)", weight_decay=0.01, batch_size=8)
+    assert not info["from_cache"] and again.optimal_value == first.optimal_value
+    assert "are not used" in capsys.readouterr().err
+    assert common.cached_constants("synthetic(1,1)", weight_decay=0.01, batch_size=8)[1]["from_cache"]
+
+
 def test_convex_smoke_run_has_what_the_plot_needs(tiny_datasets):
     config = convex.ConvexConfig.for_profile("smoke", rounds=6, weight_decay=0.01, clients_per_round=3)
     data = convex.convex(config, progress=False)

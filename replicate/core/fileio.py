@@ -1,6 +1,8 @@
-"""Writing files so that readers never see half of one."""
+"""Writing files so that readers never see half of one, and records that say when they were changed since."""
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import tempfile
 from contextlib import contextmanager
@@ -31,6 +33,19 @@ def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` via :func:`atomic_file`."""
     with atomic_file(path, "w") as fh:
         fh.write(text)
+
+
+def seal_of(record: dict, field: str = "sha256") -> str:
+    """The sha256 of a JSON record's fields other than ``field`` (canonical: sorted keys): written into the
+    record as ``field``, it says on reading whether any other field changed since (a flipped digit still
+    parses). JSON's floats read back as written, so a record sealed in memory verifies once loaded."""
+    return hashlib.sha256(json.dumps({k: v for k, v in record.items() if k != field}, sort_keys=True)
+                          .encode()).hexdigest()
+
+
+def sealed(record: dict, field: str = "sha256") -> dict:
+    """``record`` with its ``seal_of`` in ``field``."""
+    return {**record, field: seal_of(record, field)}
 
 
 def check_writable(folder: Path) -> None:

@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 from replicate.core import settings
 from replicate.core.errors import ReplicateError
 from replicate.fl import engine
+from replicate.core import fileio
 from replicate.core.fileio import atomic_write_text, check_writable
 from replicate.core.machine import describe
 from replicate.core.threads import threads
@@ -194,14 +195,10 @@ def integrity(csv: bytes | str) -> dict:
 SEAL = "sidecar_sha256"  # a sidecar's checksum of its other fields (``sealed``)
 
 
-def _seal_of(meta: dict) -> str:
-    return hashlib.sha256(json.dumps({k: v for k, v in meta.items() if k != SEAL}, sort_keys=True).encode()).hexdigest()
-
-
 def sealed(meta: dict) -> dict:
-    """A sidecar's fields with the checksum of the others (``SEAL``), as the cache writes them: its config,
-    time and processor are then verified when read, as its CSV is."""
-    return {**meta, SEAL: _seal_of(meta)}
+    """A sidecar's fields with the checksum of the others (``SEAL``, ``core.fileio.seal_of``), as the cache
+    writes them: its config, time and processor are then verified when read, as its CSV is."""
+    return fileio.sealed(meta, SEAL)
 
 
 def damage(entry: Path) -> str | None:
@@ -222,7 +219,7 @@ def damage(entry: Path) -> str | None:
         return "its sidecar (.json) does not parse"
     if not isinstance(meta, dict) or "csv_sha256" not in meta:
         return "its sidecar records no checksum (an entry of an older cache): nothing can verify it"
-    if SEAL in meta and meta[SEAL] != _seal_of(meta):
+    if SEAL in meta and meta[SEAL] != fileio.seal_of(meta, SEAL):
         return "its sidecar (.json) does not match its own checksum"
     found = integrity(data)
     if found["rows"] != meta.get("rows"):

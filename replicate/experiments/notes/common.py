@@ -7,7 +7,9 @@ module caches them and measures along a run what the bounds are evaluated with:
 
 * :func:`cached_constants`: ``estimate_constants`` at w* (the expensive part: the float64
   solves for F* and every F_k*), cached as JSON under ``cache_dir()/constants/``, keyed by
-  dataset, data seed, N, λ and b (mnist balanced takes minutes; the synthetic sets ~40 s).
+  dataset, data seed, N, λ and b (mnist balanced takes minutes; the synthetic sets ~40 s). A record is
+  sealed by the sha256 of its fields and records its key: one changed since, of another key, or cut short is
+  said so and estimated again, never used.
 * :class:`RunProbe`: the ``extra_metrics`` of ``cache.run``. Every logged round it records
   ‖w‖² (so F(w) = training loss + (λ/2)‖w‖², the objective with the weight decay the engine
   adds) and ‖w − w*‖²; optionally ‖∇F(w)‖² (non-convex figure); at a few log-spaced rounds
@@ -26,12 +28,13 @@ import hashlib
 import json
 import math
 import re
+import sys
 import time
 
 import numpy as np
 import torch
 
-from replicate.core import settings
+from replicate.core import fileio, settings
 from replicate.core.fileio import atomic_write_text
 from replicate.core.threads import threads
 from replicate.experiments.li2020.common import LABELS, batch_size  # noqa: F401  (re-exported)
@@ -74,8 +77,9 @@ def cached_constants(dataset: str, *, weight_decay: float, batch_size: int | Non
     ``{"elapsed_s": seconds the estimate took when computed, "from_cache": bool}``."""
     path = constants_path(dataset, weight_decay=weight_decay, batch_size=batch_size, data_seed=data_seed,
                           num_clients=num_clients)
-    if path.exists():
-        record = json.loads(path.read_text())
+    key = {"dataset": dataset, "data_seed": data_seed, "num_clients": num_clients, "weight_decay": weight_decay,
+           "batch_size": batch_size}
+    if (record := _read_record(path, key)) is not None:
         return _from_record(record), {"elapsed_s": record["elapsed_s"], "from_cache": True}
     start = time.perf_counter()
     problem = sample_problem(dataset, num_clients=num_clients, data_seed=data_seed)
@@ -83,9 +87,29 @@ def cached_constants(dataset: str, *, weight_decay: float, batch_size: int | Non
     elapsed = time.perf_counter() - start
     record = {f: (getattr(constants, f).tolist() if f in _ARRAYS else getattr(constants, f))
               for f in C.Constants.__dataclass_fields__}
-    record |= {"elapsed_s": round(elapsed, 1), "dataset": dataset, "data_seed": data_seed, "num_clients": num_clients}
-    atomic_write_text(path, json.dumps(record) + "\n")
+    record |= {"elapsed_s": round(elapsed, 1), **key}
+    atomic_write_text(path, json.dumps(fileio.sealed(record)) + "\n")
     return constants, {"elapsed_s": round(elapsed, 1), "from_cache": False}
+
+
+def _read_record(path, key: dict) -> dict | None:
+    """The cached constants at ``path`` if they are whole, unchanged since written (their seal) and of ``key``;
+    else None, said in one line where a file was there: they are estimated again and the file replaced."""
+    if not path.exists():
+        return None
+    try:
+        record = json.loads(path.read_text())
+        if not isinstance(record, dict) or record.get("sha256") != fileio.seal_of(record):
+            raise ValueError("it does not match its checksum" if isinstance(record, dict) and "sha256" in record
+                             else "it records no checksum")
+        if {k: record.get(k) for k in key} != key:
+            raise ValueError("it holds another dataset's or setting's constants")
+        _from_record(record)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"warning: cached constants {path.name} are not used ({exc}): estimating them again",
+              file=sys.stderr, flush=True)
+        return None
+    return record
 
 
 def _from_record(record: dict) -> C.Constants:

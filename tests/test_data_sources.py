@@ -195,6 +195,37 @@ def test_unpublished_checksums_are_pinned_on_first_use_then_enforced(env, monkey
         store.ensure("toyarc")
 
 
+def test_a_staged_file_whose_pin_is_gone_is_staged_again_not_pinned_as_it_lies(env, monkeypatch):
+    """A file checked only by its pin, changed on disk, then its lock deleted (as the error for a damaged lock
+    says): nothing vouches for the file as it lies, so it is not pinned from there. Loading it is refused in one
+    line (no local source) or stages it again from its source (one), and `data fetch` stages it afresh."""
+    data = _zip(env / "toy.zip", {"toy_train.h5": TRAIN, "toy_test.h5": TEST}).read_bytes()
+    spec = _spec("toy.zip", member_sums=False)
+    _register(monkeypatch, spec)
+    _serve(monkeypatch, {spec.archives[0].urls[0]: data})
+    store.fetch("toyarc")
+    staged = env / "data" / "toyarc" / "a" / "train.h5"
+    staged.write_bytes(TRAIN[:-1] + b"\xff")  # one byte changed on disk
+    archives.lock_path().write_text("{ cut")
+    with pytest.raises(ReplicateError, match="unreadable checksum pins.*delete it, then fetch"):
+        store.ensure("toyarc")
+    archives.lock_path().unlink()
+    with pytest.raises(ReplicateError, match="has no checksum to be checked against .* not used. Run `python -m "
+                                             "replicate data fetch toyarc`"):
+        store.ensure("toyarc")
+    assert archives.pinned("toyarc/a/train.h5") is None  # nothing pinned from the disk
+    (env / "shared" / "toyarc").mkdir(parents=True)
+    (env / "shared" / "toyarc" / "toy.zip").write_bytes(data)
+    monkeypatch.setenv("REPLICATE_DATA_FROM", str(env / "shared"))
+    assert (store.ensure("toyarc") / "a" / "train.h5").read_bytes() == TRAIN  # staged again from the source
+    assert archives.pinned("toyarc/a/train.h5") == _sha(TRAIN)
+    staged.write_bytes(b"edited")
+    archives.lock_path().unlink()
+    monkeypatch.setenv("REPLICATE_DATA_FROM", "none")
+    store.fetch("toyarc")  # downloads again: the file on disk is not kept as verified
+    assert staged.read_bytes() == TRAIN and archives.pinned("toyarc/a/train.h5") == _sha(TRAIN)
+
+
 def test_local_archive_is_staged_without_network(env, monkeypatch):
     data = _tar(env / "toy.tar.bz2", {"toy_train.h5": TRAIN, "toy_test.h5": TEST}, "w:bz2").read_bytes()
     (env / "shared" / "toyarc").mkdir(parents=True)

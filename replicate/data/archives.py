@@ -50,8 +50,9 @@ def _pins() -> dict:
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:
-        raise ReplicateError(f"{lock_path()}: unreadable checksum pins ({exc}); delete it to pin "
-                             f"the next downloads afresh") from None
+        raise ReplicateError(f"{lock_path()}: unreadable checksum pins ({exc}); delete it, then fetch the "
+                             f"datasets it pinned again (`python -m replicate data fetch NAME`: each is staged "
+                             f"afresh from its source and pinned)") from None
 
 
 def pinned(key: str) -> str | None:

@@ -143,32 +143,37 @@ def _expected(ds: DatasetFiles, file: FileSpec) -> dict[str, str | None]:
     return {"sha256": archives.pinned(f"{ds.name}/{file.name}"), "md5": None}
 
 
-def _checked(ds: DatasetFiles, file: FileSpec, actual: dict[str, str], origin: str) -> None:
-    """Raise if ``actual`` differs from what ``file`` must be; pin it if nothing is known yet."""
+def _checked(ds: DatasetFiles, file: FileSpec, actual: dict[str, str], origin: str) -> dict[str, str | None]:
+    """Raise if ``actual`` differs from what ``file`` must be; returns what it must be (all None: nothing
+    known yet, for a pin to record)."""
     expected = _expected(ds, file)
     bad = archives.mismatch(expected, actual)
     if bad:
         raise ReplicateError(f"{ds.name}: {file.name} from {origin} has {bad}; the file was not used. "
                              f"It is not the official file: replace it, or delete it and fetch again.")
-    if not any(expected.values()):
-        archives.pin(f"{ds.name}/{file.name}", actual["sha256"], origin)
+    return expected
 
 
 def _write_verified(dest: Path, stream: BinaryIO, ds: DatasetFiles, file: FileSpec, origin: str) -> None:
     """Copy ``stream`` to ``dest`` through a temporary file, publishing it only if its checksum
-    matches; a failed copy leaves ``dest`` untouched."""
+    matches; a failed copy leaves ``dest`` untouched. A file of no known checksum is pinned here, as it
+    comes from its source, and only here: never as it lies on disk, which nothing then vouches for."""
     with atomic_file(dest) as out:
         try:
             actual = archives.digests(stream, out, md5=bool(file.md5))
         except (OSError, EOFError, zlib.error) as exc:
             raise ReplicateError(f"{ds.name}: could not read {file.name} from {origin} ({exc}); "
                                  f"the file was not used") from exc
-        _checked(ds, file, actual, origin)
+        if not any(_checked(ds, file, actual, origin).values()):
+            archives.pin(f"{ds.name}/{file.name}", actual["sha256"], origin)
 
 
 def _verified(ds: DatasetFiles, file: FileSpec, path: Path) -> bool:
-    return path.is_file() and archives.mismatch(
-        _expected(ds, file), archives.file_digests(path, md5=bool(file.md5))) is None
+    """Whether the staged ``path`` matches a known checksum of ``file`` (a file with none is not: it is staged
+    again from its source)."""
+    expected = _expected(ds, file)
+    return path.is_file() and any(expected.values()) and archives.mismatch(
+        expected, archives.file_digests(path, md5=bool(file.md5))) is None
 
 
 def _find_local(ds: DatasetFiles, source: Path, name: str) -> Path | None:
@@ -416,6 +421,14 @@ def ensure(name: str) -> Path:
                                  f"from {url}, or {local}.{variants.hint(name)}")
         raise ReplicateError(f"{name} is not in {folder} and has no download ({ds.no_download}). "
                              f"Run {local}.")
+    unpinned = [f for f in ds.files if not any(_expected(ds, f).values())]
+    if unpinned:  # its pin gone (checksums.lock deleted or edited): what lies on disk is vouched for by nothing
+        source = settings.current().data_from
+        if source is not None and all(_in_source(ds, source, f) for f in unpinned):
+            return fetch(name, source)
+        raise ReplicateError(f"{name}: {unpinned[0].name} in {folder} has no checksum to be checked against (its "
+                             f"pin in {archives.lock_path()} is gone), so it was not used. Run "
+                             f"`{fetch_command(name)}` to stage it again from its source, which pins it afresh.")
     for file in ds.files:
         path = folder / file.name
         _checked(ds, file, archives.file_digests(path, md5=bool(file.md5)), str(path))

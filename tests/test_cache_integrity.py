@@ -100,9 +100,17 @@ def test_a_sidecar_edited_or_damaged_is_recomputed(field, value, capsys):
     assert json.loads(sidecar.read_text()).get(field) != value
 
 
+def test_a_worker_result_without_checksums_is_stored_checksummed():
+    """A result from a worker of code before checksums (no ``csv_sha256``): checksummed as it is stored, so the
+    entry verifies when read instead of being refused and computed again."""
+    history, text, meta = cache.compute(QUAD)
+    cache.store(QUAD, None, None, text, {k: v for k, v in meta.items() if k not in ("csv_sha256", "rows")})
+    assert cache.damage(_entry()) is None and cache.is_cached(_entry().name)
+
+
 def test_a_sidecar_sealed_before_its_fields_reach_an_archive_and_back():
-    """Export then import: the sidecar the cache writes from an archive is sealed and verifies; one written
-    before sidecars were sealed (its CSV checksummed) is read as before, and sealed when it passes an archive."""
+    """Written into the cache from an archive's entry (``archive.put``), a sidecar is sealed and verifies; one
+    written before sidecars were sealed (its CSV checksummed) is read as before, and sealed when it passes."""
     from replicate.runs import archive
 
     cache.run(QUAD, progress=False)
@@ -158,3 +166,34 @@ def test_a_cached_run_reads_back_the_very_floats_it_stored(monkeypatch):
     read = cache.load(QUAD)
     assert [v.hex() for v in read["test_loss"]] == [v.hex() for v in values]
     pd.testing.assert_frame_equal(read, ran, check_exact=True)
+
+
+def test_an_archive_entry_whose_sidecar_breaks_its_seal_is_refused(tmp_path, monkeypatch):
+    """A sealed sidecar changed inside an archive whose manifest was rewritten to fit: the archive's own
+    checksums pass, the sidecar's seal does not, and nothing is imported (not resealed as if verified)."""
+    from replicate.runs import archive
+
+    cache.run(QUAD, progress=False)
+    (entry, data), = [(e, {s: e.path(s).read_bytes() for s in (".json", ".csv")}) for e in archive.entries()]
+    meta = json.loads(data[".json"])
+    archive.write(tmp_path / "edited.tar.xz", [(entry, {**data, ".json": json.dumps({**meta, "elapsed_s": 0.001}).encode()})])
+    monkeypatch.setenv("REPLICATE_CACHE", str(tmp_path / "elsewhere"))
+    with pytest.raises(cache.ReplicateError, match="does not match its own checksum.*nothing imported"):
+        archive.load(tmp_path / "edited.tar.xz")
+    assert not cache.is_cached(entry.name)
+
+
+def test_an_older_caches_entry_of_the_archives_very_numbers_is_replaced_quietly(tmp_path, monkeypatch, capsys):
+    """Importing (or syncing the ledger) over an entry of an older cache without checksums whose CSV is the
+    archive's: it is replaced by the verified entry, not reported damaged and moved aside."""
+    from replicate.runs import archive
+
+    cache.run(QUAD, progress=False)
+    assert archive.export(tmp_path / "runs.tar.xz")[0] == [_entry().name]
+    sidecar = _entry().with_suffix(".json")
+    meta = json.loads(sidecar.read_text())
+    sidecar.write_text(json.dumps({k: v for k, v in meta.items() if k not in ("csv_sha256", "rows", cache.SEAL)}))
+    capsys.readouterr()
+    assert archive.load(tmp_path / "runs.tar.xz")[0] == 1
+    assert "damaged" not in capsys.readouterr().err and not (settings.current().cache / "damaged").exists()
+    assert cache.damage(_entry()) is None and cache.SEAL in json.loads(sidecar.read_text())

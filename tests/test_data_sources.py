@@ -226,6 +226,42 @@ def test_a_staged_file_whose_pin_is_gone_is_staged_again_not_pinned_as_it_lies(e
     assert staged.read_bytes() == TRAIN and archives.pinned("toyarc/a/train.h5") == _sha(TRAIN)
 
 
+def test_a_staged_file_whose_pin_is_gone_is_not_called_staged(env, monkeypatch):
+    """`data fetch --dry-run`, `data list` and the notebooks' data skips say what `ensure` does: a staged file
+    whose pin is gone is not ready (it must be staged again from its source)."""
+    data = _zip(env / "toy.zip", {"toy_train.h5": TRAIN, "toy_test.h5": TEST}).read_bytes()
+    spec = _spec("toy.zip", member_sums=False)
+    _register(monkeypatch, spec)
+    _serve(monkeypatch, {spec.archives[0].urls[0]: data})
+    store.fetch("toyarc")
+    assert store.fetch_plan("toyarc")[0] == "staged" and store.is_available("toyarc")
+    archives.lock_path().unlink()
+    assert store.fetch_plan("toyarc")[0] == "download" and not store.is_available("toyarc")
+
+
+def _pin_many(folder, prefix, count):
+    import os
+    os.environ["REPLICATE_DATA"] = str(folder)
+    from replicate.data import archives as pins
+    for i in range(count):
+        pins.pin(f"{prefix}/{i}", f"{i:064x}", "test")
+
+
+def test_processes_pinning_at_once_lose_no_pin(tmp_path):
+    """Two processes staging pin-only datasets at the same moment each read, extend and write the pins: they
+    take turns, so neither's pins are lost (a lost pin makes its staged file unusable until fetched again)."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_pin_many, args=(tmp_path, name, 150)) for name in ("a", "b")]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(120)
+    assert [w.exitcode for w in workers] == [0, 0]
+    assert len(json.loads((tmp_path / "checksums.lock").read_text())) == 300
+
+
 def test_local_archive_is_staged_without_network(env, monkeypatch):
     data = _tar(env / "toy.tar.bz2", {"toy_train.h5": TRAIN, "toy_test.h5": TEST}, "w:bz2").read_bytes()
     (env / "shared" / "toyarc").mkdir(parents=True)

@@ -100,7 +100,7 @@ def test_a_damaged_or_edited_piece_is_never_used(tmp_path, monkeypatch):
     entries = archive.verified(file)
     entry, data = entries[0]
     edited = data[".csv"].replace(b"0.", b"1.", 1)
-    meta = json.loads(data[".json"]) | cache.integrity(edited)
+    meta = cache.sealed(json.loads(data[".json"]) | cache.integrity(edited))  # sealed to fit
     archive.write(piece, [(entry, {".json": json.dumps(meta).encode(), ".csv": edited}), *entries[1:]])
     assert archive.verified(piece)  # consistent in itself
     with pytest.raises(ReplicateError, match="does not match its sha256"):
@@ -118,7 +118,7 @@ def test_a_run_computed_again_keeps_the_first(tmp_path, monkeypatch):
     entries = archive.verified(file)
     entry, data = entries[0]
     other = data[".csv"].replace(b"0.", b"1.", 1)
-    meta = json.loads(data[".json"]) | cache.integrity(other)
+    meta = cache.sealed(json.loads(data[".json"]) | cache.integrity(other))  # sealed to fit
     archive.write(tmp_path / "again.tar.xz", [(entry, {".json": json.dumps(meta).encode(), ".csv": other})])
     written, added, same, conflicts = ledger.add(tmp_path / "again.tar.xz")
     assert (written, added, same, conflicts) == ([], 0, 0, [entry.name])

@@ -307,6 +307,9 @@ def test_a_damaged_or_foreign_checkpoint_pack_is_refused_whole(monkeypatch, tmp_
         travel.unpack(tmp_path / "cut.tar")
     assert travel.unpack(pack) == [saved.stem] and saved.exists()
     assert travel.unpack(pack) == []  # this cache's own checkpoint is kept
+    good = saved.read_bytes()
+    saved.write_bytes(good[:-1] + bytes([good[-1] ^ 1]))  # this cache's own, damaged: the pack's copy replaces it
+    assert travel.reached() == {} and travel.unpack(pack) == [saved.stem] and saved.read_bytes() == good
 
 
 def test_checkpoint_packs_stay_under_the_size_a_slot_returns(monkeypatch, tmp_path):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bz2
 import contextlib
+import fcntl
 import gzip
 import hashlib
 import json
@@ -62,11 +63,16 @@ def pinned(key: str) -> str | None:
 
 
 def pin(key: str, sha256: str, origin: str) -> None:
-    """Record ``sha256`` as the checksum of ``key`` from now on (first successful download)."""
-    pins = _pins()
-    pins[key] = {"sha256": sha256, "origin": origin,
-                 "recorded": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
-    atomic_write_text(lock_path(), json.dumps(pins, indent=1, sort_keys=True) + "\n")
+    """Record ``sha256`` as the checksum of ``key`` from now on (first successful download). Processes staging
+    datasets at once take turns (an exclusive lock on ``checksums.lock.lock``): each reads the pins, adds its
+    own and writes them back, so none loses another's (a lost pin makes its file unusable until fetched again)."""
+    lock_path().parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path().with_name(lock_path().name + ".lock"), "a") as turn:
+        fcntl.flock(turn, fcntl.LOCK_EX)  # released when the file closes
+        pins = _pins()
+        pins[key] = {"sha256": sha256, "origin": origin,
+                     "recorded": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+        atomic_write_text(lock_path(), json.dumps(pins, indent=1, sort_keys=True) + "\n")
 
 
 def digests(stream: BinaryIO, out: BinaryIO | None = None, md5: bool = True) -> dict[str, str]:

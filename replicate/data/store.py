@@ -176,6 +176,12 @@ def _verified(ds: DatasetFiles, file: FileSpec, path: Path) -> bool:
         expected, archives.file_digests(path, md5=bool(file.md5))) is None
 
 
+def _staged(ds: DatasetFiles, file: FileSpec) -> bool:
+    """Whether ``file`` is staged with a checksum to check it by (catalogued or pinned): a staged file whose pin
+    is gone counts as not staged, since nothing vouches for it as it lies."""
+    return (dataset_dir(ds.name) / file.name).is_file() and any(_expected(ds, file).values())
+
+
 def _find_local(ds: DatasetFiles, source: Path, name: str) -> Path | None:
     """``name.gz`` or ``name`` in ``source`` or one of its dataset sub-folders."""
     for folder in (*(source / d for d in ds.local_dirs), source):
@@ -386,7 +392,7 @@ def fetch_plan(name: str, source: str | os.PathLike | None = None) -> tuple[str,
     with action ``staged`` (every file in place; checksums are verified by the fetch itself), ``copy`` (from a
     local folder), ``download`` (the URLs and the catalogue's size) or ``not available`` (why)."""
     ds, folder = spec(name), dataset_dir(name)
-    missing = [f for f in ds.files if not (folder / f.name).is_file()]
+    missing = [f for f in ds.files if not _staged(ds, f)]
     if not missing:
         return "staged", str(folder)
     root = Path(source) if source is not None else settings.current().data_from
@@ -437,12 +443,12 @@ def ensure(name: str) -> Path:
 
 def is_available(name: str) -> bool:
     """True when ``ensure(name)`` can work without a download (staged or stageable)."""
-    ds, folder = spec(name), dataset_dir(name)
+    ds = spec(name)
     source = settings.current().data_from
     if source is None:
-        return all((folder / f.name).is_file() for f in ds.files)
+        return all(_staged(ds, f) for f in ds.files)
 
-    return all((folder / f.name).is_file() or _in_source(ds, source, f) for f in ds.files)
+    return all(_staged(ds, f) or _in_source(ds, source, f) for f in ds.files)
 
 
 def _in_source(ds: DatasetFiles, source: Path, file: FileSpec) -> bool:

@@ -163,13 +163,14 @@ def _with(entry: Path, suffix: str) -> Path:
 
 
 def older_entries() -> int:
-    """How many cached runs an older cache ``VERSION`` wrote (their sidecars record another or no version):
-    never read again, so a user should hear that they will be recomputed."""
+    """How many cached runs an older cache wrote (their sidecars record another or no ``VERSION``, or no
+    checksum): never read again, so a user should hear that they will be recomputed."""
     count = 0
     for sidecar in (p for folder in ("runs", "to_target") for p in (settings.current().cache / folder).glob("*.json")):
         try:
-            count += json.loads(sidecar.read_text()).get("version") != VERSION
-        except (OSError, ValueError):
+            meta = json.loads(sidecar.read_text())
+            count += meta.get("version") != VERSION or "csv_sha256" not in meta
+        except (OSError, ValueError, AttributeError):
             count += 1
     return count
 
@@ -193,6 +194,7 @@ def integrity(csv: bytes | str) -> dict:
 
 
 SEAL = "sidecar_sha256"  # a sidecar's checksum of its other fields (``sealed``)
+UNCHECKED = "its sidecar records no checksum (an entry of an older cache): nothing can verify it"
 
 
 def sealed(meta: dict) -> dict:
@@ -218,7 +220,7 @@ def damage(entry: Path) -> str | None:
     except ValueError:
         return "its sidecar (.json) does not parse"
     if not isinstance(meta, dict) or "csv_sha256" not in meta:
-        return "its sidecar records no checksum (an entry of an older cache): nothing can verify it"
+        return UNCHECKED
     if SEAL in meta and meta[SEAL] != fileio.seal_of(meta, SEAL):
         return "its sidecar (.json) does not match its own checksum"
     found = integrity(data)
@@ -227,13 +229,18 @@ def damage(entry: Path) -> str | None:
     return None if found["csv_sha256"] == meta["csv_sha256"] else "its CSV does not match its sidecar's checksum"
 
 
-def present(entry: Path) -> bool:
-    """Whether ``entry`` is in the cache and whole; a damaged one is moved aside (``quarantine``)."""
+def present(entry: Path, vouched: bytes | None = None) -> bool:
+    """Whether ``entry`` is in the cache and whole; a damaged one is moved aside (``quarantine``). ``vouched``:
+    a verified CSV of this entry the caller is about to write (a ledger's, an archive's): an older cache's
+    entry of those very bytes is then not damaged, only not verified here, and is left for the caller to
+    replace (False, without a warning)."""
     if not _with(entry, ".csv").exists() and not _with(entry, ".json").exists():
         return False
     why = damage(entry)
     if why is None:
         return True
+    if why == UNCHECKED and vouched is not None and _with(entry, ".csv").read_bytes() == vouched:
+        return False
     if _with(entry, ".csv").exists():  # a lone sidecar is a write in progress or an interrupted one: left alone
         quarantine(entry, why)
     return False
@@ -397,6 +404,7 @@ def store(config: RunConfig, stop_loss: float | None, extra_metrics, text: str, 
     entry = _file(config, stop_loss, "", extra_metrics)
     if "csv_sha256" in meta and integrity(text) != {k: meta[k] for k in ("csv_sha256", "rows")}:
         raise ReplicateError(f"run {entry.name} came back damaged (its CSV does not match its checksum): not stored")
+    meta = integrity(text) | meta  # a worker of older code sends none: checksummed here, as it is stored
     if entry_name(meta) != entry.name:  # e.g. a worker on another device type, or running other code
         raise ReplicateError(f"run {entry.name} came back as {entry_name(meta)} (computed on {meta['device']}, "
                              f"cache version {meta['version']}): not stored")

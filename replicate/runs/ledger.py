@@ -151,7 +151,7 @@ def sync(folder: Path | None = None) -> tuple[int, int, int]:
     written = same = replaced = 0
     for entry, data in entries(folder).values():
         here = entry.path(".csv")
-        if cache.present(entry.path("")):  # a damaged one is moved aside (``cache.quarantine``)
+        if cache.present(entry.path(""), vouched=data[".csv"]):  # a damaged one is moved aside (``cache.quarantine``)
             if here.read_bytes() == data[".csv"]:
                 same += 1
                 continue

@@ -7,8 +7,9 @@ files of at most 16 MiB), each with a manifest of sha256 sums; ``unpack`` puts t
 checkpoints folder after checking every member, so the next slot's same run resumes at the round it reached
 instead of round 0. They are not committed (a Shakespeare LSTM's state is ≈ 3 MB): ``.ci/device-bundle``
 carries the last slot's packs from ``.carry/checkpoints``, and ``.ci/device-check`` unpacks them first.
-A checkpoint is only ever a head start: one that does not load or belongs to another run is ignored when
-read (``checkpoints.FileCheckpoints.load``) and the run starts over.
+A checkpoint is only ever a head start: one that does not load, does not match the sha256 it carries
+(``checkpoints.decode``) or belongs to another run is ignored when read (``checkpoints.FileCheckpoints.load``)
+and the run starts over; such a file of this cache gives way to a pack's copy of the same run.
 """
 from __future__ import annotations
 
@@ -63,8 +64,8 @@ def pack(folder: Path, limit: int = LIMIT, parts: int = PARTS) -> tuple[list[Pat
 def unpack(file: Path) -> list[str]:
     """The checkpoints of one pack into this cache's checkpoints folder, after checking every member (a plain
     file named as a run's checkpoint, listed in the manifest with its sha256); on any mismatch nothing is
-    written and a ``ReplicateError`` says why in one line. A checkpoint this cache already holds is kept (a warm
-    machine's own is as recent as the pack's, or more). Returns the runs written."""
+    written and a ``ReplicateError`` says why in one line. A checkpoint this cache already holds and can read
+    is kept (a warm machine's own is as recent as the pack's, or more). Returns the runs written."""
     file = Path(file)
     members = {}
     try:
@@ -94,12 +95,20 @@ def unpack(file: Path) -> list[str]:
         raise ReplicateError(f"{file}: {sorted(set(sums) - set(members))[0]} is listed but absent; nothing unpacked")
     written = []
     for name, data in sorted(members.items()):
-        if (checkpoints.folder() / name).exists():  # this cache's own: as recent as the pack's, or more
+        if _readable(checkpoints.folder() / name):  # this cache's own: as recent as the pack's, or more
             continue
         with atomic_file(checkpoints.folder() / name) as out:
             out.write(data)
         written.append(Path(name).stem)
     return written
+
+
+def _readable(path: Path) -> bool:
+    """Whether the checkpoint at ``path`` is there and passes its checksum (``checkpoints.decode``)."""
+    try:
+        return checkpoints.round_of(path.read_bytes()) is not None
+    except OSError:
+        return False
 
 
 def reached(carried: Path | None = None) -> dict[str, int]:
@@ -108,7 +117,7 @@ def reached(carried: Path | None = None) -> dict[str, int]:
     slot unpacks); a pack that does not check is left out, as ``unpack`` would refuse it. The slot planner
     counts such a run from that round (``experiments.plan``)."""
     found = {p.stem: data for p in checkpoints.folder().glob("*.pt") if _MEMBER.fullmatch(p.name)
-             for data in [p.read_bytes()]}
+             for data in [p.read_bytes()] if checkpoints.round_of(data) is not None}
     for file in sorted(Path(carried).glob("checkpoints-*.tar")) if carried is not None else []:
         try:
             with tarfile.open(file, mode="r:") as tar:

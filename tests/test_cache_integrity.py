@@ -176,7 +176,8 @@ def test_an_archive_entry_whose_sidecar_breaks_its_seal_is_refused(tmp_path, mon
     cache.run(QUAD, progress=False)
     (entry, data), = [(e, {s: e.path(s).read_bytes() for s in (".json", ".csv")}) for e in archive.entries()]
     meta = json.loads(data[".json"])
-    archive.write(tmp_path / "edited.tar.xz", [(entry, {**data, ".json": json.dumps({**meta, "elapsed_s": 0.001}).encode()})])
+    edited = {**data, ".json": json.dumps({**meta, "elapsed_s": 0.001}).encode()}
+    archive.write(tmp_path / "edited.tar.xz", [(entry, edited)])
     monkeypatch.setenv("REPLICATE_CACHE", str(tmp_path / "elsewhere"))
     with pytest.raises(cache.ReplicateError, match="does not match its own checksum.*nothing imported"):
         archive.load(tmp_path / "edited.tar.xz")

@@ -204,7 +204,8 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
                        file=sys.stderr)
     if older := cache.older_entries():
         tqdm.write(f"note: {older} runs in {settings.current().cache} were cached by an older version of the run cache "
-                   f"(before VERSION {keys.VERSION}, or before it recorded checksums); they are not read and are recomputed when needed "
+                   f"(before VERSION {keys.VERSION}, or before it recorded checksums); they are not read and are "
+                   "recomputed when needed "
                    "(`make clean-cache` frees their space)", file=sys.stderr)
     # the runs in flight, in the kernels and their workers, save and stop at a round boundary when asked
     stop = checkpoints.stop_file()

@@ -325,7 +325,7 @@ def ensure(name: str) -> Path:
                                  f"from {url}, or {local}.{variants.hint(name)}")
         raise ReplicateError(f"{name} is not in {folder} and has no download ({ds.no_download}). "
                              f"Run {local}.")
-    unpinned = [f for f in ds.files if not any(_expected(ds, f).values())]
+    unpinned = [f for f in ds.files if not _staged(ds, f)]  # all are on disk here: those without their pin
     if unpinned:  # its pin gone (checksums.lock deleted or edited): what lies on disk is vouched for by nothing
         source = settings.current().data_from
         if source is not None and all(_in_source(ds, source, f) for f in unpinned):

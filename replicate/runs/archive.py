@@ -195,7 +195,8 @@ def load(file: Path) -> tuple[int, int, dict[str, int]]:
         if device != run_device().type:
             elsewhere[device] = elsewhere.get(device, 0) + 1
         here = entry.path(".csv")
-        if cache.present(entry.path(""), vouched=data[".csv"]):  # a damaged one is moved aside, replaced by the archive's
+        # a damaged one is moved aside and replaced by the archive's
+        if cache.present(entry.path(""), vouched=data[".csv"]):
             if here.read_bytes() != data[".csv"]:
                 raise ReplicateError(f"{file}: entry {entry.member('')} differs from the one in {settings.current().cache}; "
                                      "remove that one to take the archive's; nothing imported")
@@ -232,7 +233,7 @@ def _refusal(entry: Entry, item: dict, data: dict) -> str | None:
         meta = json.loads(data[".json"])
     except ValueError:
         return "its JSON does not parse"
-    if cache.SEAL in meta and meta[cache.SEAL] != cache.sealed(meta)[cache.SEAL]:
+    if cache.seal_broken(meta):
         return "its JSON does not match its own checksum (changed after the cache wrote it)"
     if "csv_sha256" in meta and meta["csv_sha256"] != _sha256(data[".csv"]):
         return "its CSV is not the one its sidecar records (damaged or edited)"

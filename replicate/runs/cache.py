@@ -7,8 +7,8 @@ with the same config loads instead of recomputing. An entry is verified whenever
 CSV does not match its sidecar (truncated, a flipped byte, emptied), whose sidecar does not match its own
 checksum (its time and processor feed the claims records and the slot planner) or is gone, or whose
 sidecar records no checksum at all (written before the cache recorded them: nothing can verify it), is
-moved aside to ``damaged/``, reported in one line, and recomputed; it is never used. Entries are named by ``replicate.runs.keys`` (bump its ``VERSION`` or ``NUMERICS`` when
-the engine's numbers change).
+moved aside to ``damaged/``, reported in one line, and recomputed; it is never used. Entries are named
+by ``replicate.runs.keys`` (bump its ``VERSION`` or ``NUMERICS`` when the engine's numbers change).
 """
 from __future__ import annotations
 
@@ -203,6 +203,11 @@ def sealed(meta: dict) -> dict:
     return fileio.sealed(meta, SEAL)
 
 
+def seal_broken(meta: dict) -> bool:
+    """Whether a sidecar's fields changed since it was sealed (one written before sidecars were sealed: no)."""
+    return SEAL in meta and meta[SEAL] != fileio.seal_of(meta, SEAL)
+
+
 def damage(entry: Path) -> str | None:
     """Why the cache entry ``entry`` (``folder/<name>``, no suffix) may not be read (None: it may).
     A sidecar without ``csv_sha256`` (written before the cache recorded checksums) is refused: nothing can
@@ -221,7 +226,7 @@ def damage(entry: Path) -> str | None:
         return "its sidecar (.json) does not parse"
     if not isinstance(meta, dict) or "csv_sha256" not in meta:
         return UNCHECKED
-    if SEAL in meta and meta[SEAL] != fileio.seal_of(meta, SEAL):
+    if seal_broken(meta):
         return "its sidecar (.json) does not match its own checksum"
     found = integrity(data)
     if found["rows"] != meta.get("rows"):

@@ -4,11 +4,11 @@
 atomically every ``REPLICATE_CHECKPOINT_S`` seconds of a batch's training (default 120; 0: never) and
 removed once the run is stored. Its first line carries the sha256 of the serialized state after it, checked
 whenever the file is read (``decode``): PyTorch's loader checks no checksum, so a flipped bit in a tensor
-would otherwise load and the run would go on from a damaged model. A stop request (``request_stop``: a time budget spent, Ctrl-C in the
-driver) reaches the worker processes as a file they look for at every round boundary: they save every
-run in flight and stop within a round, instead of the driver waiting for them or losing them. A
-checkpoint that cannot be read, does not match its checksum, or is of another run, is ignored (the run starts
-over) and said so.
+would otherwise load and the run would go on from a damaged model. A stop request (``request_stop``: a
+time budget spent, Ctrl-C in the driver) reaches the worker processes as a file they look for at every round
+boundary: they save every run in flight and stop within a round, instead of the driver waiting for them or
+losing them. A checkpoint that cannot be read, does not match its checksum, or is of another run, is ignored
+(the run starts over) and said so.
 
 A run asked to go on as a longer one (``continue_as``: successive halving's survivors, ``runs.tune``) leaves
 its last state, before its final evaluation, as the longer run's checkpoint when it ends: that run resumes

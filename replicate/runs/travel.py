@@ -95,20 +95,12 @@ def unpack(file: Path) -> list[str]:
         raise ReplicateError(f"{file}: {sorted(set(sums) - set(members))[0]} is listed but absent; nothing unpacked")
     written = []
     for name, data in sorted(members.items()):
-        if _readable(checkpoints.folder() / name):  # this cache's own: as recent as the pack's, or more
+        if checkpoints.reached_by(Path(name).stem) is not None:  # this cache's own: as recent as the pack's, or more
             continue
         with atomic_file(checkpoints.folder() / name) as out:
             out.write(data)
         written.append(Path(name).stem)
     return written
-
-
-def _readable(path: Path) -> bool:
-    """Whether the checkpoint at ``path`` is there and passes its checksum (``checkpoints.decode``)."""
-    try:
-        return checkpoints.round_of(path.read_bytes()) is not None
-    except OSError:
-        return False
 
 
 def reached(carried: Path | None = None) -> dict[str, int]:

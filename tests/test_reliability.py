@@ -76,6 +76,8 @@ MATRIX = (
     Covered("Ctrl-C during a batch", "test_runner.py::test_ctrl_c_ends_with_one_line_and_keeps_figures"),
     Covered("a run stopped mid-way", "test_resume.py::test_a_run_stopped_at_a_round_resumes_bitwise"),
     Covered("an unreadable checkpoint", "test_resume.py::test_an_unreadable_checkpoint_starts_the_run_over"),
+    Covered("a crafted checkpoint carrying code, in the cache or an imported pack",
+            "test_checkpoint_safety.py::test_a_crafted_checkpoint_in_an_imported_pack_never_runs"),
     Covered("a time budget running out", "test_runner.py::test_time_budget_stops_the_running_notebook_as_ctrl_c_does"),
     Covered("two runs of one notebook at once", "test_runner.py::test_two_runs_of_one_notebook_at_once_both_succeed"),
     Covered("an unwritable out_dir", "test_runner.py::test_an_unwritable_out_dir_is_one_line_before_anything_runs"),

@@ -164,6 +164,7 @@ def test_a_damaged_checkpoint_is_never_resumed_from(monkeypatch, tmp_path, capsy
     itself loads that without a word) or that has no checksum (plain ``torch.save``, as before checkpoints
     carried one) is refused: the run starts over and stores the uninterrupted run's numbers, the planner counts
     no head start from it, and the warning says why."""
+    import hashlib
     import io
 
     whole = cache.compute(CONFIG)[0]
@@ -173,8 +174,9 @@ def test_a_damaged_checkpoint_is_never_resumed_from(monkeypatch, tmp_path, capsy
         at = good.index(state["flat"].numpy().tobytes()[:32])  # the model's bytes in the file
         data = bytearray(good)
         data[at + 8] ^= 0x10
-        payload = bytes(data).partition(b"\n")[2]
-        assert not torch.equal(torch.load(io.BytesIO(payload), weights_only=False)["flat"], state["flat"])
+        payload = bytes(data).partition(b"\n")[2]  # resealed, the flip is a changed model, not a broken file
+        resealed = checkpoints.HEADER + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
+        assert not torch.equal(checkpoints.decode(resealed)["flat"], state["flat"])
         return bytes(data)
 
     def plain(good):
@@ -338,7 +340,9 @@ def test_the_slot_planner_counts_a_checkpointed_run_from_the_round_it_reached(mo
     (pack,), _ = travel.pack(tmp_path / "carry")
     saved.unlink()
     assert travel.reached() == {} and travel.reached(tmp_path / "carry") == {saved.stem: 1}
-    pack.write_bytes(pack.read_bytes()[:pack.stat().st_size // 2])  # cut: left out, as unpack would refuse it
+    whole = pack.read_bytes()
+    middle = whole.index(checkpoints.HEADER) + 200  # inside the checkpoint's bytes
+    pack.write_bytes(whole[:middle])  # cut: left out, as unpack would refuse it
     assert travel.reached(tmp_path / "carry") == {}
 
     monkeypatch.setenv("REPLICATE_LEDGER", str(paths.figures_dir() / "ledger"))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -40,7 +41,7 @@ from replicate.fl.sgd import LocalObjective
 from replicate.fl.algorithms import protocol
 from replicate.fl.algorithms.protocol import Algorithm, LocalWork, RoundContext, fused_update
 from replicate.fl.problems import Problem
-from replicate.fl.resume import Checkpointed, Checkpoints, on_device
+from replicate.fl.resume import Checkpointed, Checkpoints, restore
 from replicate.fl.schedules import LRSchedule
 
 EXECUTIONS = ("stacked", "static", "sequential", "auto")
@@ -241,10 +242,21 @@ class _Run:
         self.rows_before = 0  # its history's length when that round began (before the round's evaluation)
 
     def resume(self, saved: dict | None) -> None:
-        if saved is not None:
-            device = self.flat.device
-            self.flat, self.rows, self.next = saved["flat"].to(device), saved["rows"], saved["round"]
-            self.server, self.done = on_device(saved["server"], device), saved.get("done", False)
+        """Go on from a saved state; one that does not fit this run (another model's shape, another server
+        state) is said so and the run starts over."""
+        if saved is None:
+            return
+        device = self.flat.device
+        try:
+            flat = saved["flat"]
+            if not isinstance(flat, torch.Tensor) or flat.shape != self.flat.shape or flat.dtype != self.flat.dtype:
+                raise ValueError("its model does not have this run's shape")
+            server = restore(self.server, saved["server"], device)
+        except (KeyError, ValueError) as exc:
+            warnings.warn(f"a saved state does not fit this run ({exc}): the run starts over", stacklevel=2)
+            return
+        self.flat, self.server, self.rows, self.next = flat.to(device), server, saved["rows"], saved["round"]
+        self.done = saved.get("done", False)
 
     def checkpoint(self) -> dict:
         """What a resume needs: at the round boundary it stands at, or, in a round, the one that round began at

@@ -1,4 +1,4 @@
-"""Runs that stop at a round boundary and resume bitwise (issue #36: GPU slots shorter than a run).
+"""Runs that stop at a round boundary and resume bitwise (a time-limited job, Ctrl-C, a preempted machine).
 
 Between two rounds a run is its global model, its server state (SCAFFOLD's control variates, STEM's
 direction and each worker's last iterate, FedAdam's moments), its history so far and the round it
@@ -50,3 +50,25 @@ def on_device(value, device):
     if hasattr(value, "__dataclass_fields__"):
         return replace(value, **{k: on_device(getattr(value, k), device) for k in value.__dataclass_fields__})
     return value
+
+
+def restore(template, saved, device):
+    """A saved server state rebuilt on ``device`` in the form of the run's own, ``template`` (its
+    ``server_init``): a tensor of the same shape and dtype, None, or the same frozen dataclass, which a file
+    names by class and fields (``runs.checkpoints.decode``). The class is always the run's, never the file's,
+    so a checkpoint can only hand back numbers; any other shape is a ``ValueError`` (the run starts over)."""
+    if isinstance(saved, dict) and "$dataclass" in saved:
+        fields = saved["fields"]
+        if not hasattr(template, "__dataclass_fields__") or saved["$dataclass"] != type(template).__name__ \
+                or set(fields) != set(template.__dataclass_fields__):
+            raise ValueError(f"its server state is a {saved['$dataclass']}, this run's a {type(template).__name__}")
+        return replace(template, **{k: restore(getattr(template, k), fields[k], device) for k in fields})
+    if isinstance(template, torch.Tensor):
+        if not isinstance(saved, torch.Tensor) or saved.shape != template.shape or saved.dtype != template.dtype:
+            raise ValueError("its server state does not have this run's shape")
+        return saved.to(device)
+    if hasattr(template, "__dataclass_fields__") and type(saved) is type(template):  # kept in memory, not a file
+        return on_device(saved, device)
+    if template is None and saved is None or type(saved) is type(template):
+        return saved
+    raise ValueError(f"its server state is a {type(saved).__name__}, this run's a {type(template).__name__}")

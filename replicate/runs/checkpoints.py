@@ -2,9 +2,9 @@
 
 ``<cache>/checkpoints/<entry>.pt`` holds a run's state at a round boundary (``fl.resume``), written
 atomically every ``REPLICATE_CHECKPOINT_S`` seconds of a batch's training (default 120; 0: never) and
-removed once the run is stored. Its first line carries the sha256 of the serialized state after it, checked
-whenever the file is read (``decode``): PyTorch's loader checks no checksum, so a flipped bit in a tensor
-would otherwise load and the run would go on from a damaged model. A stop request (``request_stop``: a
+removed once the run is stored. It holds data only (``encode``: a JSON tree and raw tensor bytes, no pickle),
+so a file from elsewhere can damage nothing but its own run when read, and its first line carries the sha256 of
+the rest, checked whenever the file is read (``decode``): a flipped bit never reaches a resumed model. A stop request (``request_stop``: a
 time budget spent, Ctrl-C in the driver) reaches the worker processes as a file they look for at every round
 boundary: they save every run in flight and stop within a round, instead of the driver waiting for them or
 losing them. A checkpoint that cannot be read, does not match its checksum, or is of another run, is ignored
@@ -18,8 +18,10 @@ own), the longer run starts from round 0, as it would without it.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-import io
+import json
+import math
 import os
 import sys
 import time
@@ -94,26 +96,82 @@ class FileCheckpoints(Checkpoints):
                   "starts from round 0", file=sys.stderr, flush=True)
 
 
-HEADER = b"replicate checkpoint sha256:"  # then the payload's 64 hex digits and a newline
+HEADER = b"replicate checkpoint 2 sha256:"  # then the payload's 64 hex digits and a newline
+OLDER = b"replicate checkpoint sha256:"  # format 1: a pickle (torch.save), which can carry code: never loaded
+# the tensor types a run's state holds; anything else in a file is refused, not interpreted
+DTYPES = {str(t).removeprefix("torch."): t for t in (torch.float16, torch.bfloat16, torch.float32, torch.float64,
+                                                    torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8,
+                                                    torch.bool)}
 
 
 def encode(state: dict) -> bytes:
-    """A checkpoint file's bytes: ``HEADER``, the sha256 of the serialized state, a newline, the state."""
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
-    payload = buffer.getvalue()
+    """A checkpoint file's bytes: ``HEADER``, the sha256 of the payload, a newline, the payload.
+
+    The payload holds data only, so that reading a file made elsewhere runs no code (a pickle, which
+    ``torch.save`` writes, may call anything when loaded): an 8-byte length, a JSON tree of the state
+    (dicts, lists, numbers, strings; a tensor as its dtype, shape and place in the blob; a frozen
+    dataclass, such as a server state, as its class name and fields), then the tensors' raw bytes."""
+    blob = bytearray()
+
+    def plain(value):
+        if isinstance(value, torch.Tensor):
+            data = value.detach().cpu().contiguous()
+            raw = data.reshape(-1).view(torch.uint8).numpy().tobytes() if data.numel() else b""
+            entry = {"$tensor": [str(data.dtype).removeprefix("torch."), list(data.shape), len(blob), len(raw)]}
+            blob.extend(raw)
+            return entry
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return {"$dataclass": type(value).__name__,
+                    "fields": {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}}
+        if isinstance(value, dict):
+            return {str(k): plain(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [plain(v) for v in value]
+        if hasattr(value, "item") and not isinstance(value, (str, bytes)):  # a numpy scalar in a history row
+            return value.item()
+        return value
+
+    tree = json.dumps(plain(state), allow_nan=True).encode()
+    payload = len(tree).to_bytes(8, "little") + tree + bytes(blob)
     return HEADER + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
 
 
 def decode(data: bytes) -> dict:
     """The state a checkpoint file's bytes hold, once they match their checksum; a ``ValueError`` says why not
-    (damaged, cut short, or no checksum: written by code before checkpoints carried one)."""
+    (damaged, cut short, not a checkpoint, or of format 1, whose pickle is never loaded). Nothing in the file is
+    run: a dataclass comes back as ``{"$dataclass": name, "fields": …}``, for the run to rebuild from its own
+    class (``fl.resume.restore``)."""
     head, _, payload = data.partition(b"\n")
+    if head.startswith(OLDER):
+        raise ValueError("it is of an older format, a pickle, which could run code when loaded: not loaded")
     if not head.startswith(HEADER):
         raise ValueError("no checksum line")
     if hashlib.sha256(payload).hexdigest().encode() != head[len(HEADER):]:
         raise ValueError("its bytes do not match their sha256")
-    return torch.load(io.BytesIO(payload), map_location="cpu", weights_only=False)
+    size = int.from_bytes(payload[:8], "little")
+    tree, blob = json.loads(payload[8:8 + size]), memoryview(payload)[8 + size:]
+
+    def value(node):
+        if isinstance(node, list):
+            return [value(v) for v in node]
+        if not isinstance(node, dict):
+            return node
+        if "$tensor" in node:
+            dtype, shape, at, length = node["$tensor"]
+            if dtype not in DTYPES or at + length > len(blob) or \
+                    length != math.prod(shape) * DTYPES[dtype].itemsize:
+                raise ValueError(f"a tensor of type {dtype!r} or shape {shape} that does not fit the file")
+            raw = torch.frombuffer(bytearray(blob[at:at + length]), dtype=torch.uint8) if length else \
+                torch.empty(0, dtype=torch.uint8)
+            return raw.view(DTYPES[dtype]).reshape(shape)
+        if "$dataclass" in node:
+            return {"$dataclass": str(node["$dataclass"]), "fields": value(node.get("fields", {}))}
+        return {k: value(v) for k, v in node.items()}
+
+    state = value(tree)
+    if not isinstance(state, dict):
+        raise ValueError("not a run's state")
+    return state
 
 
 def _write(path: Path, state: dict, name: str) -> None:

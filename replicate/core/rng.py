@@ -11,7 +11,7 @@ import zlib
 import numpy as np
 import torch
 
-ROLES = ("init", "sampling", "batches", "stragglers", "dropout", "embedding", "tuning")  # tuning: the arena's trials
+ROLES = ("init", "sampling", "batches", "stragglers", "dropout", "embedding", "tuning", "partition")  # tuning: the arena's trials; partition: data.partitions
 
 
 def seed_for(seed: int, role: str, round_: int = 0, *within: int) -> int:

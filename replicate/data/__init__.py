@@ -18,6 +18,8 @@ from replicate.data.federated import FederatedDataset, Split
 from replicate.data.leaf import femnist, load_leaf
 from replicate.data.letters import emnist_star, femnist_fedprox
 from replicate.data.mnist import load_mnist, mnist_balanced, mnist_fedprox, mnist_unbalanced
+from replicate.data import partitions
+from replicate.data.partitions import federate
 from replicate.data.quadratic import QuadraticClients, li2020_counterexample
 from replicate.data.shards import cifar10_stem_high, cifar10_stem_moderate, mnist_stem
 from replicate.data.stats import table1_statistics
@@ -68,9 +70,9 @@ def _builder(name: str) -> Callable[..., FederatedDataset]:
 
 __all__ = [
     "FederatedDataset", "QuadraticClients", "Split", "available", "discover", "emnist_star", "femnist",
-    "femnist_fedprox", "fetch", "li2020_counterexample", "load", "load_leaf", "load_mnist",
-    "mnist_balanced", "mnist_fedprox", "mnist_stem", "mnist_unbalanced", "parameters", "cifar10_stem_high",
-    "cifar10_stem_moderate", "shakespeare_tff", "synthetic", "synthetic_iid", "table1_statistics",
+    "femnist_fedprox", "federate", "fetch", "li2020_counterexample", "load", "load_leaf", "load_mnist",
+    "mnist_balanced", "mnist_fedprox", "mnist_stem", "mnist_unbalanced", "parameters", "partitions",
+    "cifar10_stem_high", "cifar10_stem_moderate", "shakespeare_tff", "synthetic", "synthetic_iid", "table1_statistics",
 ]
 
 

@@ -138,7 +138,7 @@ def test_cache_key_covers_the_whole_config_the_device_and_the_extra_metrics():
     (lambda: dict(algorithm=FedProx(), local_steps=None, local_epochs=0, batch_size=10), "epochs"),
     (lambda: dict(algorithm=FedProx(straggler_fraction=1.5)), r"straggler_fraction must be in \[0, 1\]"),
     (lambda: dict(algorithm=FedAvg("weighted", straggler_fraction=-0.1)), "straggler_fraction"),
-    (lambda: dict(local_epochs=2), "exactly one of local_steps and local_epochs"),
+    (lambda: dict(local_steps=5, local_epochs=2), "exactly one of local_steps and local_epochs"),
 ])
 def test_bad_run_settings_fail_before_any_compute(bad, match, monkeypatch):
     monkeypatch.setattr("replicate.fl.engine.run_batch", lambda *a, **k: pytest.fail("computed despite bad input"))

@@ -241,9 +241,17 @@ def natural(groups) -> Natural:
     return Natural(groups)
 
 
-def describe(partition_indices: list[np.ndarray], labels, num_classes: int | None = None) -> dict:
+def describe(partition_indices, labels=None, num_classes: int | None = None) -> dict:
     """Clients, samples per client (array and mean / std (ddof=0) / min / max), distinct classes per client
-    and the clients × classes count matrix of a partition (``assign``'s result) of ``labels``."""
+    and the clients × classes count matrix of a partition (``assign``'s result) of ``labels``, or of a
+    ``FederatedDataset``'s training clients (``describe(data)``)."""
+    if isinstance(partition_indices, FederatedDataset):
+        data = partition_indices
+        bounds = data.train.offsets.tolist()
+        partition_indices = [np.arange(lo, hi) for lo, hi in zip(bounds, bounds[1:])]
+        labels, num_classes = data.train.y, data.num_classes if num_classes is None else num_classes
+    if labels is None:
+        raise ReplicateError("describe(indices, labels): give the labels the indices point into")
     y = _labels(labels)
     if len(partition_indices) == 0:
         raise ReplicateError("describe needs at least one client's indices (a partition's assign result)")

@@ -314,17 +314,18 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
     ``problem`` serves a ``dataset="given"`` config (built by the caller, so never cached).
     """
     log = log if log is not None else RunLog(progress_file=None, display=False)  # e.g. in a worker process
+    use_cache = use_cache and config.cacheable  # a dataset or model of one's own: no key covers its contents
     if problem is not None and use_cache:
         raise ReplicateError("a run on a given problem cannot be cached: pass use_cache=False")
     entry = _file(config, stop_loss, "", extra_metrics) if use_cache else None
     if use_cache and (cached := load(config, stop_loss, extra_metrics)) is not None:
         sidecar = json.loads(_with(entry, ".json").read_text())
-        log.record(sidecar.get("elapsed_s"), cached=_with(entry, ".csv") not in log.fresh, dataset=config.dataset,
+        log.record(sidecar.get("elapsed_s"), cached=_with(entry, ".csv") not in log.fresh, dataset=config.dataset_name,
                    key=entry.name, machine=sidecar.get("machine"))
         return cached
     device = run_device()
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ReplicateError(f"run {entry.name if entry else config.dataset} is not in the cache and runs are read "
+        raise ReplicateError(f"run {entry.name if entry else config.dataset_name} is not in the cache and runs are read "
                              "for CUDA (REPLICATE_DEVICE), but this machine has none: compute it on a CUDA machine "
                              "and `cache import` it, or unset REPLICATE_DEVICE to compute CPU runs here")
     if use_cache:
@@ -333,7 +334,7 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
     history, text, meta = compute(config, stop_loss=stop_loss, extra_metrics=extra_metrics, device=device,
                                   progress=progress, problem=problem, serialize=use_cache,
                                   checkpoint=entry.name if use_cache else None)
-    log.record(meta["elapsed_s"], cached=False, dataset=config.dataset, key=entry.name if use_cache else None,
+    log.record(meta["elapsed_s"], cached=False, dataset=config.dataset_name, key=entry.name if use_cache else None,
                machine=meta["machine"])
     log.finished()
     if use_cache:
@@ -369,8 +370,8 @@ def train(problem, jobs: list, work, objective, *, progress: bool = False, saved
                             None if target is None else (lambda row, t=target: row["train_loss"] <= t))
              for config, target, _ in jobs]
     start = time.perf_counter() if start is None else start
-    desc = (f"{first.dataset} {first.algorithm_name} E={work.amount} K={first.clients_per_round}" if len(jobs) == 1
-            else f"{first.dataset} {first.algorithm_name} × {len(jobs)} runs")
+    desc = (f"{first.dataset_name} {first.algorithm_name} E={work.amount} K={first.clients_per_round}"
+            if len(jobs) == 1 else f"{first.dataset_name} {first.algorithm_name} × {len(jobs)} runs")
     # One intra-op thread, whoever computes the run (a worker, this process, a Ray node, a GPU host): a
     # CPU's reductions split across threads round differently (FedProx MNIST differs from round 1 at 1 vs
     # 2 threads), and the key names no thread count. On a busy CPU it is also the faster choice for

@@ -22,22 +22,29 @@ from replicate.fl import engine
 from replicate.fl import models
 from replicate.fl import problems
 from replicate.core.errors import ReplicateError
+from replicate.data.federated import FederatedDataset
 from replicate.fl.algorithms import ALGORITHMS, FedAvg, LocalWork, name_of
+from replicate.fl.models.module import as_model
 from replicate.fl.schedules import FORMER_NAMES, LRSchedule
 
+DEFAULT_LOCAL_STEPS = 50
 _SYNTHETIC = re.compile(r"^synthetic\(([0-9.]+),\s*([0-9.]+)\)$")
 
 
 @dataclass(frozen=True)
 class RunConfig:
-    dataset: str  # "synthetic(1,1)", "synthetic_iid", "mnist_balanced", "mnist_unbalanced", "quadratic", "given"
+    # a registered dataset's name ("synthetic(1,1)", "mnist_balanced", "quadratic", …, ``data.available()``),
+    # "given" (``build``'s problem), or a FederatedDataset of one's own (``data.federate``: not cached)
+    dataset: str | FederatedDataset
     data_seed: int | None = None  # partition seed; None = the builder's documented default
     num_clients: int | None = None  # N for synthetic sets, the first N writers of femnist; None = builder default
-    model: str = "logistic"  # "logistic", "mlp", "cnn", "lenet", "lenet5" (STEM CIFAR-10), "conv_dropout", "char_lstm" (Shakespeare), "sent_lstm" (Sent140)
+    # a preset's name ("logistic", "mlp", "cnn", "lenet", "lenet5", "conv_dropout", "char_lstm", "sent_lstm"), or
+    # a torch.nn.Module of one's own (``fl.models.module``: not cached)
+    model: str | torch.nn.Module | models.Model = "logistic"
     hidden: int | None = None  # width of the model's hidden layer / LSTM; None = the model's (authors' code)
     algorithm: object = field(default_factory=FedAvg)  # an algorithm's settings: an instance of an ALGORITHMS class
-    local_steps: int | None = 50  # E, in SGD steps (Li et al.: the authors' num_epoch × 10)
-    local_epochs: int | None = None  # E, in epochs of ⌈n_k/b⌉ steps (FedProx); set local_steps=None
+    local_steps: int | None = None  # E, in SGD steps (Li et al.: the authors' num_epoch × 10); 50 when neither is set
+    local_epochs: int | None = None  # E, in epochs of ⌈n_k/b⌉ steps (FedProx); one of the two, never both
     batch_size: int | None = 64  # b; None = full local gradient
     client_lr: float = 0.1  # η0 (γ of Charles & Konečný, η of STEM)
     lr_schedule: str = "constant"  # see replicate.fl.schedules
@@ -50,6 +57,13 @@ class RunConfig:
     execution: str = "stacked"  # "stacked", "sequential" (same maths) or "auto" (engine.preferred_execution)
 
     def __post_init__(self):
+        if not isinstance(self.dataset, (str, FederatedDataset)):
+            raise ReplicateError(f"dataset must be a dataset's name or a FederatedDataset (replicate.federate(x, y, "
+                                 f"partition)), got {type(self.dataset).__name__}")
+        if not isinstance(self.model, (str, torch.nn.Module, models.Model)):
+            raise ReplicateError(f"model must be a preset's name or a torch.nn.Module, got {type(self.model).__name__}")
+        if self.local_steps is None and self.local_epochs is None:
+            object.__setattr__(self, "local_steps", DEFAULT_LOCAL_STEPS)  # recorded, and so keyed, as given
         if (self.local_steps is None) == (self.local_epochs is None):
             raise ReplicateError("set exactly one of local_steps and local_epochs "
                                  f"(got local_steps={self.local_steps}, local_epochs={self.local_epochs})")
@@ -61,6 +75,16 @@ class RunConfig:
         self.work()  # every setting is checked here, before any data is loaded or run
         self.objective()
         LRSchedule(self.lr_schedule, self.client_lr, self.lr_decay)
+
+    @property
+    def cacheable(self) -> bool:
+        """Whether the run cache can name this run: its dataset and model are named, not objects of one's own
+        (whose contents no key covers), so ``cache.run`` computes such a run every time."""
+        return isinstance(self.dataset, str) and isinstance(self.model, str)
+
+    @property
+    def dataset_name(self) -> str:
+        return self.dataset if isinstance(self.dataset, str) else self.dataset.name
 
     @property
     def algorithm_name(self) -> str:
@@ -90,8 +114,10 @@ class RunConfig:
         return self.replace(algorithm=dataclasses.replace(self.algorithm, **changes))
 
     def to_dict(self) -> dict:
-        """Every field as JSON-ready values; the algorithm as ``{"name": …, **its settings}``."""
+        """Every field as JSON-ready values; the algorithm as ``{"name": …, **its settings}``; a dataset or
+        model of one's own as its description (never a cache key: ``cacheable``)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["dataset"], out["model"] = self.dataset_name, self.model if isinstance(self.model, str) else repr(self.model)
         out["algorithm"] = {"name": self.algorithm_name, **dataclasses.asdict(self.algorithm)}
         return out
 
@@ -151,7 +177,13 @@ def build(config: RunConfig, device=None, problem=None):
     quadratic built from a random spectrum); every other dataset is built from its name.
     """
     device = device or run_device()
-    if problem is not None or config.dataset == "given":
+    if not config.cacheable and config.dataset != "given":  # a dataset or a model of one's own
+        ds = config.dataset if not isinstance(config.dataset, str) else dataset(config.dataset, config.data_seed,
+                                                                                 config.num_clients)
+        model = models.for_dataset(config.model, ds, hidden=config.hidden) if isinstance(config.model, str) \
+            else as_model(config.model)
+        problem = problems.SampleProblem(ds, model, device=device)
+    elif problem is not None or config.dataset == "given":
         if problem is None or config.dataset != "given":
             raise ReplicateError("pass problem=... exactly when the config says dataset='given'")
     elif config.dataset == "quadratic":

@@ -277,8 +277,8 @@ def _staged(loader: str) -> bool:
     return all(store.is_available(name) for name in READS[loader])
 
 
-def test_the_gpu_arena_is_sized_and_its_readme_command_is_its_settings():
-    """Issue #42's GPU profile: README's command runs ``ArenaConfig.GPU``, and its size is gpu_work.json's."""
+def test_the_gpu_arena_is_sized_and_its_documented_command_is_its_settings():
+    """Issue #42's GPU profile: docs/arena.md's command runs ``ArenaConfig.GPU``, and its size is gpu_work.json's."""
     import re
 
     from replicate.core import paths
@@ -288,11 +288,12 @@ def test_the_gpu_arena_is_sized_and_its_readme_command_is_its_settings():
     assert sized["settings"] == {k: list(v) for k, v in ArenaConfig.GPU.items()}
     assert sized["runs"] == sized["tuning_runs"] + sized["final_runs"] > 0
     assert 0 < sized["batched_steps"] <= sized["sequential_steps"]
-    readme = (paths.REPO / "README.md").read_text()
-    command = re.search(r"`python -m replicate arena --profile paper --set 'datasets=(\[.*?\])'`", readme)
+    assert "docs/arena.md" in (paths.REPO / "README.md").read_text()  # the README links the arena's page
+    page = (paths.REPO / "docs" / "arena.md").read_text()
+    command = re.search(r"`python -m replicate arena --profile paper --set 'datasets=(\[.*?\])'`", page)
     assert command and json.loads(command[1]) == list(ArenaConfig.GPU["datasets"])
-    assert (f"{sized['runs']:,} runs counted as" in readme and f"{sized['sequential_steps']:,} sequential" in readme
-            and f"{sized['batched_steps']:,} as a slot" in readme)
+    assert (f"{sized['runs']:,} runs counted as" in page and f"{sized['sequential_steps']:,} sequential" in page
+            and f"{sized['batched_steps']:,} as batched runs" in page)
 
 
 def test_sampled_neural_datasets_run_end_to_end_and_too_few_clients_are_refused(monkeypatch):

@@ -133,14 +133,14 @@ def test_a_batch_takes_the_sequential_steps_its_runs_round_steps_count(monkeypat
     is what the engine does: a stacked round takes its busiest client's local steps, stragglers' shorter work
     included; in lockstep a batch's round lasts as long as its longest run's, at their own pace the batch as long
     as its longest run alone."""
-    from replicate.fl import batching, engine
+    from replicate.fl import batching, local_steps
 
     problem, work = logistic64(), LocalWork(3, "epochs", 16)
     runs = specs([FedProx(0.1, 5, straggler_fraction=0.5), FedProx(0.3, 3, "proportional"),
                   FedProx(0.1, 4, straggler_fraction=0.9)])
     calls = []
-    step = engine._step
-    monkeypatch.setattr(engine, "_step", lambda *a, **k: calls.append(1) or step(*a, **k))
+    step = local_steps._step
+    monkeypatch.setattr(local_steps, "_step", lambda *a, **k: calls.append(1) or step(*a, **k))
     lengths = [batching.round_steps(s.algorithm, problem.population(), work, s.seed, s.rounds) for s in runs]
     for spec, length in zip(runs, lengths):  # each run alone (the generic step: the fused solver steps inside)
         calls.clear()

@@ -145,13 +145,13 @@ def test_the_local_steps_never_wait_for_the_device(algorithm, monkeypatch):
 
 
 def _watch_local_steps(monkeypatch) -> list:
-    """Every device wait inside ``engine._step`` from now on (CUDA's sync debug mode, only around the local
+    """Every device wait inside ``local_steps._step`` from now on (CUDA's sync debug mode, only around the local
     steps, not the round's set-up); on the CPU the mode does nothing and the list stays empty."""
     import warnings
 
-    from replicate.fl import engine
+    from replicate.fl import local_steps
 
-    waits, real_step = [], engine._step
+    waits, real_step = [], local_steps._step
 
     def counted_step(*args, **kwargs):
         if DEVICE.startswith("cuda"):
@@ -166,7 +166,7 @@ def _watch_local_steps(monkeypatch) -> list:
             if DEVICE.startswith("cuda"):
                 torch.cuda.set_sync_debug_mode("default")
 
-    monkeypatch.setattr(engine, "_step", counted_step)
+    monkeypatch.setattr(local_steps, "_step", counted_step)
     return waits
 
 

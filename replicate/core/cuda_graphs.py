@@ -1,4 +1,4 @@
-"""A function of tensors captured once per input shape as a CUDA graph, then replayed (issue #38 item 1).
+"""A function of tensors captured once per input shape as a CUDA graph, then replayed.
 
 A stacked LSTM step is ≈ 1,900 small kernels (Shakespeare; Sent140 ≈ 760), and launching them one
 by one from Python costs ≈ 11-19 ms of host time a step on an H100, whatever the number of clients
@@ -9,7 +9,7 @@ stacked (docs/BENCHMARKS.cuda.md). Captured as a CUDA graph, the same kernels ar
   graph with its own static input buffers; a call copies its tensors into them, replays, and returns a
   clone of the output (the next replay overwrites the static output, and callers keep gradients across
   calls: STEM takes two a step). The engine's ``static`` execution keeps one shape for a whole round
-  (``replicate.fl.engine.train_clients``), so a run captures one or two graphs, not one a step.
+  (``replicate.fl.local_steps.train_clients``), so a run captures one or two graphs, not one a step.
 - **no host synchronisation and no host-side random draws inside**: the captured function must be pure
   device work on its inputs (the models' gradients are: dropout noise is an input, drawn by the counter
   stream). A capture that fails says so once on stderr and that shape runs eagerly from then on: the

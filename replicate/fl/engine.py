@@ -1,29 +1,26 @@
 """The round loop, with all of a round's sampled clients trained together.
 
-Clients are a tensor dimension: the m sampled clients' states are stacked tensors and
-every local step is a handful of batched operations (gather the m mini-batches, one
-batched gradient, one update), so the only Python loops are over rounds and local steps.
-The algorithm owns the maths (``replicate.fl.algorithms.protocol``); this loop only
-samples, draws batches, calls the algorithm, and leaves a client alone once it has done
-its own number of local steps. ``replicate.fl.oracle`` runs the same rounds client by
-client with autograd; tests check the two agree for every algorithm.
+Clients are a tensor dimension: the m sampled clients' states are stacked tensors and every local step is a
+handful of batched operations, so the only Python loops are over rounds and local steps. The algorithm owns
+the maths (``replicate.fl.algorithms.protocol``); ``_run`` is the loop, in the order of the mathematics, for
+round r of each run:
 
-How a round's clients execute is a strategy, not a second implementation of the maths:
-``stacked`` (all at once; ``torch.func.vmap`` or a model's own batched path for neural
-models), ``static`` (stacked with one shape a round: a finished client's rows keep computing and
-are discarded, so a model's step can be replayed from a CUDA graph: ``core.cuda_graphs``) or ``sequential`` (one client after another through the same algorithm code, which
-is faster for large neural models on a CPU). A plain-SGD algorithm, whose client step is its
-``plain_sgd`` declaration's (``protocol.fused_update``), may hand the whole local solve to a model's
-fused solver (``fused=True``, the logistic regression's): the same declared update either way.
+1. evaluate the global model w_r (a row of its history; a run ends at its last round, its target, or NaN);
+2. plan the round: its clients, weights and local work (``algorithm.plan``), rates and step counts;
+3. client init (``algorithm.client_init``), then the round's mini-batches, drawn from (seed, "batches", r);
+4. local steps: every client its own number of ``algorithm.client_step`` (``fl.local_steps``: the one
+   interface behind which the fused, stacked, static and sequential accelerators sit);
+5. the clients' message (``algorithm.client_message``) and the server step (``algorithm.server_step``);
+6. checkpoint at a round boundary when due (``fl.resume``).
 
-Runs batched together (``run_batch``) are rows too, and go at their own pace (``RunOptions.pace``): a run whose
-clients are done takes its server step and begins its next round while the others are still in theirs, so a
-batch lasts as long as its longest run alone, not the sum of every round's longest (``batching.own_pace_steps``).
+``replicate.fl.oracle`` runs the same rounds client by client with autograd; tests check the two agree for
+every algorithm. Runs batched together (``run_batch``) are rows too, and go at their own pace
+(``RunOptions.pace``): a run whose clients are done takes its server step and begins its next round while the
+others are still in theirs, so a batch lasts as long as its longest run alone (``batching.own_pace_steps``).
 """
 from __future__ import annotations
 
 import functools
-import os
 import warnings
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -33,106 +30,20 @@ import torch
 from tqdm.auto import tqdm
 
 from replicate.core import rng
+from replicate.core.errors import ReplicateError
 from replicate.core.numerics import device_numerics
 from replicate.core.threads import threads
-from replicate.core.errors import ReplicateError
 from replicate.fl import batching
-from replicate.fl.sgd import LocalObjective
 from replicate.fl.algorithms import protocol
 from replicate.fl.algorithms.protocol import Algorithm, LocalWork, RoundContext, fused_update
+from replicate.fl.local_steps import (EXECUTIONS, STACKED, Trainer, full_gradients, local_steps,
+                                      preferred_execution, train_clients)
 from replicate.fl.problems import Problem
 from replicate.fl.resume import Checkpointed, Checkpoints, restore
 from replicate.fl.schedules import LRSchedule
+from replicate.fl.sgd import LocalObjective
 
-EXECUTIONS = ("stacked", "static", "sequential", "auto")
 PACES = ("own", "lockstep")
-# cuBLAS's condition for deterministic GEMMs; it must be set before the process's first CUDA GEMM
-os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-
-
-def preferred_execution(problem) -> str:
-    """The rule behind ``execution="auto"``: on a CPU, the model decides (``Model.cpu_execution``: a client loop
-    for large neural models, where it measured faster than one stacked step, BENCHMARKS.md); on CUDA the stacked
-    path, the point of the design, with one shape a round (``static``) for a model whose step replays from a CUDA
-    graph (``Model.graphed``: the LSTMs, launch-bound): a finished client's rows then keep computing, which costs
-    the device little where the step is bound by launches."""
-    if torch.device(problem.device).type == "cuda":
-        return "static" if getattr(getattr(problem, "model", None), "graphed", False) else "stacked"
-    return problem.cpu_execution()
-
-
-def train_clients(problem, algorithm, state, ctx: RoundContext, clients, batches, objective: LocalObjective,
-                  noise=None, execution: str = "stacked"):
-    """Run every client's local steps (``ctx.steps``) from ``state``; a finished client is left as it is.
-
-    ``stacked``: one group of all m clients; ``sequential``: m groups of one, through the same
-    algorithm code. Within a group, the clients still working at step s are the active rows.
-    ``static``: one group, every row computed at every step and a finished client's new rows
-    discarded (``torch.where``: its state stays bitwise what it was), so the step keeps one shape.
-    ``noise(s, batch)`` draws step s's dropout noise for all m rows (``batching.Round.noise``; None:
-    no dropout).
-    """
-    m, static = clients.numel(), execution == "static"
-    groups = [None] if execution != "sequential" else [torch.tensor([j], device=clients.device) for j in range(m)]
-    for group in groups:
-        rows = torch.arange(m, device=clients.device) if group is None else group
-        sub = state if group is None else _select(state, group)
-        sub_ctx = ctx if group is None else ctx.rows(group)
-        steps = sub_ctx.steps.cpu()  # read once a round: no device-to-host wait inside the local steps
-        working = sub_ctx.steps.to(clients.device) if static else None  # the same on the device, for the masks
-        fewest, most = (int(n) for n in steps.aminmax())  # before step ``fewest`` every client works
-        first = ctx.step  # the round's local step these steps start from (``batching.Part.ahead``)
-        for s in range(most):
-            batch = None if batches is None else batches.step(s)
-            step_noise = None if batch is None or noise is None else noise(s, batch)
-            everyone = s < fewest
-            if everyone or static:
-                before = None if everyone else {k: v.clone() for k, v in sub.items()}  # steps update in place
-                sub = _step(problem, algorithm, sub, sub_ctx.at_step(first + s), clients, batch, step_noise, objective,
-                            rows, static)
-                if before is not None:
-                    keep = working > s
-                    sub = {k: torch.where(keep.view(-1, *[1] * (v.dim() - 1)), v, before[k]) for k, v in sub.items()}
-                continue
-            local = (steps > s).nonzero().squeeze(1).to(clients.device)  # rows of ``sub`` still working
-            moved = _step(problem, algorithm, _select(sub, local), sub_ctx.rows(local).at_step(first + s), clients,
-                          batch, step_noise, objective, rows.index_select(0, local))
-            for k, v in sub.items():  # in place, as steps update: a copy of every row would cost O(m) a step
-                v.index_copy_(0, local, moved[k])
-        if group is None:
-            state = sub
-        else:
-            for k, v in state.items():
-                v.index_copy_(0, group, sub[k])
-    return state
-
-
-def _select(state, index):
-    return {k: v.index_select(0, index) for k, v in state.items()}
-
-
-def _step(problem, algorithm, state, ctx, clients, batch, noise, objective, rows, static=False):
-    """One local step of the clients at ``rows`` (rows of the round's stacked tensors); returns their state.
-    ``static``: the step has the round's one shape, so the problem may replay its gradient from a CUDA graph."""
-    every = rows.numel() == clients.numel()  # all of the round's clients: no gather needed
-    if not every:
-        clients = clients.index_select(0, rows)
-        batch = None if batch is None else (batch[0].index_select(0, rows),
-                                            None if batch[1] is None else batch[1].index_select(0, rows))
-        noise = None if noise is None else noise.index_select(0, rows)
-
-    def grad(w):
-        return objective.gradient(problem.grad(w, clients, batch, noise, static=static), w)
-
-    return algorithm.client_step(state, grad, ctx)
-
-
-def full_gradients(problem, clients, objective: LocalObjective):
-    """``RoundContext.full_grad``: each client's local-objective gradient on its whole training set."""
-    def full_grad(w):
-        return objective.gradient(problem.grad(w, clients, problem.full_batch(clients)), w)
-
-    return full_grad
 
 
 @dataclass(frozen=True)
@@ -149,7 +60,7 @@ class RunOptions:
     seed: int = 0
     objective: LocalObjective = LocalObjective()
     eval_every: int | None = 1
-    execution: str = "stacked"  # "stacked", "sequential" or "auto" (preferred_execution)
+    execution: str = "stacked"  # "stacked", "static", "sequential" or "auto" (local_steps.preferred_execution)
     fused: bool = True  # let a problem's fused solver run plain-SGD rounds
     pace: str = "own"  # batched runs: "own", each begins its next round when its clients are done; "lockstep"
     progress: bool = False
@@ -162,17 +73,6 @@ class RunOptions:
             raise ReplicateError(f"execution must be one of {', '.join(EXECUTIONS)}, got {self.execution!r}")
         if self.pace not in PACES:
             raise ReplicateError(f"pace must be one of {', '.join(PACES)}, got {self.pace!r}")
-
-
-@dataclass(frozen=True)
-class Trainer:
-    """How a round's local steps are computed: ``train(problem, algorithm, state, ctx, clients, batches,
-    objective, noise, execution)`` and ``full_gradients(problem, clients, objective)`` for
-    ``RoundContext.full_grad``. The oracle supplies its own (``replicate.fl.oracle.SEQUENTIAL``)."""
-
-    train: Callable
-    full_gradients: Callable
-    fuses: bool = True  # may hand plain-SGD rounds to a problem's fused solver
 
 
 @dataclass(frozen=True)
@@ -271,7 +171,7 @@ class _Run:
 
 
 def _begin(run: _Run, problem, population, sizes, work, trainer, objective, r) -> batching.Part | None:
-    """Run ``run``'s round r up to its client state: plan, rates, step counts (None: nobody trains). Its
+    """Round r of ``run`` planned and its clients initialised (steps 2-3; None: nobody trains in it). Its
     mini-batches are drawn after, with every run's at once (``_draw``)."""
     algorithm, flat, device = run.algorithm, run.flat, run.flat.device
     plan = algorithm.plan(population, work, run.seed, r)
@@ -299,6 +199,131 @@ def _draw(parts: list[batching.Part], problem, work) -> None:
         part.batches = batches
 
 
+@dataclass
+class _Batch:
+    """What every run of a batch shares in the loop: the problem, the local work, how clients train and evaluate."""
+
+    problem: Problem
+    work: LocalWork
+    trainer: Trainer
+    objective: LocalObjective
+    execution: str
+    eval_every: int | None
+    extra_metrics: Callable | None
+    checkpoints: Checkpoints
+    runs: list
+
+    def __post_init__(self):
+        self.population = self.problem.population()
+        self.sizes = self.population.sizes.cpu()
+
+    def evaluate(self, run: _Run) -> None:
+        """Step 1 for ``run`` at its round r = ``run.next``: the row of w_r where due, and whether the run ends
+        here (its last round, its stop hook, or a model all NaN, whose rows repeat: ``_fill``)."""
+        r, before = run.next, len(run.rows)
+        due = self.eval_every is not None and (r == run.rounds or r % self.eval_every == 0)
+        if due:
+            extra = self.extra_metrics(self.problem, run.flat, r) if self.extra_metrics is not None else {}
+            run.rows.append({"round": r, "lr": run.schedule(r), **self.problem.evaluate(run.flat), **extra})
+        run.done = r == run.rounds or due and run.spec.stop is not None and run.spec.stop(run.rows[-1])
+        if due and not run.done and self.extra_metrics is None and absorbed(run.flat):
+            _fill(run, r, self.eval_every)
+            run.done = True
+        if run.done:  # its state before this evaluation: a longer run of it may go on from here (or end here too)
+            self.checkpoints.end(self.runs.index(run), {**run.state(r), "rows": run.rows[:before], "done": False})
+        run.rows_before = before
+
+    def begin(self, run: _Run) -> None:
+        """Steps 2-3 for ``run``'s round r: planned and begun (``run.part``; None: nobody trains, and the run
+        stands at round r + 1)."""
+        r = run.next
+        run.part = _begin(run, self.problem, self.population, self.sizes, self.work, self.trainer, self.objective, r)
+        run.next = r + 1
+
+    def train(self, parts: list[batching.Part], steps: int | None, solver, plain) -> None:
+        """Step 4: the parts' clients take their next ``steps`` local steps together, as one stack of rows (None:
+        the rest of their rounds; ``batching.merge``)."""
+        if steps != 0:  # 0: a part's clients have no step to take this round (every one straggled to none)
+            round_ = batching.merge(parts, self.problem, steps)
+            state = local_steps(self.problem, parts[0].run.algorithm, round_, self.trainer, self.objective,
+                                self.execution, solver, plain)
+            for part, rows in zip(parts, round_.split(state)):
+                part.state = rows
+        taken = steps if steps is not None else max(p.left for p in parts)
+        for part in parts:
+            part.done += taken
+
+    def save(self) -> None:
+        """Step 6: every run's state (a finished one's too: its rows are not stored until the batch returns)."""
+        for index, run in enumerate(self.runs):
+            self.checkpoints.save(index, run.checkpoint())
+
+
+def _server_step(part: batching.Part) -> None:
+    """Step 5 for a run whose clients are done: their message, then the server's step to w_{r+1}."""
+    run, algorithm = part.run, part.run.algorithm
+    message = algorithm.client_message(part.state, run.flat, part.plan, part.ctx)
+    run.flat, run.server = algorithm.server_step(run.server, run.flat, message, part.plan, part.ctx)
+    run.part = None
+
+
+def _run(problem, specs, work, options, execution, trainer, extra_metrics, return_params, checkpoints):
+    """The round loop of every run of the batch (the module docstring's steps 1-6). Each pass: the runs at a round
+    boundary are evaluated and begin their next round, then every run's clients in a round train together for as
+    many local steps as the first of those rounds still needs, and the runs whose clients are done take their
+    server step. At their own pace runs never wait for each other; in lockstep (``RunOptions.pace``, an algorithm
+    that reads the round's step or warm-up flag, or a fused solver, which trains whole rounds) a pass is one round
+    of every run, a run resumed further on joining at its round."""
+    plain = fused_update(specs[0].algorithm)  # one client half for all (run_batch checked)
+    solver = problem.fused_sgd if options.fused and trainer.fuses and plain is not None else None
+    own = options.pace == "own" and solver is None and protocol.own_pace(specs[0].algorithm)
+    population = problem.population()
+    runs = [_Run(spec, problem, population, options.rounds) for spec in specs]
+    for index, run in enumerate(runs):
+        run.resume(checkpoints.load(index))
+    batch = _Batch(problem, work, trainer, options.objective, execution, options.eval_every, extra_metrics,
+                   checkpoints, runs)
+    bar = tqdm(total=max(run.rounds for run in runs), desc=options.desc, disable=not options.progress, leave=False,
+               mininterval=1.0)
+    boundary_passed = min(run.next for run in runs) > 0  # a batch starting at round 0 has nothing to save yet
+    while True:
+        if boundary_passed and (checkpoints.due() or checkpoints.stop()):  # 6. checkpoint
+            batch.save()
+            if checkpoints.stop():
+                raise Checkpointed(f"stopped at round {_reached(runs)}, the runs in flight saved")
+        boundary_passed = True
+        waiting = [run for run in runs if run.part is None and not run.done]
+        if not own and waiting:  # in lockstep the runs at the batch's earliest round go on; one resumed later waits
+            waiting = [run for run in waiting if run.next == min(w.next for w in waiting)]
+        for run in waiting:
+            while True:
+                batch.evaluate(run)  # 1. evaluate w_r
+                if run.done:
+                    break
+                batch.begin(run)  # 2-3. plan round r, client init
+                if run.part is not None or not own:  # at its own pace, a round nobody trains in is passed at once
+                    break
+        if fresh := [run.part for run in waiting if run.part is not None]:
+            _draw(fresh, problem, work)  # 3. the round's mini-batches, every run's at once
+        parts = [run.part for run in runs if run.part is not None]
+        if not parts and all(run.done for run in runs):
+            break
+        if parts:
+            batch.train(parts, min(p.left for p in parts) if own else None, solver, plain)  # 4. local steps
+            for part in parts:
+                if part.left <= 0:
+                    _server_step(part)  # 5. client message, server step
+        bar.update(_reached(runs) - bar.n)
+    bar.close()
+    histories = [pd.DataFrame(run.rows) for run in runs]
+    return [(h, run.flat.detach().cpu()) for h, run in zip(histories, runs)] if return_params else histories
+
+
+def _reached(runs) -> int:
+    """The round every run still training has reached (the longest run's last once all are done)."""
+    return min((run.next for run in runs if not run.done), default=max(run.rounds for run in runs))
+
+
 def absorbed(flat: torch.Tensor) -> bool:
     """Whether a run has diverged for good: every parameter NaN. NaN is absorbing for every algorithm here
     (each new model is made from the old one by products and sums: w ← decay·w − η·g, averages, server
@@ -318,103 +343,5 @@ def _fill(run: _Run, r: int, eval_every: int) -> None:
     run.rows.append({**last, "round": run.rounds, "lr": run.schedule(run.rounds)})
 
 
-def _run(problem, specs, work, options, execution, trainer, extra_metrics, return_params, checkpoints):
-    """The round loop of every run of the batch. Each pass: the runs at a round boundary are evaluated and begin
-    their next round (``boundary``), then every run's clients in a round train together for as many local steps as
-    the first of those rounds still needs (``_train``). At their own pace runs never wait for each other; in
-    lockstep (``RunOptions.pace``, an algorithm that reads the round's step or warm-up flag, or a fused solver,
-    which trains whole rounds) a pass is one round of every run, a run resumed further on joining at its round."""
-    objective, eval_every = options.objective, options.eval_every
-    plain = fused_update(specs[0].algorithm)  # one client half for all (run_batch checked)
-    solver = problem.fused_sgd if options.fused and trainer.fuses and plain is not None else None
-    own = options.pace == "own" and solver is None and protocol.own_pace(specs[0].algorithm)
-    population = problem.population()
-    runs = [_Run(spec, problem, population, options.rounds) for spec in specs]
-    for index, run in enumerate(runs):
-        run.resume(checkpoints.load(index))
-    sizes = population.sizes.cpu()
-
-    def evaluate(run, r):
-        extra = extra_metrics(problem, run.flat, r) if extra_metrics is not None else {}
-        run.rows.append({"round": r, "lr": run.schedule(r), **problem.evaluate(run.flat), **extra})
-
-    def boundary(run):
-        """``run`` before its round r = ``run.next``: its evaluation, then round r begun (or the run done)."""
-        r, before = run.next, len(run.rows)
-        if r == run.rounds:  # the final model's row
-            run.done = True
-            if eval_every is not None:
-                evaluate(run, r)
-        elif eval_every is not None and r % eval_every == 0:
-            evaluate(run, r)
-            run.done = run.spec.stop is not None and run.spec.stop(run.rows[-1])
-            if not run.done and extra_metrics is None and absorbed(run.flat):
-                _fill(run, r, eval_every)
-                run.done = True
-        if run.done:  # its state before this evaluation: a longer run of it may go on from here (or end here too)
-            checkpoints.end(runs.index(run), {**run.state(r), "rows": run.rows[:before], "done": False})
-        else:  # round r begun (None: nobody trains in it, and the run stands at round r + 1)
-            run.part = _begin(run, problem, population, sizes, work, trainer, objective, r)
-            run.rows_before, run.next = before, r + 1
-
-    bar = tqdm(total=max(run.rounds for run in runs), desc=options.desc, disable=not options.progress, leave=False,
-               mininterval=1.0)
-    boundary_passed = min(run.next for run in runs) > 0  # a batch starting at round 0 has nothing to save yet
-    while True:
-        if boundary_passed and (checkpoints.due() or checkpoints.stop()):
-            for index, run in enumerate(runs):  # a finished run too: its rows are not stored until the batch returns
-                checkpoints.save(index, run.checkpoint())
-            if checkpoints.stop():
-                raise Checkpointed(f"stopped at round {_reached(runs)}, the runs in flight saved")
-        boundary_passed = True
-        waiting = [run for run in runs if run.part is None and not run.done]
-        if not own and waiting:  # in lockstep the runs at the batch's earliest round go on; one resumed later waits
-            waiting = [run for run in waiting if run.next == min(w.next for w in waiting)]
-        for run in waiting:
-            boundary(run)
-            while own and run.part is None and not run.done:  # nobody trained in its round: on to the next
-                boundary(run)
-        if fresh := [run.part for run in waiting if run.part is not None]:
-            _draw(fresh, problem, work)
-        parts = [run.part for run in runs if run.part is not None]
-        if not parts and all(run.done for run in runs):
-            break
-        if parts:
-            _train(problem, parts, min(p.left for p in parts) if own else None, solver, plain, trainer, objective,
-                   execution)
-        bar.update(_reached(runs) - bar.n)
-    bar.close()
-    histories = [pd.DataFrame(run.rows) for run in runs]
-    return [(h, run.flat.detach().cpu()) for h, run in zip(histories, runs)] if return_params else histories
-
-
-def _reached(runs) -> int:
-    """The round every run still training has reached (the longest run's last once all are done)."""
-    return min((run.next for run in runs if not run.done), default=max(run.rounds for run in runs))
-
-
-def _train(problem, parts, steps, solver, plain, trainer, objective, execution) -> None:
-    """The parts' clients take their next ``steps`` local steps together (None: the rest of their rounds); a part
-    whose round is then done sends its clients' message and its run takes its server step."""
-    if steps != 0:  # 0: a part's clients have no step to take this round (every one straggled to none)
-        round_ = batching.merge(parts, problem, steps)
-        state, ctx = round_.state, round_.ctx
-        if solver is not None and round_.batches is not None:  # the same update, one fused solve (PlainSGD)
-            state["w"] = solver(ctx.params, round_.clients, ctx.steps, ctx.lr.squeeze(1), round_.batches,
-                                objective, plain, runs=round_.runs)
-        else:
-            state = trainer.train(problem, parts[0].run.algorithm, state, ctx, round_.clients, round_.batches,
-                                  objective, round_.noise, execution)
-        for part, rows in zip(parts, round_.split(state)):
-            part.state = rows
-    taken = steps if steps is not None else max(p.left for p in parts)
-    for part in parts:
-        part.done += taken
-        if part.left <= 0:
-            run, algorithm = part.run, part.run.algorithm
-            message = algorithm.client_message(part.state, run.flat, part.plan, part.ctx)
-            run.flat, run.server = algorithm.server_step(run.server, run.flat, message, part.plan, part.ctx)
-            run.part = None
-
-
-STACKED = Trainer(train_clients, full_gradients)
+__all__ = ["EXECUTIONS", "PACES", "STACKED", "LocalObjective", "RunOptions", "RunSpec", "Trainer", "absorbed",
+           "full_gradients", "preferred_execution", "run", "run_batch", "train_clients"]

@@ -15,7 +15,8 @@ from dataclasses import replace
 import torch
 
 from replicate.fl import sgd
-from replicate.fl.engine import Trainer, run
+from replicate.fl.engine import run
+from replicate.fl.local_steps import Trainer
 
 
 def sequential_train(problem, algorithm, state, ctx, clients, batches, objective, dropout=None, execution=None):

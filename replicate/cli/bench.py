@@ -2,34 +2,30 @@
 
 Workloads:
 - synthetic(1,1): 100 clients, softmax regression 60 → 10, E = 20 local SGD steps,
-  b = 24, Scheme I with K = 10 and K = 100 clients per round (issue #2).
+  b = 24, Scheme I with K = 10 and K = 100 clients per round.
 - mnist unbalanced: 100 clients, softmax regression 784 → 10, E = 100 steps, b = 64,
   Scheme I with K = 30, the setting of Li et al.'s Figure 1a whose large-E runs dominate
-  the paper profile (issue #3); skipped when MNIST is not staged.
+  the paper profile; skipped when MNIST is not staged.
 - FedProx with 90% stragglers: synthetic(1,1) with 30 devices, E = 20 epochs of b = 10,
-  K = 10, μ = 1; 9 of 10 clients stop after 1–19 epochs (unequal local work, issue #8).
+  K = 10, μ = 1; 9 of 10 clients stop after 1–19 epochs (unequal local work).
 
 Three solvers get identical round plans and mini-batch draws: the engine with the linear
 model's fused solver (the plain-SGD algorithms' opt-in), the engine's generic per-step
 gradient path (what non-linear models use), and the sequential autograd oracle. Metrics
-evaluation is excluded (``eval_every=None``) so only training is timed (before 2026-11-22 the
-runs evaluated the initial and final models inside the timing).
+evaluation is excluded (``eval_every=None``) so only training is timed.
 
-The FedProx LSTMs (issue #11; real data, skipped when not staged, and the Shakespeare model on random
-windows of its shape, which a GPU slot can always time) have no fused solver: the engine stacked (the
-model's batched recurrence over clients, weight gradients formed once per layer since 2026-11-23),
-static (the same with one shape a round; on a GPU the step replays from a CUDA graph: issue #38
-item 1), the engine's client loop (PyTorch's fused LSTM kernel, one device at a time) and the oracle,
-FedProx with K = 10, b = 10; medians of 4 repeats of 2 rounds. These
-timings move between runs on this machine more than the others: on one idle afternoon five bench
-runs gave Sent140's oracle 0.79-1.6 s/round and its stacked engine 1.0-1.2 s/round, so read the
-LSTM ratios to ±50%.
+The FedProx LSTMs (real data, skipped when not staged, and the Shakespeare model on random windows of
+its shape, which a GPU slot can always time) have no fused solver: the engine stacked (the model's
+batched recurrence over clients, weight gradients formed once per layer), static (the same with one
+shape a round; on a GPU the step replays from a CUDA graph), the engine's client loop (PyTorch's fused
+LSTM kernel, one device at a time) and the oracle, FedProx with K = 10, b = 10; medians of 4 repeats of
+2 rounds. These timings move between bench runs more than the others (measured: five runs on an idle
+machine spread Sent140's oracle up to twofold), so read the LSTM ratios to ±50%.
 
-Kernel launches (issue #24 §2): the top-level ATen ops of one stacked local step of every model
-preset at 10 and 1,000 stacked models (counted on the CPU whatever ``--device`` says; the FEMNIST
-CNNs and the LSTMs at reduced widths, which leave the count unchanged), and for the LSTMs the ops
-per time step and layer: 31 before 2026-11-24, when the recurrence ran under autograd, 10 since
-(7 forward, 3 backward, written by hand).
+Kernel launches: the top-level ATen ops of one stacked local step of every model preset at 10 and
+1,000 stacked models (counted on the CPU whatever ``--device`` says; the FEMNIST CNNs and the LSTMs
+at reduced widths, which leave the count unchanged), and for the LSTMs the ops per time step and
+layer: 10 (7 forward, 3 backward, written by hand), against 31 for the recurrence under autograd.
 
 The sections after these (STEM on CIFAR-10, runs as a tensor dimension, dropout noise, own pace) describe
 their workloads where they are printed (their modules' docstrings).
@@ -82,8 +78,8 @@ LSTM_WORKLOADS = {
         dataset="given", model="char_lstm", algorithm=FedProx(0.001, 10, sampling="uniform"),
         local_steps=5, batch_size=10, client_lr=0.8, lr_schedule="constant", weight_decay=0.0, clip_norm=None),
 }
-# static: one shape a round, the step replayed from a CUDA graph on a GPU (issue #38 item 1; on a CPU the
-# stacked step with finished clients' rows kept, which these equal-step workloads never have)
+# static: one shape a round, the step replayed from a CUDA graph on a GPU (on a CPU the stacked step
+# with finished clients' rows kept, which these equal-step workloads never have)
 LSTM_SOLVERS = {"stacked": {"execution": "stacked"}, "static": {"execution": "static"},
                 "client loop": {"execution": "sequential"}, "oracle": {"trainer": oracle.SEQUENTIAL}}
 SOLVERS = {
@@ -285,7 +281,7 @@ def table(results: list[dict]) -> str:
                       for r in results])
 
 
-# ---- top-level ops per local step (issue #24 §2) --------------------------------------------------
+# ---- top-level ops per local step -----------------------------------------------------------------
 
 # Every model preset, built as its preset (layers, loss, options) at the widths given: the FEMNIST CNNs
 # and the LSTMs narrowed so that 1,000 stacked copies fit this machine (a count does not depend on

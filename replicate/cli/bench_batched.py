@@ -13,7 +13,7 @@ Per-run time at R is the batch's time / R; the gain is one run alone / that. The
 many such runs the sweep runner trains together on this device (``runs/batched.py::piece``: on a CPU at
 most 160 stacked clients, so the LeNet grid, which batching slows here, runs one by one).
 
-What bounds the logistic gain (measured 2026-11-26, one thread, one other core busy): a batch stacks the
+What bounds the logistic gain (measured: one thread, one other core busy): a batch stacks the
 *distinct* clients of its runs' rounds, and Scheme I draws K = 10 with replacement in proportion to n_k,
 so a run trains ≈ 8 distinct rows a round (R = 16: 124-128 rows; one run with K = 100: 32-37, not 100).
 A stacked row then costs the same in a batch as in one run, ≈ 0.11 ms a round (R = 16: 13.6 ms for

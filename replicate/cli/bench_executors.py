@@ -1,4 +1,4 @@
-"""Sweep executors (issue #26), timed: one smoke sweep (``EXECUTOR_SWEEP``, 8 quadratic runs of about half a
+"""Sweep executors, timed: one smoke sweep (``EXECUTOR_SWEEP``, 8 quadratic runs of about half a
 second each) through the local pool and through a private Ray instance of this machine, as many
 worker slots each, each into an empty cache; wall times exclude starting Ray (shown apart) and
 include the local pool's process start. Ray's per-task overhead is its wall time, times the slots,

@@ -1,4 +1,4 @@
-"""Dropout noise of one FEMNIST step (issue #38 item 3): the counter stream computed on the run's device
+"""Dropout noise of one FEMNIST step: the counter stream computed on the run's device
 (``core.counter_rng``, what runs use) against the draw it replaced, a CPU ``torch.Generator``'s uniform copied
 to the device. Reddi et al.'s CNN at Charles & Konečný's paper settings: M = 10 clients × B = 20 samples ×
 9,344 units = 1.9 M values a step."""

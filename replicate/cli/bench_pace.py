@@ -1,4 +1,4 @@
-"""Runs of a batch at their own pace against lockstep (issue #38 item 4), on FedProx's Shakespeare LSTM.
+"""Runs of a batch at their own pace against lockstep, on FedProx's Shakespeare LSTM.
 
 LEAF Shakespeare's clients are very unequal (an epoch is 322 steps of b = 10 on the mean client, ≈ 1,500 on a
 round's busiest), so a stacked round lasts as long as its busiest client, and in lockstep a batch's round as long

@@ -1,4 +1,4 @@
-"""STEM on CIFAR-10 (issue #25; Khanduri et al.'s Figures 2 and 3, skipped when neither CIFAR-10 copy is
+"""STEM on CIFAR-10 (Khanduri et al.'s Figures 2 and 3, skipped when neither CIFAR-10 copy is
 staged): the LeNet-5 over all 100 workers, (b, I) = (8, 61) and (64, 7), one intra-op thread (as the
 figures' runs use), the engine stacked and its client loop. A regular round (two gradients per local
 step) is timed as a 2-round run less the 1-round run (the warm-up round: STEM's initial batch B = b·I),

@@ -12,7 +12,7 @@ Tolerance: a value agrees when ``|ours − committed| ≤ ATOL + RTOL·|committe
 ``isclose``). RTOL = 1e-2 by default; rounds-to-target counts (Li et al. Fig 1a) may move by a
 round where a loss crosses its target a hair earlier or later, hence 5e-2 there. Li et al. Fig 4's Original
 at η0 ≥ 0.5 trains unstably: a one-ulp change of its initial model moves its loss by 0.26 % after one round
-(measured), and two CPUs (an AMD EPYC and an Intel Xeon with AVX-512, 2026-11-28) gave curves up to 13 % apart
+(measured), and two CPUs (an AMD EPYC and an Intel Xeon with AVX-512) gave curves up to 13 % apart
 with the same verdicts; there the promise is the verdicts, with values within 15 %.
 
 Each claims record counts the processors its runs computed on (``machines``: ``core.machine.describe``, from

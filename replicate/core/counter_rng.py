@@ -7,12 +7,11 @@ by (seed, role, round, step) (``replicate.core.rng.seed_for``) is computed on th
 host draw, no copy to a GPU), and any slice of it is the same numbers whatever else is drawn.
 
 Torch's own generators give other numbers on a CPU (mt19937) and a GPU (its Philox layout), which is why
-dropout noise was drawn on one host core and copied (issue #38 item 3). Philox4x32-10 in tensor ops was
-tried first: 6.7-12× slower than ``torch.rand`` on one CPU thread for a FEMNIST step's 1.9 M values (114-208
-ms vs 17); this stream, four 16-bit values a word, takes 5-6 ms there against ``torch.rand``'s 12-18 ms
-(measured on the build machine's loaded AMD EPYC, one thread). The products wrap modulo 2⁶⁴ in int64
-(two's complement, as CPUs and CUDA multiply); right shifts are masked to act as unsigned ones. Checked
-against the published splitmix64 outputs and exact integer arithmetic (tests/test_counter_rng.py).
+dropout noise was drawn on one host core and copied. Philox4x32-10 in tensor ops was tried first: several
+times slower than ``torch.rand`` on one CPU thread for a FEMNIST step's values; this stream, four 16-bit
+values a word, is faster than ``torch.rand`` there (measured, one thread). The products wrap modulo 2⁶⁴ in
+int64 (two's complement, as CPUs and CUDA multiply); right shifts are masked to act as unsigned ones.
+Checked against the published splitmix64 outputs and exact integer arithmetic (tests/test_counter_rng.py).
 """
 from __future__ import annotations
 

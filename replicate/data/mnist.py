@@ -1,6 +1,6 @@
 """MNIST: the IDX reader and the three federated MNIST sets of Li et al. (2020) and FedProx.
 
-Spec: ``shared/specs/li2020-fedavg-noniid-and-fedprox.md`` §1(b).
+Spec: ``docs/specs/li2020-fedavg-noniid-and-fedprox.md`` §1(b).
 
 - :func:`mnist_balanced` — Li et al. Table 2 "mnist balanced" (fedavgpy ``generate_equal.py``).
 - :func:`mnist_unbalanced` — Li et al. Table 2 "mnist unbalanced"; its generator was never

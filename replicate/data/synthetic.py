@@ -1,6 +1,6 @@
 """Synthetic(α, β) and Synthetic IID (Shamir et al.'s model as used by FedProx and Li et al.).
 
-Spec ``shared/specs/li2020-fedavg-noniid-and-fedprox.md`` §1(a); reference generators
+Spec ``docs/specs/li2020-fedavg-noniid-and-fedprox.md`` §1(a); reference generators
 FedProx ``data/synthetic_*/generate_*.py`` and fedavgpy ``data/synthetic/generate_synthetic.py``.
 
 Device k has n_k = int(lognormal(4, 2)) + 50 samples x ∈ R^60 ~ N(v_k, Σ),

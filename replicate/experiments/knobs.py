@@ -173,7 +173,7 @@ def check_tune_seeds(config) -> None:
 
 def held_out(frame, config):
     """The rows of ``frame`` from the seeds that chose no setting (``config.seeds`` after the first ``tune_seeds``:
-    issue #40, a tuning seed is never a test seed) and the claims' note on them; with no such seed (a one-seed
+    a tuning seed is never a test seed) and the claims' note on them; with no such seed (a one-seed
     smoke run) every row, and the note says so."""
     test = list(config.seeds[config.tune_seeds:])
     if not test:

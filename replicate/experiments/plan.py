@@ -11,7 +11,7 @@ ledger by key; a final run depends on the rates the tuning chose, so it counts a
 holds a run equal to its template on every field the tuning does not set (``TUNED``). Cost: seconds a sequential
 local step of that model and dataset took on this device kind, the median over the ledger's runs
 (``elapsed_s``: a batch's time shared among its runs); without one, from a bench's CUDA timing of that
-model (``REFERENCE_S``) or *modelled* as ops per step × ``OP_SECONDS``, host-bound as issue #38 measured
+model (``REFERENCE_S``) or *modelled* as ops per step × ``OP_SECONDS``, host-bound as measured
 (two gradients a step for STEM), shared by the runs a slot batches (``work.SLOT``): marked, and for the
 modelled ones a lower bound, except for a model whose step the GPU replays from a CUDA graph
 (``fl.models.graphed``: the LSTMs), where the op-by-op dispatch is what the graph removes, so its cost is
@@ -33,13 +33,13 @@ from replicate.experiments import catalog, knobs, work
 from replicate.fl import models
 from replicate.runs import cache, ledger, travel
 
-OP_SECONDS = 8e-6  # host dispatch + launch of one op on the GPU machine (issue #38: 3.5-6.5 µs + launch)
+OP_SECONDS = 8e-6  # host dispatch + launch of one op on the GPU machine (measured: 3.5-6.5 µs + launch)
 # FEMNIST's dropout noise a step: the 22 ops core.counter_rng.uniform dispatches (counted with a
-# TorchDispatchMode; 16 launch kernels), computed on the device (it was drawn on one host core, 9-15 ms a
-# run-step, before issue #38 item 3)
+# TorchDispatchMode; 16 launch kernels), computed on the device rather than drawn on one host core and
+# copied (by far the slower way)
 NOISE_OPS = 22
 # Seconds a gradient step measured on CUDA outside the ledger: STEM's stacked CIFAR-10 round, 0.9 s at
-# (b, I) = (8, 61) on an H100 (docs/BENCHMARKS.cuda.md, 2026-11-26), two gradients a step
+# (b, I) = (8, 61) on an H100 (docs/BENCHMARKS.cuda.md), two gradients a step
 REFERENCE_S = {"lenet5": 0.9 / 61 / 2}
 # Where no CUDA timing exists, a step costs at least its arithmetic: one client's gradient FLOPs at the run's
 # mini-batch (gpu_work.json's ``gflop_per_client_step``, ``work.flops_per_step``) times the clients a round, at

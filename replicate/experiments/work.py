@@ -1,4 +1,4 @@
-"""The work of the paper profile of every GPU-scale figure (issue #24 §3), enumerated without running it.
+"""The work of the paper profile of every GPU-scale figure, enumerated without running it.
 
 A GPU-scale figure is one whose paper profile this project's 2-core CPU cannot run: ``FIGURES`` below is
 the one list of them, each with its coverage item (``report.coverage.ITEMS``). For each, its figure config at the paper profile (the dataclass defaults; the FedProx
@@ -117,7 +117,7 @@ def _stem_fig5():
 
 
 # Where each model's step was timed; the numbers are read from the records at render time (``_recorded``,
-# ``_on_gpu``), never typed here (issue #40 item 8)
+# ``_on_gpu``), never typed here
 _LSTM_COST = "one core's LSTM rounds: BENCHMARKS.md (engine section)"
 _FEMNIST_COST = "the FEMNIST CNN's ops per step: BENCHMARKS.md (op counts)"
 _STEM_COST = ("a STEM round on one idle core: BENCHMARKS.md (STEM on CIFAR-10); on an H100 and the H200 slots: "

@@ -110,7 +110,7 @@ def batch_steps(lengths: list[torch.Tensor]) -> int:
 
 
 def own_pace_steps(lengths: list[torch.Tensor]) -> int:
-    """Sequential local steps of the same runs at their own pace (the engine's default, issue #38 item 4): each
+    """Sequential local steps of the same runs at their own pace (the engine's default): each
     begins its next round as soon as its own clients are done, so the batch lasts as long as its longest run alone."""
     return max(int(t.sum()) for t in lengths)
 

@@ -124,7 +124,7 @@ class SampleProblem:
     def dropout_noise(self, batch, key: int) -> torch.Tensor | None:
         """Uniform noise (m, b, *dropout_shape) for one step's dropout from the counter stream ``key``, or None
         without dropout. Computed on the problem's device, the same numbers on every device
-        (``core.counter_rng``): no host draw and no copy a step (issue #38 item 3)."""
+        (``core.counter_rng``): no host draw and no copy a step."""
         if not self.model.dropout:
             return None
         return counter_rng.uniform(key, (*batch[0].shape, *self.model.dropout_shape), device=self.device)

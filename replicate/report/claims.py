@@ -24,7 +24,7 @@ from replicate.report import plotting
 from replicate.core.fileio import atomic_write_text, check_writable
 from replicate.core.errors import ReplicateError
 
-PAPERS = ("li2020", "fedprox2020", "charles2021", "khanduri2021", "notes", "arena")  # arena: not a paper (issue #42)
+PAPERS = ("li2020", "fedprox2020", "charles2021", "khanduri2021", "notes", "arena")  # arena: not a paper
 PROFILES = ("smoke", "paper")
 
 

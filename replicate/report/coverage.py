@@ -60,7 +60,7 @@ def status(run: str, data: str, passed: int, total: int) -> str:
 
 
 # Where an item comes from. Only the five documents' own figures and tables are rows of the papers' coverage
-# table and its counts (issue #40 items 1-2); the others are listed beside it.
+# table and its counts; the others are listed beside it.
 ORIGINS = {
     "document": "a figure or table of one of the five documents",
     "ours": "a check of ours, no figure or table of the documents",
@@ -88,7 +88,7 @@ class Item:
 
     def text(self, by_key: dict) -> str:
         """The detail with every ``{name}`` filled from the published records (``facts``): prose never states a
-        number by hand that a record holds (issue #40 item 8); a number whose record is absent reads "?"."""
+        number by hand that a record holds; a number whose record is absent reads "?"."""
         if self.facts is None:
             return self.detail
         return facts.render(self.detail, self.facts, by_key)
@@ -198,7 +198,7 @@ ITEMS: tuple[Item, ...] = (
     Item("fedprox2020", "Figures 1 and 5", "heterogeneity on four synthetic sets", "paper", "redrawn",
          "paper settings (30 devices, E = 20, μ ∈ {0, 1}, 200 rounds); our seeded draws of the unseeded generators",
          ("fedprox2020/fig1",)),
-    # A row is one scale (issue #40 item 3): the convex and MNIST-family panels ran at the paper's scale, the LSTM
+    # A row is one scale: the convex and MNIST-family panels ran at the paper's scale, the LSTM
     # panels at CPU scale or not at all, so each of these figures has a row for each.
     Item("fedprox2020", "Figures 2 and 6", "E ∈ {1, 20, 50} with μ = 0 on real data", "paper", "limited",
          "paper settings; EMNIST is the partial LEAF copy (105 of 900 writers) and EMNIST* is derived from it",

@@ -1,5 +1,5 @@
-"""The numbers each coverage row's prose states, read from the published records (issue #40 item 8: prose never
-states by hand a number a record holds). Each function takes the records by ``paper/figure`` and returns the
+"""The numbers each coverage row's prose states, read from the published records (prose never states
+by hand a number a record holds). Each function takes the records by ``paper/figure`` and returns the
 row's ``{name}`` values; ``coverage.Item.text`` fills them in (a record or CSV not published gives "?").
 """
 from __future__ import annotations

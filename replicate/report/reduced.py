@@ -31,8 +31,8 @@ class Reduced:
 
     def text(self, root: Path) -> str:
         """The note with every ``{name}`` filled from the figure's CSV under ``root`` (``facts``): a note never
-        states by hand a number its outputs hold (issue #40 item 8); with no CSV (or one without the figure's
-        columns), each reads "?"."""
+        states by hand a number its outputs hold; with no CSV (or one without the figure's columns), each
+        reads "?"."""
         if self.facts is None:
             return self.note
         return facts.render(self.note, self.facts, root / f"{self.key}.csv")
@@ -45,8 +45,8 @@ class Reduced:
         return tuple(name for name in names if name not in NOT_KNOBS)
 
 
-# STEM's CIFAR-10 Figures 2-4 at the scale this machine ran in one session with a GPU-less, shared 2-core CPU
-# (issue #25): ≈ 12 CPU-min a figure (3 runs of 10 rounds; BENCHMARKS.md's CPU seconds of a round).
+# STEM's CIFAR-10 Figures 2-4 at the scale this machine ran in one session with a GPU-less, shared 2-core CPU:
+# ≈ 12 CPU-min a figure (3 runs of 10 rounds; BENCHMARKS.md's CPU seconds of a round).
 _STEM_CIFAR_SCALE = (
     "seeds 0 and 1 (the paper profile: 3), 10 of 100 rounds (≈ 9-10 local epochs), evaluated every round, rates "
     "tuned on seed 0 by the final training loss over grids far narrower than the paper profile's (34 STEM pairs, 6 "

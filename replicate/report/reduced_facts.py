@@ -1,5 +1,5 @@
-"""The numbers a reduced-scale note states, read from the figure's committed CSV (issue #40 item 8: prose never
-states by hand a number a record holds). Each function takes the CSV's path and returns the note's ``{name}``
+"""The numbers a reduced-scale note states, read from the figure's committed CSV (prose never states by
+hand a number a record holds). Each function takes the CSV's path and returns the note's ``{name}``
 values; ``reduced.Reduced.text`` fills them in (a CSV not published gives "?").
 
 The windows are the figures' own: FedProx's Sent140 panels end at their last evaluation (round 200); Charles &

@@ -7,7 +7,9 @@ from pathlib import Path
 from replicate.core import paths
 from replicate.core.fileio import atomic_write_text
 from replicate.report import coverage, history, reduced
-from replicate.report.claims import BASES, KIND_RULE
+from replicate.report.claims import BASES, KIND_RULE, REDUCED_FOLDER
+
+THUMBNAIL_WIDTH = 160  # pixels: a summary row's figure, readable as a picture, small enough for one screen
 
 PAPER_TITLES = {
     "li2020": "Li et al. 2020 — On the Convergence of FedAvg on Non-IID Data",
@@ -59,7 +61,8 @@ def _unique_compute(records: list[dict]) -> float:
     return sum(keyed.values()) + sum(r.get("runs_compute_s", 0.0) for r in records if not r.get("run_seconds"))
 
 
-def _counts(claims: list[dict]) -> str:
+def counts(claims: list[dict]) -> str:
+    """How many of ``claims`` hold, by kind, in one phrase."""
     replication = [c for c in claims if c.get("kind", "replication") == "replication"]
     consistency = [c for c in claims if c.get("kind") == "consistency"]
     if not replication and consistency:  # an analytic item: nothing measured, nothing to count
@@ -184,7 +187,7 @@ def _coverage(records: list[dict], work: list[dict] | None = None, slots: dict |
         mine = [r for r in work if (r["paper"], r["item"]) == (item.paper, item.item) and item.run != "paper"]
         detail = item.text(by_key) + (("; " if item.detail else "") + _work_of(mine) if mine else "")
         return (f"| {item.paper} | {item.name} | {_cell(item.what)} | {item.status(by_key)} | {_cell(detail)} | "
-                f"{(_counts(claims) + ' — ' + links) if claims else '—'} |")
+                f"{(counts(claims) + ' — ' + links) if claims else '—'} |")
 
     beyond = [item for item in coverage.ITEMS if item.origin != "document"]
     for item in coverage.ITEMS:
@@ -193,7 +196,7 @@ def _coverage(records: list[dict], work: list[dict] | None = None, slots: dict |
             lines.append(row(item))
     counts = {s: statuses.count(s) for s in coverage.STATUSES}
     lines += ["", "Items: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + ".", ""]
-    if beyond:  # an item of ours, or of another paper, is never a row of the papers' coverage (issue #40 items 1-2)
+    if beyond:  # an item of ours, or of another paper, is never a row of the papers' coverage
         lines += ["Beyond the five documents, not counted among the items above: checks of ours that are no figure "
                   "or table of theirs (their measured claims test statements of the documents and are counted with "
                   "the rest), and the final FedProx paper's straggler figure, which the project runs but the draft "
@@ -201,6 +204,92 @@ def _coverage(records: list[dict], work: list[dict] | None = None, slots: dict |
                   "", "| document | item | what | status | notes | claims |",
                   "|---|---|---|---|---|---|"] + [row(item) for item in beyond] + [""]
     return lines + (_work_table(work) if work else []) + (_slots_table(slots) if slots else [])
+
+
+def verdict_of(c: dict) -> str:
+    """A claim's verdict as its record states it (records published before verdicts were recorded: PASS/FAIL)."""
+    return c.get("verdict") or ("PASS" if c["passed"] else "FAIL")
+
+
+def anchor(key: str) -> str:
+    """The id of a figure's details in REPLICATION.md (``paper/figure`` or ``cpu_scale/paper/figure``)."""
+    return key.replace("/", "-")
+
+
+def _target(key: str) -> str:
+    """The invisible link target of a figure's details."""
+    return f'<a id="{anchor(key)}"></a>'
+
+
+def headline(claims: list[dict]) -> dict | None:
+    """The claim a summary shows for a figure: its first failing replication claim, else its first replication
+    claim, else its first failing consistency check, else its first check, else its first claim (a failure is
+    never hidden behind a pass)."""
+    order = [(kind, failing) for kind in ("replication", "consistency") for failing in (True, False)]
+    found = (next((c for c in claims if c.get("kind", "replication") == kind and not (failing and c["passed"])), None)
+             for kind, failing in order)
+    return next((c for c in found if c), claims[0] if claims else None)
+
+
+def statuses(key: str, by_key: dict) -> list[tuple[str, str]]:
+    """(item, status) of each coverage row a paper-scale figure backs; a run below the paper's scale is reduced
+    scale whatever its claims say (``coverage.status``)."""
+    if key.startswith(REDUCED_FOLDER + "/"):
+        return [("", "reduced scale")]
+    return [(item.name, item.status(by_key)) for item in coverage.ITEMS if key in item.figures]
+
+
+def _brief(text: str, limit: int = 160) -> str:
+    """``text`` cut after its last whole clause (``; ``, else ``, ``) within ``limit`` characters, marked " …"."""
+    if len(text) <= limit:
+        return text
+    cut = max(text.rfind("; ", 0, limit), 0) or max(text.rfind(", ", 0, limit), 0)
+    return text[:cut] + " …" if cut else text
+
+
+def _summary_row(key: str, record: dict, what: str, by_key: dict) -> str:
+    rows = statuses(key, by_key)
+    status = "<br>".join(f"{name}: {s}" if len(rows) > 1 else s for name, s in rows)
+    claim = headline(record["claims"])
+    said = ours = "—"
+    if claim:
+        said = claim["claim"] + (f" (paper: {claim['paper_value']})" if claim.get("paper_value") else "")
+        verdict = verdict_of(claim)
+        ours = _brief(claim["result"]) + " — " + (verdict if claim["passed"] else f"**{verdict}**")
+    return (f'| <img src="figures/{key}.png" width="{THUMBNAIL_WIDTH}"> | [{record["figure"]}](#{anchor(key)}): '
+            f"{_cell(what)} | {_cell(status)} | {counts(record['claims'])} | {_cell(said)} | {_cell(ours)} |")
+
+
+def summary_rows(records: list[dict], root: Path) -> dict[str, list[tuple[str, dict, str]]]:
+    """Per document, its committed figures as (key, record, what it shows): the paper-scale ones in the order of
+    ``records``, then its runs below the paper's scale (``reduced.REDUCED``)."""
+    by_key = {f"{r['paper']}/{r['figure']}": r for r in records}
+    rows = {}
+    for paper in PAPER_TITLES:
+        mine = [(key, r, "; ".join(f"{i.name}: {i.what}" for i in coverage.ITEMS if key in i.figures))
+                for key, r in by_key.items() if r["paper"] == paper]
+        mine += [(item.key, json.loads((root / f"{item.key}.claims.json").read_text()), item.what)
+                 for item in reduced.REDUCED
+                 if item.key.split("/")[1] == paper and (root / f"{item.key}.claims.json").is_file()]
+        if mine:
+            rows[paper] = mine
+    return rows
+
+
+def _summary(records: list[dict], root: Path) -> list[str]:
+    """Per document, each committed figure at a glance: its thumbnail, status, one claim beside the paper's
+    statement, and a link to its details below."""
+    by_key = {f"{r['paper']}/{r['figure']}": r for r in records}
+    lines = ["## Summary: each figure at a glance", "",
+             "Per document, every committed figure: its status (the coverage rule below), its claims, and one "
+             "claim, the paper's statement beside our number (the figure's first failing replication claim, else "
+             "its first replication claim, else its first check). The figure's name links to its details below; "
+             "runs below the paper's scale are labelled reduced scale and counted nowhere.", ""]
+    for paper, mine in summary_rows(records, root).items():
+        lines += [f"### {PAPER_TITLES[paper]} (summary)", "",
+                  "| figure | item | status | claims | the paper (as tested) | ours |", "|---|---|---|---|---|---|"]
+        lines += [_summary_row(key, r, what, by_key) for key, r, what in mine] + [""]
+    return lines
 
 
 def _claim_text(c: dict) -> str:
@@ -222,8 +311,9 @@ def render(root: Path | None = None) -> str:
     all_claims = [c for r in records for c in r["claims"]]
     lines = ["# REPLICATION report", "",
              "Generated by `python -m replicate report` from `figures/*/*.claims.json` "
-             "(written by the paper-profile notebook runs). Do not edit by hand.", "",
-             "A **replication claim** tests a statement of the paper on our numbers, with the margin it states, "
+             "(written by the paper-profile notebook runs). Do not edit by hand.", ""]
+    lines += _summary(records, root)
+    lines += ["A **replication claim** tests a statement of the paper on our numbers, with the margin it states, "
              "and can fail; where the paper prints a number it stands beside ours. A **consistency check** rests on "
              "something other than a measurement (an identity, a property of a reconstructed formula, fitted "
              "inputs, a vacuous bound): a guard against bugs, never counted as a replication. It can still be "
@@ -231,7 +321,7 @@ def render(root: Path | None = None) -> str:
              "**The rule for the kind of a claim.** " + KIND_RULE + " The bases:", ""]
     lines += [f"- *{name}*: {meaning}." for name, meaning in BASES.items()]
     lines += ["",
-             f"**{_counts(all_claims)}** across {len(records)} figures.", ""] + history.lines()
+             f"**{counts(all_claims)}** across {len(records)} figures.", ""] + history.lines()
     stale = [(key, why) for key, why in coverage.STALE.items() if (root / f"{key}.claims.json").is_file()]
     if stale:
         lines += ["Stale figures (their claims or labels changed after they were published; they are counted as "
@@ -244,11 +334,12 @@ def render(root: Path | None = None) -> str:
     work = json.loads(work_file.read_text()) if work_file.is_file() else {}
     lines += _coverage(records, work.get("rows"), work.get("slots"))
     lines += ["## Data", ""] + [f"- {note}" for note in DATA_NOTES] + [""]
+    anchored = set()
     for paper in PAPER_TITLES:
         mine = [r for r in records if r["paper"] == paper]
         if not mine:
             continue
-        lines += [f"## {PAPER_TITLES[paper]}", "", _counts([c for r in mine for c in r["claims"]]) + ". "
+        lines += [f"## {PAPER_TITLES[paper]}", "", counts([c for r in mine for c in r["claims"]]) + ". "
                   + _time_summary(mine), ""]
         for kind, heading in (("replication", "Replication claims"), ("consistency", "Consistency checks"),
                               ("context", "Shown beside, not counted (a source outside the five documents, or "
@@ -260,13 +351,17 @@ def render(root: Path | None = None) -> str:
                       "|---|---|---|---|---|---|"]
             for r, c in rows:
                 link = f"[{r['figure']}](figures/{paper}/{r['figure']}.png)"
-                verdict = c.get("verdict") or ("PASS" if c["passed"] else "FAIL")
+                key = f"{paper}/{r['figure']}"
+                if key not in anchored:  # the summary's link lands on the figure's first claim
+                    anchored.add(key)
+                    link = _target(key) + link
+                verdict = verdict_of(c)
                 if not c["passed"]:
                     verdict = f"**{verdict}**"
                 lines.append(f"| {link} | {_cell(_claim_text(c))} | {_cell(c.get('paper_value', ''))} | "
                              f"{_cell(c['result'])} | {_cell(c.get('margin', ''))} | {verdict} |")
             lines.append("")
-        lines += ["Wall time per figure:", ""] + [f"- **{r['figure']}**: {_wall(r)}" for r in mine] + [""]
+        lines += ["Wall time per figure:", ""] + [f"- **{r['figure']}**: {wall_time(r)}" for r in mine] + [""]
         deviations = [(r["figure"], d) for r in mine
                       for d in dict.fromkeys(list(r.get("deviations", [])) +
                                              [d for c in r["claims"] for d in c.get("deviations", [])])]
@@ -290,8 +385,8 @@ def _reduced(root: Path) -> list[str]:
              "scale that does, with what is reduced. Their claims are shown for what they say at that scale "
              "and are not part of any count in this report.", ""]
     for item, record in present:
-        lines += [f"### {item.what}", "", f"Scale: {item.scale}. [figure](figures/{item.key}.png); produced by "
-                  f"`{item.command}` ({_wall(record)}).", "", _knobs(item, record), ""] + (
+        lines += [f"### {item.what}", "", f"{_target(item.key)}Scale: {item.scale}. [figure](figures/{item.key}.png); produced by "
+                  f"`{item.command}` ({wall_time(record)}).", "", _knobs(item, record), ""] + (
                   [item.text(root), ""] if item.note else []) + (
                   [f"**Stale:** {item.stale}", ""] if item.stale else []) + (
                   ["**Stale:** published before figures recorded their scale: its title lacks the CPU-scale label "
@@ -308,7 +403,7 @@ def _reduced(root: Path) -> list[str]:
 
 
 def _knobs(item, record: dict) -> str:
-    """The knobs a reduced run changes, as its record names them (issue #40 item 9); a record published before
+    """The knobs a reduced run changes, as its record names them; a record published before
     records named them is marked so, with the names its command sets."""
     if "changed_knobs" in record:
         return "Knobs changed from the paper profile: " + ", ".join(
@@ -317,7 +412,8 @@ def _knobs(item, record: dict) -> str:
             "its command: the record predates records that name their changed knobs; the command republishes it).")
 
 
-def _wall(r: dict) -> str:
+def wall_time(r: dict) -> str:
+    """A record's notebook wall time, with its runs' compute from scratch where it has runs."""
     wall = f"{r['wall_time_s']:.0f} s" if "wall_time_s" in r else "—"
     if r.get("runs"):
         wall += (f" ({r['runs_from_cache']}/{r['runs']} runs from cache; "

@@ -23,18 +23,18 @@ VERSION = 4  # 4: the key holds the full config (the algorithm's own settings), 
 # (the runs computed before it were moved aside by hand, build/cache/stale/).
 NUMERICS: dict[str, int] = {
     "scaffold": 1,  # 1: c_i ← c_i⁺ (it was c_i + c_i⁺ from the third round on)
-    # 1: the stacked LSTM's hand-written backward (2026-11-24; equal to the autograd recurrence to
+    # 1: the stacked LSTM's hand-written backward (equal to the autograd recurrence to
     # float32 rounding), which Sent140's runs train through (``cpu_execution`` picks the stacked path).
     # char_lstm / char_lstm_tff are left at 0: on a CPU their runs train client by client through the
     # fused kernel (unchanged); only their dissimilarity metric, measured and not fed back, moves by rounding.
     "sent_lstm": 1,
     # 1: dropout noise from the counter stream core.counter_rng, computed on the run's device (it was a CPU
-    # torch.Generator's uniform, drawn on the host and copied; issue #38 item 3), so a CPU run draws other masks
+    # torch.Generator's uniform, drawn on the host and copied), so a CPU run draws other masks
     "conv_dropout": 1,
 }
 # Random-draw versions per device type, in the key of that device's runs only (absent = 0): bump one when
 # a change alters what that device draws. CUDA 1: mini-batches and dropout noise drawn on the host from
-# CPU generators (2026-11-26), where CUDA's own generator drew other batches before; CPU draws were unchanged.
+# CPU generators, where CUDA's own generator drew other batches before; CPU draws were unchanged.
 # (Dropout noise has since moved to a counter stream computed on the device: NUMERICS "conv_dropout".)
 DRAWS: dict[str, int] = {"cuda": 1}
 

@@ -1,4 +1,4 @@
-"""Checkpoints of cut-off runs carried from one GPU slot to the next (issue #36: runs longer than a slot).
+"""Checkpoints of cut-off runs carried from one GPU slot to the next (for runs longer than a slot).
 
 A slot stops its runs at a round boundary and saves each run in flight (``runs.checkpoints``); what it
 finished goes back as a run archive (``runs.archive``), and what it did not as its checkpoints:

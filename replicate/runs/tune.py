@@ -66,7 +66,7 @@ class Tuned:
 
 @dataclass(frozen=True)
 class Grid:
-    """A tuned figure's grid, stated once (issue #41 item 2): the figure tunes it (``tune``) and labels its rows
+    """A tuned figure's grid, stated once: the figure tunes it (``tune``) and labels its rows
     from the same groups and candidates, and the GPU-work enumeration (``experiments.work``) lists its runs
     (``tuning``, ``finals``) from it, so no list of a figure's runs is written twice.
 

@@ -20,7 +20,7 @@ Khanduri et al. 2021 (STEM):
   rounds to reach ε, the (b, I) trade-off curves of eqs. (3) and (5) (imported as ``theory.stem``).
 
 Numbers that the paper lost and the spec reconstructs are marked DERIVED in the
-docstrings; see ``/work/shared/specs/charles2021-local-update-tradeoffs.md``.
+docstrings; see ``docs/specs/charles2021-local-update-tradeoffs.md``.
 """
 from replicate.theory.bounds import (B_term, C_term, NonconvexBound, fedavg_bound, fedavg_bound_from, nonconvex_bound,
                                      optimal_local_steps, rounds_proxy, rounds_to_accuracy, scheme2_transform,

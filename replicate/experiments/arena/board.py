@@ -1,4 +1,4 @@
-"""The arena (issue #42): every algorithm on every dataset at one budget, tuned by one protocol.
+"""The arena: every algorithm on every dataset at one budget, tuned by one protocol.
 
 The comparison none of the five documents makes. Each entry (``entries.ENTRIES`` and a user's file) trains on
 each dataset with the model its paper uses there and the clients its paper has take part (``tasks.TASKS``:

@@ -1,4 +1,4 @@
-"""Who competes in the arena, what each may tune, and what a round of each costs (issue #42).
+"""Who competes in the arena, what each may tune, and what a round of each costs.
 
 An ``Entry`` is one algorithm as its paper states it: a registered algorithm (``fl.algorithms.ALGORITHMS``) with
 its fixed settings and its search space, one ``Range`` per hyperparameter (the client rate always; FedProx's μ,

@@ -1,4 +1,4 @@
-"""The arena's datasets, each trained as the paper that uses it trains it (issue #42).
+"""The arena's datasets, each trained as the paper that uses it trains it.
 
 A task names the official loader (a stand-in substitutes under the ``data_source`` knob, labelled), the
 model its paper trains there, the mini-batch b and how many clients a round samples (None: every client,

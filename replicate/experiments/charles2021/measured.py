@@ -110,7 +110,7 @@ def fig_measured_claims(data: pd.DataFrame, config: FigMeasuredConfig):
     surrogate = float(measured["to_surrogate_optimum"].max())
     true_gap = worst[worst["eps_predicted"] > 0.05]
     bound = float(np.max(random["rho"] - random["rho_predicted"]))
-    # Identities, not measurements that could miss (issue #40 item 1): on quadratics LocalUpdate is gradient
+    # Identities, not measurements that could miss: on quadratics LocalUpdate is gradient
     # descent on the surrogate, and on the worst-case instance its rate and limit are Table 2's ρ and eq. (17)'s ε
     # by construction (they agree to 1e-16 … 1e-8); the random problem's rate under the frontier's is Theorem 3's
     # bound evaluated. Consistency checks, never counted as replications.

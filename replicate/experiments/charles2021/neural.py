@@ -241,7 +241,7 @@ def sweep_claims(data: pd.DataFrame, config: Fig12Config) -> list:
     """Per dataset: a larger γ is faster early; γ changes the loss reached; and (FEMNIST) a smaller γ ends lower."""
     table, seeds = summary(data, config), ""
     tuned = " (η tuned per γ)" if len(config.server_lrs) > 1 else f" (η = {config.server_lrs[0]:g})"
-    if len(config.server_lrs) > 1:  # η chosen on the first seeds: the claims test the others (issue #40 item 7)
+    if len(config.server_lrs) > 1:  # η chosen on the first seeds: the claims test the others
         table, seeds = knobs.held_out(table, config)
     claims = []
     for d in config.datasets:

@@ -23,7 +23,7 @@ PAPER = {"femnist": (3400, 671_585, 3400, 77_483), "cifar100": (500, 50_000, 100
          "shakespeare": (715, 16_068, 715, 2_356)}
 # Table 3 row → (the loader of our official dataset or None, why ours differs or is missing). A row read from an
 # offline stand-in (data_source = "stand-in": LEAF FEMNIST, 105 of 3,400 writers, for TFF's EMNIST-62) cannot match
-# Table 3's counts, so its comparison is shown, not counted (issue #40 item 6).
+# Table 3's counts, so its comparison is shown, not counted.
 STAND_IN_WHY = {"femnist": "TFF's EMNIST-62 is not here; the local LEAF FEMNIST copy is partial (20 of 35 train "
                            "files: 105 writers with both splits, LEAF's per-writer 90/10 sample split)"}
 ROWS = {

@@ -162,7 +162,7 @@ def table1_2_claims(data: pd.DataFrame, config: Table12Config):
         error = np.max(np.abs(rows["rho_measured"] / rows["rho"] - 1))
         formula = np.max(np.abs(rows["rho_iteration"] / rows["rho"] - 1))
         # on the tight instance the iteration's rate is ρ(κ) by construction (agreement to 1e-16 … 3e-7): an
-        # identity of our implementation, not a measurement that could miss (issue #40 item 1)
+        # identity of our implementation, not a measurement that could miss
         claims.append(consistency(f"Table 2, {SERVER_LABELS[server]}: LocalUpdate converges at ρ(κ) (tight instance)",
                                   error < 1e-5 and formula < 1e-6,
                                   f"largest relative error over {len(rows)} configurations: measured {error:.1e}, "

@@ -155,7 +155,7 @@ SOURCE = ("§6, Figure 6: \"Our results match the Pareto frontiers in Figures 2 
 
 
 def tuned_claims(data: pd.DataFrame, config: Fig6Config) -> list:
-    table, seeds = knobs.held_out(summary(data, config), config)  # a tuning seed is never a test seed (#40 item 7)
+    table, seeds = knobs.held_out(summary(data, config), config)  # a tuning seed is never a test seed
     claims = []
     edge = _edge_note(table)
     gd = table[(table.server == "gd") & (table.alpha == 0)].set_index("seed")

@@ -163,7 +163,7 @@ def fig3_claims(data: pd.DataFrame, config: Fig3Config) -> list:
     ends lower than μ = 0 on every seed); on Sent140 μ does not help (μ = 0 trains by the margin, and the
     best μ does not end lower than μ = 0 by the margin on every seed)."""
     by = ("dataset", "mu", "seed")
-    tested, seeds = knobs.held_out(data, config)  # a tuning seed is never a test seed (issue #40 item 7)
+    tested, seeds = knobs.held_out(data, config)  # a tuning seed is never a test seed
     wiggle, final = fluctuations(tested, by), finals(tested, "train_loss", by, fraction=config.tail)
     best = _best(data)
     claims = []
@@ -175,7 +175,7 @@ def fig3_claims(data: pd.DataFrame, config: Fig3Config) -> list:
         result = (f"best μ = {best[d]:g}{edge}; fluctuation μ = 0: {fmt_seeds(w0)} vs best μ: {fmt_seeds(wb)}; final "
                   f"training loss {fmt_seeds(f0)} vs {fmt_seeds(fb)} ({len(w0)} seed(s): mean [min, max])")
         if d in NO_HELP_DATASETS:
-            # "μ does not help" alone held for any run in which nothing trains (issue #40 item 5: at ≈ 4 tweets a
+            # "μ does not help" alone would hold for any run in which nothing trains (at ≈ 4 tweets a
             # device a flat curve is plausible): μ = 0 must itself train, by the figure's margin, so that a
             # speed-up could have been seen. The margin is the figure's own, fixed before the numbers were read.
             first = tested[tested.dataset == d].sort_values("round").groupby(["mu", "seed"])["train_loss"].first()
@@ -200,7 +200,7 @@ def fig3_claims(data: pd.DataFrame, config: Fig3Config) -> list:
 @quoted
 def fig4_claims(data: pd.DataFrame, config: Fig3Config) -> list:
     by = ("dataset", "mu", "seed")
-    tested, seeds = knobs.held_out(data, config)  # a tuning seed is never a test seed (issue #40 item 7)
+    tested, seeds = knobs.held_out(data, config)  # a tuning seed is never a test seed
     dis = tested.groupby(list(by))["dissimilarity"].mean()
     best = _best(data)
     claims = []
@@ -213,9 +213,9 @@ def fig4_claims(data: pd.DataFrame, config: Fig3Config) -> list:
         margin=f"best μ below μ = 0 by > {config.margin:.0%} in every dataset and seed{seeds}",
         paper_value="qualitative (Fig. 4)"))
     # Both series fall as training goes on, so their levels correlate whatever the dissimilarity measures (a
-    # claim that could barely fail, issue #40 item 5): "tracks" is tested on their round-to-round changes, which
-    # move together only where the dissimilarity follows the loss's rises and falls. The margin was fixed before
-    # the committed numbers were read again.
+    # claim that could barely fail): "tracks" is tested on their round-to-round changes, which move together
+    # only where the dissimilarity follows the loss's rises and falls. The margin was fixed before the
+    # committed numbers were read again.
     shown = tested[tested.shown].sort_values("round").groupby(list(by))[["dissimilarity", "train_loss"]]
     steps = shown.apply(lambda p: spearmanr(p["dissimilarity"].diff().iloc[1:], p["train_loss"].diff().iloc[1:])
                         .statistic)

@@ -47,7 +47,7 @@ ROWS = {
                   "per set, test = n − int(0.9n)) put their sets at ≈ 8,000-11,000 samples, as the paper's 10,204"),
 }
 # The final paper's (MLSys 2020) Table 1 Synthetic row: 30 devices, 10,204 samples (mean 340 = 10,204 / 30).
-# Not in the seed texts (issue #23 recalls it; consistent with the authors' committed test files, spec §1(a));
+# Not in the seed texts (recalled from the final paper; consistent with the authors' committed test files, spec §1(a));
 # its stdev is not recorded here.
 FINAL_SYNTHETIC = (30, 10204, 340, float("nan"))
 NUM_CLIENTS = {"synthetic": 30}  # FedProx's synthetic sets: 30 devices (spec §1(a))
@@ -55,7 +55,7 @@ NUM_CLIENTS = {"synthetic": 30}  # FedProx's synthetic sets: 30 devices (spec §
 FITTED = ("mnist", "emnist_star", "femnist")
 # The rows on this machine's offline stand-ins (data_source = "stand-in"; replicate.data.variants): their loader and why.
 # A partial copy (LEAF FEMNIST's 105 writers, LEAF's Sent140 test split) cannot match the draft's counts, so that
-# comparison is shown, not counted (issue #40 item 6).
+# comparison is shown, not counted.
 STAND_IN_WHY = {
     "emnist": "only a partial LEAF FEMNIST copy exists here (20 of 35 train files: 105 writers with both splits); "
               "the draft's sampling arguments for its 900 writers are unpublished",

@@ -1,7 +1,7 @@
 """Khanduri et al. 2021 (NeurIPS, arXiv 2106.10435), "STEM: A Stochastic Two-Sided Momentum
 Algorithm Achieving Near-Optimal Sample and Communication Complexities for Federated Learning".
 
-The seed text lost every formula; the spec (``/work/shared/specs/khanduri2021-stem.md``)
+The seed text lost every formula; the spec (``docs/specs/khanduri2021-stem.md``)
 RECONSTRUCTS the bounds, the trade-off curves and Table 1's cells, and PROPOSES the settings the
 text does not give. The maths lives in :mod:`replicate.theory.stem`.
 

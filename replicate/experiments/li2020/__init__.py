@@ -2,7 +2,7 @@
 
 One module per figure or figure family, each with a frozen config per figure (``smoke()`` /
 ``for_profile``), a data function returning a tidy frame, a ``plot_*`` function and a
-``*_claims`` function. Settings follow ``shared/specs/li2020-fedavg-noniid-and-fedprox.md``
+``*_claims`` function. Settings follow ``docs/specs/li2020-fedavg-noniid-and-fedprox.md``
 (§1 data, §2.1 training, §3 figures, §4 the quadratic example).
 
 - ``table2``: Table 2, dataset statistics (notebook ``li2020_table2``)

@@ -3,7 +3,7 @@
 claims (rounds to target, fluctuation, final loss), η0 tuning, display smoothing, cached runs
 as a tidy frame and the legend under the panels.
 
-Settings follow ``shared/specs/li2020-fedavg-noniid-and-fedprox.md`` §2.1 and §3:
+Settings follow ``docs/specs/li2020-fedavg-noniid-and-fedprox.md`` §2.1 and §3:
 logistic regression, η_r = η0/max(r, 1) per round, weight decay λw inside the
 optimiser, PyTorch's default initialisation, gradient clipping at 60, and E counted as
 the authors' ``num_epoch`` (10 local SGD steps each; ``RunConfig.local_steps`` is in steps).

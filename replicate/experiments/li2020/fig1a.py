@@ -1,7 +1,7 @@
 """Li et al. 2020 (ICLR), Figure 1a (App. D.2): the impact of E, as the rounds needed to reach a
 target loss against the local steps per round (Scheme I, K = 30).
 
-Settings follow ``shared/specs/li2020-fedavg-noniid-and-fedprox.md`` §2.1 and §3:
+Settings follow ``docs/specs/li2020-fedavg-noniid-and-fedprox.md`` §2.1 and §3:
 logistic regression, η_r = η0/max(r, 1) per round, weight decay λw inside the
 optimiser, PyTorch's default initialisation, gradient clipping at 60, and E counted as
 the authors' ``num_epoch`` (10 local SGD steps each; ``RunConfig.local_steps`` is in steps).
@@ -78,7 +78,7 @@ class Fig1aConfig(knobs.FigureConfig):
     @classmethod
     def smoke(cls):
         # 12 rounds reach a 1.55× looser target (measured: rounds 6-10), so a first look shows measured points
-        # and the figure's shape, never only censored triangles (issue #37 item 9)
+        # and the figure's shape, never only censored triangles
         return cls(datasets=("synthetic(0,0)", "synthetic(1,1)"), epochs=(1, 5, 20), max_rounds=12, seeds=(0,),
                    target_factor=1.55)
 
@@ -261,7 +261,7 @@ def _rounds_match(dataset: str, ours: pd.DataFrame, agree: float):
         median = by_e.median()
         ratio = np.median([paper[e] / median[e] for e in common])
         # The paper's one unseeded draw against the range of ours: where our draws span a decade or more, a wrong
-        # result lands inside too, so the comparison is a consistency check, not a replication (issue #40 item 5)
+        # result lands inside too, so the comparison is a consistency check, not a replication
         spread = float(np.median([hi[e] / lo[e] for e in common]))
         return check(f"{LABELS[dataset]}: the paper's required rounds are within the range of our data draws",
                      np.mean(inside) >= 0.8,

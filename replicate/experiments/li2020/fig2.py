@@ -2,7 +2,7 @@
 
 Global objective per round for several E with a fixed (2a) and a decayed (2b) learning rate,
 and the distance of FedAvg's fixed point from the optimum against Theorem 5's lower bound.
-Settings follow ``shared/specs/li2020-fedavg-noniid-and-fedprox.md`` §4.
+Settings follow ``docs/specs/li2020-fedavg-noniid-and-fedprox.md`` §4.
 """
 from __future__ import annotations
 
@@ -157,8 +157,8 @@ def fig2_claims(data: pd.DataFrame, config: Fig2Config) -> list:
         check("Decayed lr: every E > 1 ends closer to the optimum than with fixed lr",
               all(decayed.loc[e] < fixed.loc[e] for e in many),
               "decayed/fixed final gap " + ", ".join(f"E={e}: {decayed.loc[e] / fixed.loc[e]:.2g}" for e in many)),
-        # "converges to the optimal" (App. C.2), stated so that a stall fails it (issue #40 item 5: "a final gap
-        # below 1% of the initial gap" let every fixed-lr stall pass too): the distance to w* is still falling
+        # "converges to the optimal" (App. C.2), stated so that a stall fails it ("a final gap below 1% of
+        # the initial gap" would let every fixed-lr stall pass too): the distance to w* is still falling
         # measurably over the run's second half, as under a decaying rate it does and at a fixed point it cannot.
         check("Decayed lr: every E > 1 is still closing on the optimum at the end: ‖w − w*‖ falls measurably "
               "over the second half of the rounds (fixed lr, which stalls, shown beside)",

@@ -1,7 +1,7 @@
 """Li et al. 2020 (ICLR), Figure 3a-d (App. D.2; Figure 1b = 3c): the impact of K, as the global
 training loss per round for several K (Scheme I, E = 5).
 
-Settings follow ``shared/specs/li2020-fedavg-noniid-and-fedprox.md`` §2.1 and §3:
+Settings follow ``docs/specs/li2020-fedavg-noniid-and-fedprox.md`` §2.1 and §3:
 logistic regression, η_r = η0/max(r, 1) per round, weight decay λw inside the
 optimiser, PyTorch's default initialisation, gradient clipping at 60, and E counted as
 the authors' ``num_epoch`` (10 local SGD steps each; ``RunConfig.local_steps`` is in steps).
@@ -102,7 +102,8 @@ def plot_fig3(data: pd.DataFrame, config: Fig3Config):
 
 # §6 states the impact of K twice: for synthetic(0,0), which Figure 1b shows, and for "the other three
 # datasets", which Figure 3 adds. Each statement gets its own claims, named by its figure, so that a coverage
-# row counts only what its figure shows (issue #40 item 4: synthetic(1,1) had failed Figure 1b's row).
+# row counts only what its figure shows (synthetic(1,1), which Figure 1b does not show, would otherwise count
+# in Figure 1b's row).
 STATEMENTS = (("Figure 1b, synthetic(0,0)", ("synthetic(0,0)",)),
               ("Figure 3, the other three datasets", ("mnist balanced", "mnist unbalanced", "synthetic(1,1)")))
 

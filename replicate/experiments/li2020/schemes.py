@@ -2,7 +2,7 @@
 schemes (Scheme I, Scheme II, T-Scheme II and the Original, whose η0 is tuned) on the same
 devices; ``SchemesConfig`` holds what the two figures share.
 
-Settings follow ``shared/specs/li2020-fedavg-noniid-and-fedprox.md`` §2.1 and §3:
+Settings follow ``docs/specs/li2020-fedavg-noniid-and-fedprox.md`` §2.1 and §3:
 logistic regression, η_r = η0/max(r, 1) per round, weight decay λw inside the
 optimiser, PyTorch's default initialisation, gradient clipping at 60, and E counted as
 the authors' ``num_epoch`` (10 local SGD steps each; ``RunConfig.local_steps`` is in steps).
@@ -137,8 +137,8 @@ def _scheme_stats(data: pd.DataFrame, config: SchemesConfig):
 
 
 def _tested(data: pd.DataFrame, config: SchemesConfig) -> tuple[pd.DataFrame, str]:
-    """The rows of the seeds that did not tune the Original's η0 (a tuning seed is never a test seed, issue #40
-    item 7: every scheme is compared on them) and the claims' words on them."""
+    """The rows of the seeds that did not tune the Original's η0 (a tuning seed is never a test seed: every
+    scheme is compared on them) and the claims' words on them."""
     tested, note = knobs.held_out(data, config)
     count = tested["seed"].nunique()
     return tested, ((f"means over {count} seeds" if count > 1 else "") + note).removeprefix("; ") + "; "

@@ -1,6 +1,6 @@
 """Li et al. 2020 (ICLR), Table 2: statistics of the four datasets beside the paper's.
 
-Settings follow ``shared/specs/li2020-fedavg-noniid-and-fedprox.md`` §1 (data).
+Settings follow ``docs/specs/li2020-fedavg-noniid-and-fedprox.md`` §1 (data).
 """
 from __future__ import annotations
 

@@ -197,7 +197,7 @@ SOURCE = ("§6, Impact of E: \"We expect that Tϵ/E, the required communication 
 
 # Li et al. §6 expects eq. (8)'s trade-off on the unbalanced sets and says it "does not appear in mnist
 # balanced": there the paper states nothing for E* to match (Figure 1a's claims test that it does not appear),
-# so E* is shown in the figure and table, and no claim is made (issue #40 item 4).
+# so E* is shown in the figure and table, and no claim is made.
 NO_TRADE_OFF = ("mnist balanced",)
 
 

@@ -221,7 +221,7 @@ def fused_update(algorithm) -> PlainSGD | None:
     """The ``PlainSGD`` a fused solver may run for ``algorithm``: its declaration, when its client step *is*
     that declaration's step (``LocalSGDClients.client_step``); None otherwise, so that an algorithm whose
     class writes a client step of its own is trained by that step on every problem, never by a fused
-    solve it might silently differ from (issue #41 item 1)."""
+    solve it might silently differ from."""
     declared = getattr(algorithm, "plain_sgd", None)
     step = getattr(getattr(algorithm, "client_step", None), "__func__", None)  # a wrapper's is its inner's
     return declared if declared is not None and step is LocalSGDClients.client_step else None

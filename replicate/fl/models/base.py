@@ -111,7 +111,7 @@ class Model:
         m = torch.ones(y.shape[:2], dtype=flat.dtype, device=flat.device) if mask is None else mask.to(flat.dtype)
         # The gradient of each layer's own tensor, joined once: differentiating slices of the flat row would
         # build a zero-filled full-width gradient per layer and add them up (the same numbers, many more ops
-        # and bytes: issue #38)
+        # and bytes)
         parts = torch.split(flat, [math.prod(shape) for shape in shapes], dim=-1)
         if noise is None:
             grads, losses = vmap(grad_and_value(lambda w, xb, yb, mb: one(w, xb, yb, mb, None)))(parts, x, y, m)

@@ -8,20 +8,20 @@ spec §1(c) "Models"), or on every output with ``loss_kind="token"`` (next token
 Two executions of the same recurrence (gates i, f, g, o as PyTorch orders them, one bias):
 
 - **one model** (a client loop on a CPU, evaluation, the oracle): PyTorch's fused ``torch.lstm``
-  kernel (oneDNN on a CPU, cuDNN on CUDA). Measured on this project's 2-core CPU, one client,
-  batch 10 × 80 characters, forward + backward: 24-32 ms for 2 × 256 against 117 ms for the
-  written-out loop below and 550 ms for it under ``torch.func``.
+  kernel (oneDNN on a CPU, cuDNN on CUDA). Measured with one client, batch 10 × 80 characters,
+  forward + backward, 2 × 256: several times faster than the written-out loop below, and faster
+  still than that loop under ``torch.func``.
 - **K clients at once** (the stacked engine, the device gradient variance's per-device gradients): the
   recurrence over a ``(K, T, b, ·)`` time-major state, forward and backward written by hand
   (``_forward``, ``_backward``): per time step and layer 7 ops forward (one batched matrix product,
   then the gates' arithmetic in place) and 3 backward, against 31 when the loop ran under autograd
-  (issue #24 §2: the count is kernel launches on an accelerator, and dispatcher round trips on a
-  CPU; ``python -m replicate bench`` records it for every model). Only the dense layers and the
-  loss go through autograd; each client's weight gradient is one batched product per layer over
-  its T·b rows. No ``vmap`` (measured 4× slower for 10 Shakespeare clients; the gains of the
-  per-layer weight gradients and the hand-written backward are in docs/CHANGELOG.md).
-  ``tests/lstm_reference.py`` keeps the autograd recurrence as the reference it is tested against
-  (equal to float32 rounding; to 1e-12 in float64).
+  (the count is kernel launches on an accelerator, and dispatcher round trips on a CPU; ``python -m
+  replicate bench`` records it for every model). Only the dense layers and the loss go through
+  autograd; each client's weight gradient is one batched product per layer over its T·b rows. No
+  ``vmap`` (measured 4× slower for 10 Shakespeare clients; the gains of the per-layer weight
+  gradients and the hand-written backward are in docs/CHANGELOG.md). ``tests/lstm_reference.py``
+  keeps the autograd recurrence as the reference it is tested against (equal to float32 rounding;
+  to 1e-12 in float64).
 
 ``frozen_embedding``: the authors' Sent140 model embeds with frozen GloVe vectors (spec §1(c)).
 Without GloVe here, a fixed random table (uniform ±1, drawn once from the stream
@@ -96,8 +96,8 @@ class CharLSTM(Model):
         # Measured per client and step (batch 10): Shakespeare 2 × 256: fused kernel 24-32 ms vs the
         # batched loop 117 ms; 2 × 100 on 80 characters 9 vs 27 ms. Sent140 (25 words, frozen
         # embedding) 7.8 vs 5.1 ms: short sequences of a small LSTM gain from batching the clients.
-        # With the hand-written backward (2026-11-24; 10 clients, one thread, CPU time): Shakespeare
-        # 45 ms per client looped vs 80 stacked, Sent140 6.8 vs 5.9 ms: the rule stands.
+        # With the hand-written backward (measured: 10 clients, one thread, CPU time) the rule stands:
+        # Shakespeare's clients are faster looped, Sent140's stacked.
         return "stacked" if self.hidden <= 128 and self.embed >= 64 else "sequential"
 
     def table(self, device) -> torch.Tensor:
@@ -256,9 +256,9 @@ class CharLSTM(Model):
         The layers run forward and backward by hand (``_forward``, ``_backward``: 7 + 3 ops per
         step and layer); autograd only differentiates the dense layers and the loss, giving the
         derivatives at the top layer's outputs. Each batch's weight gradient is then one batched
-        product per layer over its T·b rows (Σ_t x_tᵀ δ_t, Σ_t h_{t-1}ᵀ δ_t). Until 2026-11-24 the
-        recurrence ran under autograd (31 ops per step and layer; ``tests/lstm_reference.py``
-        keeps it and checks this one against it)."""
+        product per layer over its T·b rows (Σ_t x_tᵀ δ_t, Σ_t h_{t-1}ᵀ δ_t). The recurrence under
+        autograd (31 ops per step and layer) is kept in ``tests/lstm_reference.py``, which checks
+        this one against it."""
         k, b = y.shape[:2]
         with torch.no_grad():
             first = self._embedded(p, x.long().transpose(1, 2))  # (K, T, b, E)

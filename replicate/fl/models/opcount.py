@@ -1,4 +1,4 @@
-"""Top-level ATen ops of one stacked local step, for every model (issue #24 §2).
+"""Top-level ATen ops of one stacked local step, for every model.
 
 The stacked engine's promise is that clients are a tensor dimension: a local step of K models
 issues the same operators (each on K times the data) whatever K is, so on an accelerator its

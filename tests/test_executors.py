@@ -298,7 +298,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_an_address_that_answers_but_is_not_ray_is_one_line_within_the_probe(monkeypatch):
-    """Issue #37 item 2: a listening web server at RAY_ADDRESS made `ray.init` retry for over 6 minutes, 26
+    """A listening web server at RAY_ADDRESS made `ray.init` retry for over 6 minutes, 26
     warnings on the terminal; the first connection is now a bounded probe in a process of its own."""
     import http.server
     import threading
@@ -318,3 +318,32 @@ def test_an_address_that_answers_but_is_not_ray_is_one_line_within_the_probe(mon
         server.shutdown()
     assert time.monotonic() - start < 30 and len(str(caught.value).splitlines()) == 1
     assert f"127.0.0.1:{server.server_port}" in str(caught.value)
+
+
+@pytest.mark.parametrize("kind", ["web server", "silent listener"])
+def test_a_listening_port_that_is_not_ray_is_refused_within_seconds_at_the_default_probe(kind):
+    """Something listening at RAY_ADDRESS that is not a Ray head node (a web server; a port that accepts and never
+    answers) is refused by its protocol within seconds, before any Ray join is tried: the bounded join alone
+    (``PROBE_S``, sized for a real cluster on a busy machine) took 97 s to say so."""
+    import http.server
+    import socketserver
+    import threading
+    import time
+
+    from replicate.runs import ray_executor
+
+    class Silent(socketserver.BaseRequestHandler):
+        def handle(self):
+            time.sleep(8)
+
+    server = (http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler) if kind == "web server"
+              else socketserver.ThreadingTCPServer(("127.0.0.1", 0), Silent))
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    start = time.monotonic()
+    try:
+        with pytest.raises(ReplicateError, match="not a Ray head node") as caught:
+            ray_executor._reachable(f"127.0.0.1:{server.server_address[1]}")
+    finally:
+        server.shutdown()
+    assert time.monotonic() - start < 10 and len(str(caught.value).splitlines()) == 1

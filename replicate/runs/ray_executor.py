@@ -52,11 +52,37 @@ def _reachable(address: str) -> None:
     if not host or not port.isdigit():
         raise ReplicateError(f"RAY_ADDRESS (--ray-address) must be host:port, ray://host:port or auto, got {address!r}")
     try:
-        socket.create_connection((host, int(port)), timeout=5).close()
+        speaks = _speaks_grpc(host, int(port))
     except OSError as exc:
         raise ReplicateError(f"no Ray cluster at {address}: {exc.strerror or exc} (start one with `ray start --head`, "
                              "or give its head node's address with --ray-address / RAY_ADDRESS)") from None
+    if not speaks:
+        raise ReplicateError(f"something listens at {address}, but not a Ray head node (it does not answer as a gRPC "
+                             "server does); check the address (`ray status` on the head node shows it)")
     _probe(address)
+
+
+# the client connection preface of HTTP/2 (RFC 9113 §3.4) and an empty SETTINGS frame: a gRPC server, as Ray's
+# head node (its GCS, or Ray Client's server for ray://) is, answers with a SETTINGS frame of its own at once
+_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def _speaks_grpc(host: str, port: int, timeout: float = 5.0) -> bool:
+    """Whether the server at host:port answers an HTTP/2 preface with a SETTINGS frame (a gRPC server) within
+    ``timeout`` seconds: a web server, a database or a stale port does not, and then no Ray join is tried (it would
+    retry for minutes). An ``OSError``: nothing listens there."""
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.sendall(_PREFACE)
+        head = b""
+        try:
+            while len(head) < 9:
+                piece = sock.recv(9 - len(head))
+                if not piece:
+                    break
+                head += piece
+        except (socket.timeout, ConnectionResetError):
+            return False
+    return len(head) == 9 and head[3] == 0x04  # a frame header whose type is SETTINGS
 
 
 # seconds a cluster has to answer a first connection (Ray itself retries for minutes): the probe process imports

@@ -16,12 +16,18 @@ from contextlib import contextmanager
 
 from replicate.core.errors import ReplicateError
 
-STATUS = 75  # EX_TEMPFAIL of sysexits.h: stopped by the time budget, "try again" resumes; Ctrl-C is 130
+STATUS = 75  # EX_TEMPFAIL of sysexits.h: stopped by the time budget or SIGTERM, "try again" resumes; Ctrl-C is 130
 _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?")
 
 
 class BudgetSpent(KeyboardInterrupt):
     """The time budget ran out: reported in one line by the command line, which exits with ``STATUS``."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a job at its time limit, a preempted machine): the batch stopped as a spent budget stops it, its
+    runs in flight saved at their round boundary (``cli.runner``); reported in one line by the command line,
+    which exits with ``STATUS``, the status a requeueing job script tests."""
 
 
 def parse(text: str) -> float:

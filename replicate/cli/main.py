@@ -1,4 +1,4 @@
-"""Command line: ``python -m replicate {figures,bench,data,cache,ledger,report}``."""
+"""Command line: ``python -m replicate {arena,figures,bench,data,cache,ledger,report}``."""
 from __future__ import annotations
 
 import argparse
@@ -8,7 +8,40 @@ from pathlib import Path
 from replicate.core.errors import ReplicateError
 
 
+EXIT_STATUS = """exit status:
+  0    every notebook named ran and published its figures (with --check: and they agree)
+  1    a notebook failed (the others ran; its committed figures were left unchanged), or --check found a
+       difference
+  2    bad input, said in one line before anything runs: an unknown figure, parameter or value, a setting
+       of the environment that does not parse, a wrong option
+  75   stopped, to be resumed: the --time-budget was spent, or the command got SIGTERM (a job at its time
+       limit, a preempted machine); the runs in flight saved at their next round boundary; rerun the same
+       command to go on (a requeueing job script tests for 75)
+  130  interrupted by Ctrl-C (SIGINT): the runs in flight saved likewise; rerun the same command to resume"""
+
+
 def _figures(args) -> int:
+    """``figures``: SIGTERM ends it as a spent time budget does, in one line with status 75 (``budget.STATUS``):
+    during a batch, after its runs in flight saved (``runner._Signals``); before or after one, at once."""
+    import signal
+    import threading
+
+    from replicate.cli.budget import Terminated
+
+    def terminated(signum, frame):
+        raise Terminated("terminated (SIGTERM) outside a notebook: the runs finished are cached; rerun the same "
+                         "command to go on")
+
+    if threading.current_thread() is not threading.main_thread():
+        return _figures_command(args)
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        return _figures_command(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _figures_command(args) -> int:
     from replicate.cli import notebooks, slots
 
     slots.check_plan_arguments(args)
@@ -271,9 +304,12 @@ def main(argv=None) -> int:
         except ReplicateError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-    parser = argparse.ArgumentParser(prog="python -m replicate", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m replicate",
+        description="The replication package's commands: arena, figures, bench, data, cache, ledger and report "
+                    "(`python -m replicate COMMAND --help` describes one).")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("arena", help="every algorithm on the same datasets at one budget, tuned alike (issue #42)",
+    sub.add_parser("arena", help="every algorithm on the same datasets at one budget, tuned alike",
                    description="python -m replicate arena [--algorithm path/to/file.py:ClassName] [--algorithm NAME "
                                "...] [--profile paper] [--set NAME=VALUE ...] [figures' options]: runs "
                                "notebooks/arena_leaderboard.ipynb as `figures arena/leaderboard` does (the leaderboard, "
@@ -281,7 +317,8 @@ def main(argv=None) -> int:
                                "figures/arena at the paper profile). --algorithm FILE:Class adds your registered "
                                "algorithm; --algorithm NAME (repeatable) picks the entries to run (default all). Its "
                                "knobs: replicate/experiments/arena/board.py (ArenaConfig); e.g. --set budget_kind=samples.")
-    fig = sub.add_parser("figures", help="run figure notebooks with papermill")
+    fig = sub.add_parser("figures", help="run figure notebooks with papermill", epilog=EXIT_STATUS,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     fig.add_argument("names", nargs="*", help="figures (li2020/fig2), notebooks (li2020_fig2) or papers (li2020); default all")
     fig.add_argument("--profile", default="smoke", choices=["smoke", "paper"],
                      help="smoke: minutes, written to build/figures; paper: full scale, written to figures/")
@@ -294,8 +331,9 @@ def main(argv=None) -> int:
                           "reduced-scale command's --set (out_dir=figures/cpu_scale), against figures/cpu_scale")
     fig.add_argument("--time-budget", metavar="DURATION", default=None,
                      help="e.g. 25m, 90s, 1h30m: notebooks whose runs are all cached first, then the others in "
-                          "the order given; when the budget is spent, stop as Ctrl-C does (finished runs "
-                          "cached, figures finished so far published) and exit with status 75")
+                          "the order given; when the budget is spent, stop as Ctrl-C or SIGTERM does (runs in "
+                          "flight saved at their next round boundary, finished runs cached, figures finished so "
+                          "far published) and exit with status 75")
     fig.add_argument("--executor", choices=["local", "ray"], default=None,
                      help="where missing runs are computed: local (default; REPLICATE_EXECUTOR) worker processes, "
                           "or ray, the Ray cluster at --ray-address (see README, 'Running on a Ray cluster')")
@@ -396,11 +434,11 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # one line, no traceback: everything finished is already on disk
-        from replicate.cli.budget import STATUS, BudgetSpent
+        from replicate.cli.budget import STATUS, BudgetSpent, Terminated
         from replicate.cli.runner import Interrupted
 
-        message = str(exc) if isinstance(exc, Interrupted | BudgetSpent) else \
+        message = str(exc) if isinstance(exc, Interrupted | BudgetSpent | Terminated) else \
             "interrupted; rerun the same command to resume"
         print(f"\n{message}", file=sys.stderr)
-        return STATUS if isinstance(exc, BudgetSpent) else 130
+        return STATUS if isinstance(exc, BudgetSpent | Terminated) else 130
 

@@ -6,25 +6,29 @@ moved into ``figures/`` — and only for the paper profile (or ``--set out_dir``
 point inside ``figures/``). A failed notebook is reported with its error and leaves the
 committed figures untouched; the batch carries on and exits non-zero at the end.
 Runs inside notebooks are cached (``replicate.runs.cache``), so rerunning an
-interrupted batch resumes where it stopped. With a time budget (``replicate.cli.budget``) the
-batch stops at its deadline as Ctrl-C stops it, after publishing what finished before.
+interrupted batch resumes where it stopped. Ctrl-C (SIGINT) and SIGTERM (a job at its time limit, a
+preempted machine) ask the runs in flight to save at their next round boundary and stop (``_Signals``); the
+command then exits with 130 or 75. With a time budget (``replicate.cli.budget``) the batch stops at its
+deadline the same way, after publishing what finished before.
 """
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
 from replicate.core import paths
 from replicate.core import settings
-from replicate.cli.budget import Budget, BudgetSpent, describe
+from replicate.cli.budget import Budget, BudgetSpent, Terminated, describe
 from replicate.cli.progress import Progress, previous
 from replicate.report.claims import PROFILES, committed_figures_refused
 from replicate.core.fileio import atomic_file, atomic_write_text, check_writable
@@ -147,7 +151,81 @@ def _kernel_manager(log: Path, given: settings.Settings):
 
 
 class Interrupted(KeyboardInterrupt):
-    """Ctrl-C during a batch: reported in one line by the command line."""
+    """Ctrl-C (SIGINT) during a batch: reported in one line by the command line, which exits with 130."""
+
+
+# After SIGINT or SIGTERM, how long the notebook running then has for its runs in flight to reach their round
+# boundary, save and stop, before it is interrupted (a second signal interrupts it at once): a notebook that
+# trains no run then (it loads data, plots) or whose rounds are longer than this keeps only what the runs'
+# periodic checkpoints saved (REPLICATE_CHECKPOINT_S). Short, since a job's SIGKILL follows its SIGTERM.
+GRACE_S = 5.0
+
+
+class _NotStarted(KeyboardInterrupt):
+    """A stop asked just before a notebook's kernel started: the notebook is not run."""
+
+
+class _Signals:
+    """SIGINT and SIGTERM while a batch runs, in its main thread. The notebook's kernel runs in a session of its
+    own (``jupyter_client`` starts it so): neither a terminal's Ctrl-C, sent to this process's group, nor a
+    ``kill`` of this process reaches it or its worker processes. So the first signal asks them through the stop
+    file of ``runs.checkpoints`` (the one a spent time budget touches) to save every run in flight at its next
+    round boundary and stop; the notebook then ends with ``Checkpointed`` and the batch stops as a spent budget
+    stops it. A second signal, or a notebook still running ``GRACE_S`` later, is interrupted as by Ctrl-C.
+    ``signum``: the first signal received (None: none), which decides the exit status."""
+
+    def __init__(self, stop: Path, budget: Budget | None):
+        self.stop, self.budget = stop, budget
+        self.signum: int | None = None
+        self.after_budget = False  # the signal came once the time budget had already stopped the batch
+        self.executing = False  # a notebook executes: an interrupt may be raised in it
+        self._lock = threading.Lock()
+        self._closed = False
+        self._timer: threading.Timer | None = None
+
+    @contextmanager
+    def installed(self):
+        if threading.current_thread() is not threading.main_thread():  # a library call in a thread: not ours
+            yield self
+            return
+        previous = {signum: signal.signal(signum, self._handle) for signum in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            with self._lock:
+                self._closed = True
+                if self._timer is not None:
+                    self._timer.cancel()
+            for signum, handler in previous.items():  # a signal pending is handled first, here: executing is off
+                signal.signal(signum, handler)
+
+    @contextmanager
+    def running(self):
+        """The block executes a notebook: a stop asked before it starts raises ``_NotStarted``."""
+        self.executing = True
+        try:
+            if self.signum is not None:
+                raise _NotStarted
+            yield
+        finally:
+            self.executing = False
+
+    def _handle(self, signum, frame) -> None:
+        interrupt = signum == signal.SIGINT and self.budget is not None and self.budget.fired  # the budget's own
+        if self.signum is None and not interrupt:
+            self.signum = signum
+            self.after_budget = self.budget is not None and self.budget.fired
+            checkpoints.request_stop(self.stop)
+            self._timer = threading.Timer(GRACE_S, self._interrupt)
+            self._timer.daemon = True
+            self._timer.start()
+        elif self.executing:  # a second signal, the grace spent, or the spent budget's interrupt
+            raise KeyboardInterrupt
+
+    def _interrupt(self) -> None:
+        with self._lock:
+            if self.executing and not self._closed:
+                signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
 
 def _route_asyncio_log(kernel_log: Path | None):
@@ -211,15 +289,15 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
     stop = checkpoints.stop_file()
     budget = Budget(time_budget, on_deadline=lambda: checkpoints.request_stop(stop)) if time_budget else None
     try:
-        with settings.use(settings.current().replace(stop_file=stop)):
+        with settings.use(settings.current().replace(stop_file=stop)), _Signals(stop, budget).installed() as signals:
             return _run_all(notebooks, profile, overrides, executed_dir, committed, target, reduced, budget,
-                            log_output)
+                            log_output, signals)
     finally:
         stop.unlink(missing_ok=True)
 
 
 def _run_all(notebooks, profile, overrides, executed_dir, committed, target, reduced, budget,
-             log_output) -> int:
+             log_output, signals: _Signals) -> int:
     import papermill
 
     failures, finished = [], []
@@ -228,8 +306,8 @@ def _run_all(notebooks, profile, overrides, executed_dir, committed, target, red
     bar = tqdm(notebooks, desc=f"figures ({profile})", unit="notebook", file=sys.stderr)
     for nb in bar:
         left = notebooks[notebooks.index(nb):]
-        if budget is not None and budget.spent():
-            raise _stop(None, finished, left, budget, committed)
+        if (budget is not None and budget.spent()) or signals.signum is not None:
+            raise _stop(None, finished, left, budget, committed, signals)
         # staged under a cpu_scale folder for a reduced-scale command, and for its --check into build/check/cpu_scale
         staging = _staging(nb, reduced or (profile == "paper" and not committed and "cpu_scale" in target.parts))
         executed_dir.mkdir(parents=True, exist_ok=True)
@@ -240,18 +318,23 @@ def _run_all(notebooks, profile, overrides, executed_dir, committed, target, red
         _route_asyncio_log(kernel_log)  # left in place if interrupted: the process is about to exit
         try:
             try:
-                with (Progress(bar, nb.key, previous(nb.paper, nb.figure, profile, target, overrides), progress_file),
+                with (signals.running(),
+                      Progress(bar, nb.key, previous(nb.paper, nb.figure, profile, target, overrides), progress_file),
                       budget.watching() if budget is not None else nullcontext()):
                     papermill.execute_notebook(str(nb.path), str(executed_dir / nb.path.name),
                                                parameters=parameters(nb, profile, staging, overrides),
                                                kernel_name="python3", progress_bar=False, log_output=log_output,
                                                cwd=str(paths.notebooks_dir()),
                                                kernel_manager_class=_kernel_manager(kernel_log, kernel_settings))
+            except _NotStarted:
+                raise _stop(None, finished, left, budget, committed, signals) from None
             except KeyboardInterrupt:
-                raise _stop(nb, finished, left[1:], budget, committed) from None
+                raise _stop(nb, finished, left[1:], budget, committed, signals) from None
             except Exception as exc:  # papermill re-raises the cell's error; report it and go on
-                if getattr(exc, "ename", "") in ("KeyboardInterrupt", "Checkpointed"):  # the kernel stopped first
-                    raise _stop(nb, finished, left[1:], budget, committed) from None
+                ename = getattr(exc, "ename", "")
+                if ename in ("KeyboardInterrupt", "Checkpointed") or signals.signum is not None:  # asked to stop
+                    raise _stop(nb, finished, left[1:], budget, committed, signals,
+                                saved=ename == "Checkpointed") from None
                 failures.append(nb.key)
                 message = getattr(exc, "evalue", None) or str(exc).strip().splitlines()[-1]
                 tqdm.write(f"FAILED {nb.key}: {getattr(exc, 'ename', type(exc).__name__)}: {message}\n"
@@ -313,15 +396,19 @@ def ready_first(notebooks: list[FigureNotebook], profile: str, target: Path, ove
 
 
 def _stop(nb: FigureNotebook | None, finished: list[str], left: list[FigureNotebook], budget: Budget | None,
-          committed: bool) -> KeyboardInterrupt:
-    """The exception that ends the batch in ``nb`` (None: between two notebooks): ``BudgetSpent`` once the
-    time budget is spent, else (Ctrl-C) ``Interrupted``."""
-    if budget is None or not (budget.fired or nb is None):
-        return Interrupted(_interrupted(nb, finished))
+          committed: bool, signals: _Signals | None = None, saved: bool = False) -> KeyboardInterrupt:
+    """The exception that ends the batch in ``nb`` (None: between two notebooks; ``saved``: its runs in flight
+    saved at their round boundary): ``BudgetSpent`` once the time budget is spent, ``Terminated`` on SIGTERM,
+    else (Ctrl-C) ``Interrupted``; a signal that came after the budget stopped the batch leaves it the budget's."""
+    signalled = signals is not None and signals.signum is not None and not signals.after_budget
+    spent = budget is not None and (budget.fired or (nb is None and budget.spent()))
     if committed and finished:  # what this slice published goes into REPLICATION.md, as at a batch's end
         from replicate.report import replication as report
 
         report.write()
+    if signalled or not spent:
+        terminated = signalled and signals.signum == signal.SIGTERM
+        return (Terminated if terminated else Interrupted)(_interrupted(nb, finished, saved, terminated))
     where = f"during {nb.key}: its finished runs are cached in {settings.current().cache}" if nb else "between notebooks"
     names = [item.key for item in left]
     waiting = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
@@ -330,7 +417,11 @@ def _stop(nb: FigureNotebook | None, finished: list[str], left: list[FigureNoteb
                        "rerun the same command to go on (unfinished figures' committed files were not touched)")
 
 
-def _interrupted(nb: FigureNotebook, finished: list[str]) -> str:
+def _interrupted(nb: FigureNotebook | None, finished: list[str], saved: bool = False, terminated: bool = False) -> str:
+    cache_dir = settings.current().cache
+    how = "terminated (SIGTERM)" if terminated else "interrupted"
+    where = (f"during {nb.key}: its finished runs are cached in {cache_dir}"
+             + (f", its runs in flight saved at their round boundary in {checkpoints.folder()}" if saved else "")
+             if nb is not None else "between notebooks")
     done = f"; finished and saved: {', '.join(finished)}" if finished else ""
-    return (f"interrupted during {nb.key}: its finished runs are cached in {settings.current().cache}{done}; "
-            "rerun the same command to resume (committed figures were not touched)")
+    return f"{how} {where}{done}; rerun the same command to resume (committed figures were not touched)"

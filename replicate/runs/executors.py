@@ -19,7 +19,9 @@ Two executors, one contract:
 Both retry a task that raises once (a ``ReplicateError``, a mistake in the input, is not retried), let
 the other tasks go on, and return what failed with its config and error; the sweep then raises one
 ``ReplicateError`` naming them. Ctrl-C cancels the tasks not started and keeps every run finished; the local
-executor's workers save the runs under way at their next round boundary (``runs.checkpoints``), to resume.
+executor's workers save the runs under way at their next round boundary (``runs.checkpoints``), to resume. A
+stop asked through the stop file (a spent time budget, SIGINT or SIGTERM to ``figures``: ``cli.runner``) does
+the same, and a task that begins once it is asked (its worker was still starting) ends at once, untouched.
 """
 from __future__ import annotations
 
@@ -42,10 +44,16 @@ def compute_task(jobs: list, device: str | None = None,
     ``device`` (None: this process's default; one intra-op thread, as every run: ``cache.train``) under the
     settings its driver gives (``given``: the driver's own, or a dict of those that replace the worker's; None:
     the worker's) and return its cache CSV text and sidecar fields; nothing is written here but the
-    checkpoints of runs cut off."""
+    checkpoints of runs cut off. Once its stop file exists (``settings.stop_file``) it starts nothing:
+    ``Checkpointed``, as a task stopped at its first round boundary."""
     from replicate.runs import batched
 
     with settings.use(worker_settings(given)):
+        stop = settings.current().stop_file
+        if stop is not None and os.path.exists(stop):  # asked to stop before it began: its runs stay as they are
+            from replicate.fl.resume import Checkpointed  # (a checkpoint of theirs from before is kept)
+
+            raise Checkpointed("asked to stop before the task began")
         return batched.compute([tuple(job) for job in jobs], device)  # one batch of runs (batched.group's)
 
 

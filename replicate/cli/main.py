@@ -53,20 +53,15 @@ def _figures_command(args) -> int:
         for nb in notebooks.discover():
             print(f"{nb.key:28s} notebooks/{nb.path.name:34s} {nb.title}")
         return 0
-    notebooks.resolve(args.names)  # an unknown figure is one line before the heavy imports
-    from replicate.cli import runner
+    from replicate.cli import budget, preflight
 
-    overrides = {}
-    for item in args.set:
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise ReplicateError(f"--set expects NAME=VALUE, got {item!r}")
-        overrides[name] = runner.parse_value(value, name)
-    _executor_settings(args)
+    # every refusal of bad input before the heavy imports (torch, papermill): one line, in well under a second
+    overrides = preflight.overrides(args.set)
+    preflight.check(notebooks.resolve(args.names), args.profile, overrides)
     if args.time_budget is not None:
-        from replicate.cli import budget
-
         args.time_budget = budget.parse(args.time_budget)
+    _executor_settings(args)
+    from replicate.cli import runner
     if args.check:
         return _check(args, overrides)
     return 1 if runner.run(args.names, args.profile, overrides, log_output=args.verbose,
@@ -284,6 +279,13 @@ def _report(args) -> int:
     return 0
 
 
+class _OneLine(argparse.ArgumentParser):
+    """Refuses a bad command line in one line, as every other refusal is, naming where the usage is."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (`{self.prog} --help` lists the options)\n")
+
+
 def main(argv=None) -> int:
     import signal
     import threading
@@ -304,7 +306,7 @@ def main(argv=None) -> int:
         except ReplicateError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-    parser = argparse.ArgumentParser(
+    parser = _OneLine(
         prog="python -m replicate",
         description="The replication package's commands: arena, figures, bench, data, cache, ledger and report "
                     "(`python -m replicate COMMAND --help` describes one).")

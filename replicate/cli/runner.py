@@ -37,6 +37,7 @@ from replicate.experiments import catalog, knobs
 from replicate.data import cache as data_cache
 from replicate.runs import cache, checkpoints, keys
 from replicate.cli.notebooks import FigureNotebook, discover, resolve  # noqa: F401  (runner.resolve, ...)
+from replicate.cli.preflight import parse_value  # noqa: F401  (runner.parse_value)
 
 
 def recorded_runs(nb: FigureNotebook) -> set[str] | None:
@@ -49,18 +50,6 @@ def recorded_runs(nb: FigureNotebook) -> set[str] | None:
         if claims.exists() and (named := cache.recorded_runs(json.loads(claims.read_text()))) is not None:
             runs = (runs or set()) | set(named)
     return runs
-
-
-def parse_value(text: str, name: str = "NAME"):
-    """A --set value: JSON when it parses (numbers, null, lists), else the plain string; a value that opens
-    a list or an object must be whole JSON (one line saying so, not a type error about text later)."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        if text.lstrip().startswith(("[", "{")):
-            raise ReplicateError(f"--set {name}={text}: not a whole JSON list ({exc.msg} at character {exc.pos}); "
-                                 f"write it as --set '{name}=[1, 5]'") from None
-        return text
 
 
 def parameters(notebook: FigureNotebook, profile: str, out_dir: Path, overrides: dict) -> dict:
@@ -303,7 +292,9 @@ def _run_all(notebooks, profile, overrides, executed_dir, committed, target, red
     failures, finished = [], []
     if budget is not None:
         notebooks = ready_first(notebooks, profile, target, overrides)
-    bar = tqdm(notebooks, desc=f"figures ({profile})", unit="notebook", file=sys.stderr)
+    # a bar only on a terminal: in a log (CI, a batch job) its updates would pile onto one line; the "done" and
+    # "FAILED" lines below say the same there, one line a notebook
+    bar = tqdm(notebooks, desc=f"figures ({profile})", unit="notebook", file=sys.stderr, disable=None)
     for nb in bar:
         left = notebooks[notebooks.index(nb):]
         if (budget is not None and budget.spent()) or signals.signum is not None:

@@ -11,11 +11,8 @@ record and the coverage table say which one it read.
 """
 from __future__ import annotations
 
-from replicate.core import settings
 from replicate.core.errors import ReplicateError
-
-OFFICIAL, STAND_IN = "official", "stand-in"
-CHOICES = (OFFICIAL, STAND_IN)
+from replicate.core.sources import CHOICES, OFFICIAL, STAND_IN, default  # noqa: F401 (variants.default, ...)
 
 # The loader of each official dataset a figure reads → the loader of this machine's stand-in for it, and what
 # the stand-in is (for labels).
@@ -56,11 +53,6 @@ def hint(staged: str) -> str:
         return ""
     return (f" This machine holds an offline stand-in for it ({stand_in}: {store.spec(stand_in).status}): "
             "REPLICATE_STAND_INS=1, or the figure's data_source=\"stand-in\", reads it, labelled as such.")
-
-
-def default() -> str:
-    """The ``data_source`` knob's value when a notebook leaves it at ``None``: ``REPLICATE_STAND_INS``."""
-    return STAND_IN if settings.current().stand_ins else OFFICIAL
 
 
 def check(choice: str) -> str:

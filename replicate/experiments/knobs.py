@@ -11,7 +11,7 @@ a range before anything runs, so a typo costs one clear error line, not a failed
   non-empty;
 - names listed in the config's ``CHOICES`` must be one of the given values;
 - ``data_source`` (configs that mix in :class:`DataChoice`): ``"official"`` or ``"stand-in"``; left at ``None`` it is
-  ``REPLICATE_STAND_INS``'s choice (:func:`replicate.data.variants.default`), so a batch or CI machine sets it once.
+  ``REPLICATE_STAND_INS``'s choice (:func:`replicate.core.sources.default`), so a batch or CI machine sets it once.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import typing
 from typing import Any
 
 from replicate.core.errors import ReplicateError
-from replicate.data import variants
+from replicate.core import sources
 
 PROFILES = ("smoke", "paper")
 NOT_KNOBS = ("profile", "deviations")  # set by the runner / derived, never by hand
@@ -47,7 +47,7 @@ def configure(cls, profile: str, overrides: dict[str, Any]):
     checked = {name: _check(cls, name, hints[name], value)
                for name, value in overrides.items() if value is not None}
     if "data_source" in valid and checked.get("data_source") is None:  # the machine's choice (replicate.data.variants)
-        checked["data_source"] = variants.default()
+        checked["data_source"] = sources.default()
     base = cls() if profile == "paper" else cls.smoke()
     config = dataclasses.replace(base, **checked)
     validate = getattr(config, "validate", None)
@@ -58,7 +58,7 @@ def configure(cls, profile: str, overrides: dict[str, Any]):
 
 def _check(cls, name: str, hint, value):
     where = f"{cls.__name__}.{name}"
-    choices = {"data_source": variants.CHOICES, **getattr(cls, "CHOICES", {})}.get(name)
+    choices = {"data_source": sources.CHOICES, **getattr(cls, "CHOICES", {})}.get(name)
     zero_ok = "seed" in name or name in getattr(cls, "ZERO_ALLOWED", ())
     return _coerce(where, hint, value, choices, zero_ok)
 
@@ -149,19 +149,25 @@ class DataChoice:
     """Mixin of the figure configs whose datasets have an offline stand-in (:mod:`replicate.data.variants`):
     the ``data_source`` knob, and the loader a run reads under it."""
 
-    data_source: str = variants.OFFICIAL  # "official": the paper's data (downloaded); "stand-in": offline copies
+    data_source: str = sources.OFFICIAL  # "official": the paper's data (downloaded); "stand-in": offline copies
 
     def loader(self, official: str) -> str:
         """The loader runs read for the official dataset ``official``: itself, or its stand-in."""
+        from replicate.data import variants  # here: the data layer is heavy, a knob's check needs none of it
+
         return variants.loader(official, self.data_source)
 
     def stand_in_loaders(self) -> list[str]:
         """The stand-in loaders its runs read (``report.claims.publish`` labels the figure and record with them)."""
+        from replicate.data import variants
+
         return [n for n in dict.fromkeys(self.dataset_names()) if variants.is_stand_in(n)]
 
     def stand_ins(self, officials) -> list[str]:
         """``official → stand-in: what it is`` for the datasets among ``officials`` this config substitutes."""
-        return variants.described(officials) if self.data_source == variants.STAND_IN else []
+        from replicate.data import variants
+
+        return variants.described(officials) if self.data_source == sources.STAND_IN else []
 
 
 def check_tune_seeds(config) -> None:

@@ -26,7 +26,6 @@ from typing import Callable
 
 from replicate.core import settings
 from replicate.core.errors import ReplicateError
-from replicate.runs import executors
 
 WORKER_DEATHS = 3  # reschedules of a task whose worker process or node died (Ray's max_retries)
 PACKAGE = Path(__file__).resolve().parents[1]  # the replicate package shipped to the workers
@@ -108,7 +107,11 @@ def _probe(address: str) -> None:
 
 
 def connect(address: str | None) -> None:
-    """Join the cluster (once per process) and check it can compute this driver's runs."""
+    """Join the cluster (once per process) and check it can compute this driver's runs. A malformed address, a
+    port where nothing listens or where no gRPC server answers is refused before Ray (or torch) is imported."""
+    if address and not _joined():
+        _reachable(address)
+    from replicate.runs import executors  # here: it imports torch, which a refused address never needs
     try:
         import ray
     except ImportError:
@@ -116,8 +119,6 @@ def connect(address: str | None) -> None:
                              "(or pip install -e '.[ray]')") from None
     if ray.is_initialized():
         return
-    if address:
-        _reachable(address)
     # no address: a new private instance ("local"), not a cluster some `ray start` left on this machine
     options = {} if address else {"include_dashboard": False, "num_cpus": executors.usable_cores()}
     try:
@@ -151,11 +152,15 @@ def _gpus(device: str, address: str | None) -> float:
     return gpus
 
 
+def _joined() -> bool:
+    """Whether this process joined a cluster already (Ray imported and initialised)."""
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized()
+
+
 def check(address: str | None) -> None:
     """What a batch of notebooks checks before its first one starts (each kernel joins the cluster
     itself): the cluster is there, runs Ray, Python and torch of these versions and has the GPUs."""
-    from replicate.runs.config import run_device
-
     if address is None:  # each kernel would start a private cluster of its own: only check Ray is there
         try:
             import ray  # noqa: F401
@@ -164,6 +169,8 @@ def check(address: str | None) -> None:
         return
     connect(address)
     import ray
+
+    from replicate.runs.config import run_device
 
     try:
         _gpus(run_device().type, address)
@@ -188,6 +195,7 @@ class RayExecutor:
         self.address = address
 
     def run(self, tasks: list[list], done: Callable[[list, list], None], device: str | None = None) -> list:
+        from replicate.runs import executors
         from replicate.runs.config import run_device
 
         device = device or run_device().type  # the device type the cache keys name

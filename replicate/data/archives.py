@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import bz2
 import contextlib
-import fcntl
 import gzip
 import hashlib
 import json
@@ -66,9 +65,10 @@ def pin(key: str, sha256: str, origin: str) -> None:
     """Record ``sha256`` as the checksum of ``key`` from now on (first successful download). Processes staging
     datasets at once take turns (an exclusive lock on ``checksums.lock.lock``): each reads the pins, adds its
     own and writes them back, so none loses another's (a lost pin makes its file unusable until fetched again)."""
+    from filelock import FileLock  # portable (POSIX and Windows) locks
+
     lock_path().parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path().with_name(lock_path().name + ".lock"), "a") as turn:
-        fcntl.flock(turn, fcntl.LOCK_EX)  # released when the file closes
+    with FileLock(lock_path().with_name(lock_path().name + ".lock")):
         pins = _pins()
         pins[key] = {"sha256": sha256, "origin": origin,
                      "recorded": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}

@@ -338,7 +338,7 @@ def main(argv=None) -> int:
                           "far published) and exit with status 75")
     fig.add_argument("--executor", choices=["local", "ray"], default=None,
                      help="where missing runs are computed: local (default; REPLICATE_EXECUTOR) worker processes, "
-                          "or ray, the Ray cluster at --ray-address (see README, 'Running on a Ray cluster')")
+                          "or ray, the Ray cluster at --ray-address (see docs/cluster.md)")
     fig.add_argument("--ray-address", metavar="HOST:PORT", default=None,
                      help="the Ray cluster's head node (default RAY_ADDRESS; none: a private cluster of this machine)")
     fig.add_argument("--workers", type=int, default=None,

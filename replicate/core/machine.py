@@ -7,7 +7,7 @@ the BLAS splits its sums by vector width; on a GPU, by model and library version
 on another processor agrees with the committed one within a tolerance (``cli/check.py``), not bitwise, and
 a user needs to see which case a comparison is. Measured: the committed default arena's runs computed on an
 AMD EPYC and on an Intel Xeon with AVX-512 give synthetic(1,1) losses up to 7 % apart, and one
-tuned choice differs (README, the arena).
+tuned choice differs (docs/arena.md).
 """
 from __future__ import annotations
 

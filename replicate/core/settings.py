@@ -28,7 +28,7 @@ FOLDERS = ("build", "cache", "data", "data_from", "ledger", "catalog_override", 
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """Every setting of the package, with the environment variable a user sets it by (README's table)."""
+    """Every setting of the package, with the environment variable a user sets it by (docs/settings.md's table)."""
 
     build: Path = dataclasses.field(default_factory=lambda: paths.REPO / "build")  # REPLICATE_BUILD: executed
     # notebooks, staged figures and, by default, the run cache
@@ -158,7 +158,7 @@ def _ledger(value: str, name: str):
 
 
 def _shared_data() -> Path | None:
-    """This machine's stand-in for the downloads, beside the checkout, when it is there (README, Data)."""
+    """This machine's stand-in for the downloads, beside the checkout, when it is there (docs/data.md)."""
     shared = paths.REPO.parent / "shared" / "data"
     return shared if shared.is_dir() else None
 

@@ -70,7 +70,7 @@ class ArenaConfig(knobs.DataChoice, knobs.FigureConfig):
     ZERO_ALLOWED: ClassVar[tuple] = ()
 
     # The arena on a GPU: every dataset of the five documents at the default budget and tuning
-    # (``experiments.work`` sizes it in figures/gpu_work.json; README: the command)
+    # (``experiments.work`` sizes it in figures/gpu_work.json; docs/arena.md: the command)
     GPU: ClassVar[dict] = {"datasets": tuple(TASKS)}
 
     @classmethod

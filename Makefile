@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup figures smoke check test test-library test-notebooks test-cluster test-unit guard bench report clean clean-cache
+.PHONY: setup figures smoke check test test-library test-notebooks test-cluster test-unit guard bench report docs clean clean-cache
 
 # The cheapest paper figures, regenerated from an empty run cache by `make test` (≈ 5 min on 2 cores):
 # FedAvg on Li et al.'s quadratic and LocalUpdate on Charles & Konečný's, through the engine.
@@ -22,6 +22,12 @@ setup: $(VENV)/.installed
 $(VENV)/.ray: requirements-ray.txt $(VENV)/.installed
 	if $(BIN)/python -m pip install -q -r requirements-ray.txt; then touch $@; \
 	else echo "Ray could not be installed: the Ray cluster tests are skipped"; fi
+
+# The documentation site's packages (mkdocs-material, mkdocstrings; requirements-docs.txt): only `make docs` and
+# `make test` install them, and a failed install fails them.
+$(VENV)/.docs: requirements-docs.txt $(VENV)/.installed
+	$(BIN)/python -m pip install -q -r requirements-docs.txt
+	touch $@
 
 ## Regenerate every committed figure, its CSV and REPLICATION.md (paper scale; resumes from the cache).
 ## First stages every registered dataset (local copy or download) and reports any that cannot be had.
@@ -44,7 +50,7 @@ HALF_THREADS := $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n > 1 ? n /
 # Each phase's seconds: `$(call stamp,NAME)` starts a clock, `$(call since,NAME)` reads it (in an echo)
 stamp = @mkdir -p build && date +%s > build/.time-$(1)
 since = $$(( $$(date +%s) - $$(cat build/.time-$(1)) ))
-test: setup $(VENV)/.ray
+test: setup $(VENV)/.ray $(VENV)/.docs
 	$(call stamp,test)
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-library test-notebooks
 	$(call stamp,cluster)
@@ -55,7 +61,7 @@ test-library: setup $(VENV)/.ray
 	$(call stamp,library)
 	OMP_NUM_THREADS=$(HALF_THREADS) REPLICATE_BUILD=$(CURDIR)/build/test \
 	    $(BIN)/python -m pytest -q -rs tests --ignore=tests/test_executors.py --ignore=$(E2E) --ignore=$(ARENA) \
-	    $(foreach f,$(MOVED),--ignore=$(f)) \
+	    $(foreach f,$(MOVED) $(SITE),--ignore=$(f)) \
 	    -p no:cacheprovider --durations=20
 	$(call stamp,guard)
 	OMP_NUM_THREADS=$(HALF_THREADS) $(MAKE) --no-print-directory guard
@@ -72,16 +78,19 @@ FIRST_LOOK := tests/test_first_look.py
 # two files, which take 88 s, moved)
 ARENA := tests/test_arena.py
 MOVED := tests/test_data_variants.py tests/test_khanduri2021.py
-test-notebooks: setup
+# the documentation site, built in strict mode by `make docs` (≈ 8 s on 2 cores), then opened in headless Chromium (≈ 7 s)
+SITE := tests/test_site.py
+test-notebooks: setup $(VENV)/.docs
 	$(call stamp,notebooks)
 	OMP_NUM_THREADS=$(HALF_THREADS) REPLICATE_BUILD=$(CURDIR)/build/test-notebooks \
 	    $(BIN)/python -m pytest -q -rs tests notebooks --nbval-lax --notebooks-on-official-data \
 	    --ignore-glob='tests/test_*.py' -p no:cacheprovider --durations=10
 	$(call stamp,e2e)
+	$(MAKE) --no-print-directory docs
 	OMP_NUM_THREADS=$(HALF_THREADS) REPLICATE_BUILD=$(CURDIR)/build/test-notebooks \
-	REPLICATE_SMOKE_FIGURES=$(CURDIR)/build/test-notebooks/figures \
-	    $(BIN)/python -m pytest -q -rs $(E2E) $(FIRST_LOOK) $(ARENA) $(MOVED) -p no:cacheprovider --durations=5
-	@echo "test-notebooks: $(call since,notebooks) s (the end-to-end, first-look and arena tests $(call since,e2e) s)"
+	REPLICATE_SMOKE_FIGURES=$(CURDIR)/build/test-notebooks/figures REPLICATE_SITE_DIR=$(CURDIR)/build/site \
+	    $(BIN)/python -m pytest -q -rs $(E2E) $(FIRST_LOOK) $(ARENA) $(MOVED) $(SITE) -p no:cacheprovider --durations=5
+	@echo "test-notebooks: $(call since,notebooks) s (the site, end-to-end, first-look and arena tests $(call since,e2e) s)"
 
 test-cluster: setup $(VENV)/.ray
 	REPLICATE_BUILD=$(CURDIR)/build/test $(BIN)/python -m pytest -q -rs tests/test_executors.py -p no:cacheprovider
@@ -102,6 +111,12 @@ bench: setup
 
 report: setup
 	$(BIN)/python -m replicate report
+
+## The documentation site into build/site (open build/site/index.html): docs/, REPLICATION.md and a page per
+## committed figure, assembled into build/site-src (replicate/report/site.py) and built in strict mode (mkdocs.yml).
+docs: $(VENV)/.docs
+	$(BIN)/python -m replicate.report.site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 ## Regenerate at paper scale into build/check and compare with the committed figures (tolerance: replicate/cli/check.py).
 check: setup

@@ -9,6 +9,7 @@ from replicate.core.fileio import atomic_write_text
 from replicate.report import coverage, history, reduced
 from replicate.report.claims import BASES, KIND_RULE, REDUCED_FOLDER
 
+BELOW_SCALE = "its claims, at a scale below the paper's, are in the reduced-scale section (counted nowhere)"
 THUMBNAIL_WIDTH = 160  # pixels: a summary row's figure, readable as a picture, small enough for one screen
 
 PAPER_TITLES = {
@@ -178,7 +179,7 @@ def _coverage(records: list[dict], work: list[dict] | None = None, slots: dict |
     lines += ["", coverage.RULE + " Data that is another draw of the paper's own (unseeded) generator counts as "
               "the paper's data for the rule; the notes say where the draw matters.", "",
               "| document | item | what | status | notes | claims |", "|---|---|---|---|---|---|"]
-    statuses = []
+    seen = []
 
     def row(item) -> str:
         claims = item.claims(by_key)
@@ -192,10 +193,10 @@ def _coverage(records: list[dict], work: list[dict] | None = None, slots: dict |
     beyond = [item for item in coverage.ITEMS if item.origin != "document"]
     for item in coverage.ITEMS:
         if item.origin == "document":
-            statuses.append(item.status(by_key))
+            seen.append(item.status(by_key))
             lines.append(row(item))
-    counts = {s: statuses.count(s) for s in coverage.STATUSES}
-    lines += ["", "Items: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + ".", ""]
+    tally = {s: seen.count(s) for s in coverage.STATUSES}
+    lines += ["", "Items: " + ", ".join(f"{n} {s}" for s, n in tally.items()) + ".", ""]
     if beyond:  # an item of ours, or of another paper, is never a row of the papers' coverage
         lines += ["Beyond the five documents, not counted among the items above: checks of ours that are no figure "
                   "or table of theirs (their measured claims test statements of the documents and are counted with "
@@ -249,15 +250,17 @@ def _brief(text: str, limit: int = 160) -> str:
 
 def _summary_row(key: str, record: dict, what: str, by_key: dict) -> str:
     rows = statuses(key, by_key)
-    status = "<br>".join(f"{name}: {s}" if len(rows) > 1 else s for name, s in rows)
-    claim = headline(record["claims"])
-    said = ours = "—"
-    if claim:
+    status = "**<br>**".join(f"{name}: {s}" if len(rows) > 1 else s for name, s in rows)
+    claim, said, ours, tally = headline(record["claims"]), "—", "—", counts(record["claims"])
+    if key.startswith(REDUCED_FOLDER + "/"):  # its claims stay in their labelled section, below every count
+        said, tally = BELOW_SCALE, "at this scale: " + tally
+    elif claim:
         said = claim["claim"] + (f" (paper: {claim['paper_value']})" if claim.get("paper_value") else "")
         verdict = verdict_of(claim)
         ours = _brief(claim["result"]) + " — " + (verdict if claim["passed"] else f"**{verdict}**")
-    return (f'| <img src="figures/{key}.png" width="{THUMBNAIL_WIDTH}"> | [{record["figure"]}](#{anchor(key)}): '
-            f"{_cell(what)} | {_cell(status)} | {counts(record['claims'])} | {_cell(said)} | {_cell(ours)} |")
+    return (f'| <img src="figures/{key}.png" width="{THUMBNAIL_WIDTH}" alt="{key}"><br>'
+            f"[{record['figure']}](#{anchor(key)}): {_cell(what)} | **{_cell(status)}**<br>{tally} | "
+            f"{_cell(said)} | {_cell(ours)} |")
 
 
 def summary_rows(records: list[dict], root: Path) -> dict[str, list[tuple[str, dict, str]]]:
@@ -287,7 +290,7 @@ def _summary(records: list[dict], root: Path) -> list[str]:
              "runs below the paper's scale are labelled reduced scale and counted nowhere.", ""]
     for paper, mine in summary_rows(records, root).items():
         lines += [f"### {PAPER_TITLES[paper]} (summary)", "",
-                  "| figure | item | status | claims | the paper (as tested) | ours |", "|---|---|---|---|---|---|"]
+                  "| figure | status and claims | the paper (as tested) | ours |", "|---|---|---|---|"]
         lines += [_summary_row(key, r, what, by_key) for key, r, what in mine] + [""]
     return lines
 
@@ -361,7 +364,7 @@ def render(root: Path | None = None) -> str:
                 lines.append(f"| {link} | {_cell(_claim_text(c))} | {_cell(c.get('paper_value', ''))} | "
                              f"{_cell(c['result'])} | {_cell(c.get('margin', ''))} | {verdict} |")
             lines.append("")
-        lines += ["Wall time per figure:", ""] + [f"- **{r['figure']}**: {wall_time(r)}" for r in mine] + [""]
+        lines += ["Wall time per figure:", ""] + [f"- **{r['figure']}**: {_wall(r)}" for r in mine] + [""]
         deviations = [(r["figure"], d) for r in mine
                       for d in dict.fromkeys(list(r.get("deviations", [])) +
                                              [d for c in r["claims"] for d in c.get("deviations", [])])]
@@ -386,7 +389,7 @@ def _reduced(root: Path) -> list[str]:
              "and are not part of any count in this report.", ""]
     for item, record in present:
         lines += [f"### {item.what}", "", f"{_target(item.key)}Scale: {item.scale}. [figure](figures/{item.key}.png); produced by "
-                  f"`{item.command}` ({wall_time(record)}).", "", _knobs(item, record), ""] + (
+                  f"`{item.command}` ({_wall(record)}).", "", _knobs(item, record), ""] + (
                   [item.text(root), ""] if item.note else []) + (
                   [f"**Stale:** {item.stale}", ""] if item.stale else []) + (
                   ["**Stale:** published before figures recorded their scale: its title lacks the CPU-scale label "
@@ -412,7 +415,7 @@ def _knobs(item, record: dict) -> str:
             "its command: the record predates records that name their changed knobs; the command republishes it).")
 
 
-def wall_time(r: dict) -> str:
+def _wall(r: dict) -> str:
     """A record's notebook wall time, with its runs' compute from scratch where it has runs."""
     wall = f"{r['wall_time_s']:.0f} s" if "wall_time_s" in r else "—"
     if r.get("runs"):

@@ -27,7 +27,7 @@ from replicate.core.errors import ReplicateError
 from replicate.experiments import catalog, knobs
 from replicate.experiments.catalog import FigureNotebook
 
-_PLAIN = {"int": int, "float": float, "str": str, "bool": bool, "tuple": tuple, "None": None}
+_PLAIN = {"int": int, "float": float, "str": str, "bool": bool}
 
 
 def parse_value(text: str, name: str = "NAME"):
@@ -143,11 +143,29 @@ def _literal(node):
 
 
 def _hint(annotation: str):
-    """A plain field type (int, float, str, bool, their tuples and optionals), or None for any other."""
+    """A plain field type (int, float, str, bool, their tuples and optionals), or None for any other; read from
+    the annotation's syntax, never evaluated."""
     try:
-        return eval(annotation, {"__builtins__": {}}, _PLAIN)  # noqa: S307 - names of _PLAIN only, no builtins
-    except Exception:  # noqa: BLE001 - a type this check does not know: the config's own check decides
+        return _type(ast.parse(annotation, mode="eval").body)
+    except (SyntaxError, ValueError):
         return None
+
+
+def _type(node):
+    if isinstance(node, ast.Name) and node.id in _PLAIN:
+        return _PLAIN[node.id]
+    if isinstance(node, ast.Constant) and node.value is None:
+        return None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):  # X | None
+        left, right = _type(node.left), _type(node.right)
+        return (left if left is not None else type(None)) | (right if right is not None else type(None))
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "tuple":
+        items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        args = tuple(... if isinstance(i, ast.Constant) and i.value is Ellipsis else _type(i) for i in items)
+        if any(a is None for a in args):
+            raise ValueError("not a plain type")
+        return tuple[args]
+    raise ValueError("not a plain type")
 
 
 def check_knobs(nb: FigureNotebook, values: dict) -> None:

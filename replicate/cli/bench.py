@@ -55,8 +55,8 @@ WORKLOADS = {
         RunConfig(dataset="synthetic(1,1)", algorithm=FedAvg("scheme1"), local_steps=20, batch_size=24, client_lr=0.1,
                   lr_schedule="harmonic", weight_decay=1e-4, clip_norm=60.0), (10, 100)),
     "mnist unbalanced, E=100, b=64": (
-        RunConfig(dataset="mnist_unbalanced", algorithm=FedAvg("scheme1"), local_steps=100, batch_size=64, client_lr=0.1,
-                  lr_schedule="harmonic", weight_decay=1e-4, clip_norm=60.0), (30,)),
+        RunConfig(dataset="mnist_unbalanced", algorithm=FedAvg("scheme1"), local_steps=100, batch_size=64,
+                  client_lr=0.1, lr_schedule="harmonic", weight_decay=1e-4, clip_norm=60.0), (30,)),
     "FedProx 90% stragglers, synthetic(1,1) N=30, E=20 epochs, b=10": (
         RunConfig(dataset="synthetic(1,1)", num_clients=30, algorithm=FedProx(1.0, straggler_fraction=0.9),
                   local_steps=None, local_epochs=20, batch_size=10, client_lr=0.01,
@@ -270,7 +270,8 @@ def describe_machine(device=None) -> str:
     device = torch.device(device) if device else run_device()
     load = f", load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores" if hasattr(os, "getloadavg") else ""
     return (f"{device.type} ({describe(device)}), {torch.get_num_threads()} threads, "
-            f"python {platform.python_version()}{load} (read at the start: other work on the machine slows the timings; ratios within one run compare like with like)")
+            f"python {platform.python_version()}{load} (read at the start: other work on the machine slows the "
+            "timings; ratios within one run compare like with like)")
 
 
 def table(results: list[dict]) -> str:

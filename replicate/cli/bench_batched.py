@@ -84,7 +84,8 @@ def _workload(name, base, grid, rounds, repeats, device, sizes) -> dict | None:
     except ReplicateError as exc:
         print(f"skipping {name}: {exc}")
         return None
-    configs = sorted((base.replace(**changes) for changes in grid), key=batched.rate_order)  # as the runner orders a batch
+    # as the runner orders a batch
+    configs = sorted((base.replace(**changes) for changes in grid), key=batched.rate_order)
     execution = engine.preferred_execution(problem)
     times = {r: [] for r in sizes}
     for repeat in range(repeats + 1):  # the first repeat warms up and is discarded

@@ -65,7 +65,8 @@ def run(device=None, repeats: int | None = None, runs: int = RUNS, rounds: int =
                 times[pace].append(time.perf_counter() - start)
     alone = sum(int(t.sum()) for t in lengths)
     return [{"pace": pace, "execution": execution, "steps": steps, "alone": alone, "runs": runs, "rounds": rounds,
-             "clients": problem.num_clients, "seconds": statistics.median(times[pace])} for pace, steps in paces.items()]
+             "clients": problem.num_clients, "seconds": statistics.median(times[pace])}
+            for pace, steps in paces.items()]
 
 
 def table(results: list[dict]) -> str:
@@ -73,7 +74,7 @@ def table(results: list[dict]) -> str:
     rows = [f"| {r['pace']} | {r['execution']} | {r['steps']:,} (runs one by one: {r['alone']:,}) | "
             f"{r['seconds']:.2f} | {lock / r['seconds']:.2f}× |" for r in results]
     first = results[0]
-    return "\n".join([f"{first['runs']} runs × {first['rounds']} rounds as one batch, {first['clients']} unequal clients "
-                      "(module docstring):", "",
+    return "\n".join([f"{first['runs']} runs × {first['rounds']} rounds as one batch, {first['clients']} unequal "
+                      "clients (module docstring):", "",
                       "| pace | execution | sequential local steps | s a batch | vs lockstep |",
                       "|---|---|---:|---:|---:|", *rows])

@@ -76,7 +76,8 @@ def _settings(args):
     from replicate.core import settings
 
     flags = {name: str(getattr(args, field)) for name, (field, _) in settings.VARIABLES.items()
-             if field in ("executor", "ray_address", "workers", "batch_runs") and getattr(args, field, None) is not None}
+             if field in ("executor", "ray_address", "workers", "batch_runs")
+             and getattr(args, field, None) is not None}
     source = getattr(args, "source", None)  # `data fetch --from DIR` stages from DIR, whatever the variable says
     read = settings.Settings.read(given=flags, skip=("REPLICATE_DATA_FROM",) if source else ())
     return read.replace(data_from=None) if source else read
@@ -171,7 +172,8 @@ def _data(args) -> int:
         return 0
     if args.action == "pack":
         if not args.names:
-            raise ReplicateError("name the dataset(s) to pack, e.g. `python -m replicate data pack femnist --to .carry/data`")
+            raise ReplicateError("name the dataset(s) to pack, e.g. "
+                                 "`python -m replicate data pack femnist --to .carry/data`")
         for name in args.names:
             path = store.pack(name, args.to)
             print(f"{name}: {path} ({path.stat().st_size / 2**20:.1f} MiB)")
@@ -314,14 +316,16 @@ def main(argv=None) -> int:
     sub.add_parser("arena", help="every algorithm on the same datasets at one budget, tuned alike",
                    description="python -m replicate arena [--algorithm path/to/file.py:ClassName] [--algorithm NAME "
                                "...] [--profile paper] [--set NAME=VALUE ...] [figures' options]: runs "
-                               "notebooks/arena_leaderboard.ipynb as `figures arena/leaderboard` does (the leaderboard, "
-                               "its curves and trials as CSVs, the curves and rank map in build/figures/arena, or "
-                               "figures/arena at the paper profile). --algorithm FILE:Class adds your registered "
-                               "algorithm; --algorithm NAME (repeatable) picks the entries to run (default all). Its "
-                               "knobs: replicate/experiments/arena/board.py (ArenaConfig); e.g. --set budget_kind=samples.")
+                               "notebooks/arena_leaderboard.ipynb as `figures arena/leaderboard` does (the "
+                               "leaderboard, its curves and trials as CSVs, the curves and rank map in "
+                               "build/figures/arena, or figures/arena at the paper profile). --algorithm FILE:Class "
+                               "adds your registered algorithm; --algorithm NAME (repeatable) picks the entries to run "
+                               "(default all). Its knobs: replicate/experiments/arena/board.py (ArenaConfig); e.g. "
+                               "--set budget_kind=samples.")
     fig = sub.add_parser("figures", help="run figure notebooks with papermill", epilog=EXIT_STATUS,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
-    fig.add_argument("names", nargs="*", help="figures (li2020/fig2), notebooks (li2020_fig2) or papers (li2020); default all")
+    fig.add_argument("names", nargs="*",
+                     help="figures (li2020/fig2), notebooks (li2020_fig2) or papers (li2020); default all")
     fig.add_argument("--profile", default="smoke", choices=["smoke", "paper"],
                      help="smoke: minutes, written to build/figures; paper: full scale, written to figures/")
     fig.add_argument("--list", action="store_true", help="list the available figures and exit")
@@ -344,9 +348,9 @@ def main(argv=None) -> int:
     fig.add_argument("--workers", type=int, default=None,
                      help="worker processes of the local executor (default REPLICATE_WORKERS, else one per core)")
     fig.add_argument("--batch-runs", type=int, default=None, metavar="R",
-                     help="train up to R runs of a sweep as one batch; 1: one by one (default REPLICATE_BATCH_RUNS, else "
-                          "batched where a batch computes bitwise what its runs compute alone, the logistic model, "
-                          "and for every model on CUDA, where neural runs agree to float32 "
+                     help="train up to R runs of a sweep as one batch; 1: one by one (default REPLICATE_BATCH_RUNS, "
+                          "else batched where a batch computes bitwise what its runs compute alone, the logistic "
+                          "model, and for every model on CUDA, where neural runs agree to float32 "
                           "rounding only: docs/engine.md)")
     fig.add_argument("-v", "--verbose", action="store_true", help="stream notebook output (progress bars)")
     fig.add_argument("--plan", action="store_true",
@@ -391,7 +395,8 @@ def main(argv=None) -> int:
     data.add_argument("names", nargs="*", default=[], help="datasets to fetch or pack (see `data list`)")
     data.add_argument("--all", action="store_true", help="fetch every registered dataset and report each")
     data.add_argument("--to", default=".", help="pack: the folder the packs are written to (default: here)")
-    data.add_argument("--from", dest="source", default=None, help="stage from this local directory instead of downloading")
+    data.add_argument("--from", dest="source", default=None,
+                      help="stage from this local directory instead of downloading")
     data.add_argument("--dry-run", action="store_true",
                       help="say what fetch would do for each dataset (staged, copy from a folder, download from "
                            "which URL and how large, or why not available), and do nothing")

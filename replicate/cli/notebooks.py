@@ -18,6 +18,7 @@ def resolve(names: list[str], available: list[FigureNotebook] | None = None) -> 
         match = [nb for nb in available if nb.key == key or nb.paper == name]
         if not match:
             raise ReplicateError(f"unknown figure {name!r}; run `python -m replicate figures --list` "
-                                 f"to see the {len(available)} available (e.g. {available[0].key if available else '-'})")
+                                 f"to see the {len(available)} available "
+                                 f"(e.g. {available[0].key if available else '-'})")
         chosen += [nb for nb in match if nb not in chosen]
     return chosen

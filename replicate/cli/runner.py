@@ -253,7 +253,8 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
     from replicate.experiments.knobs import FigureConfig
 
     committed = profile == "paper" and not set(overrides) - set(FigureConfig.RECORDED_APART) and out_dir is None
-    target = Path(out_dir).resolve() if out_dir else paths.figures_dir() if committed else settings.current().build / "figures"
+    target = (Path(out_dir).resolve() if out_dir
+              else paths.figures_dir() if committed else settings.current().build / "figures")
     reduced = not committed and _reduced_scale(target, profile, notebooks)
     if not committed and paths.within(target, paths.figures_dir()) and not reduced:
         raise committed_figures_refused(out_dir)
@@ -334,8 +335,8 @@ def _run_all(notebooks, profile, overrides, executed_dir, committed, target, red
                 continue
             finally:
                 for name in cache.damaged_since(started):  # the kernel's warning reached its notebook, not here
-                    tqdm.write(f"warning: cached run {name} was damaged: moved to {settings.current().cache / 'damaged'} "
-                               "and recomputed, not used", file=sys.stderr)
+                    tqdm.write(f"warning: cached run {name} was damaged: moved to "
+                               f"{settings.current().cache / 'damaged'} and recomputed, not used", file=sys.stderr)
                 for line in data_cache.damaged_since(started):
                     tqdm.write(f"warning: {line}", file=sys.stderr)
             elapsed = time.perf_counter() - start
@@ -400,7 +401,8 @@ def _stop(nb: FigureNotebook | None, finished: list[str], left: list[FigureNoteb
     if signalled or not spent:
         terminated = signalled and signals.signum == signal.SIGTERM
         return (Terminated if terminated else Interrupted)(_interrupted(nb, finished, saved, terminated))
-    where = f"during {nb.key}: its finished runs are cached in {settings.current().cache}" if nb else "between notebooks"
+    where = (f"during {nb.key}: its finished runs are cached in {settings.current().cache}" if nb
+             else "between notebooks")
     names = [item.key for item in left]
     waiting = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
     return BudgetSpent(f"time budget of {describe(budget.seconds)} spent {where}; "

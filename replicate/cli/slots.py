@@ -40,7 +40,8 @@ def ledger_command(args) -> int:
     if args.action == "add":
         if not args.file:
             raise ReplicateError("ledger add needs the archive: python -m replicate ledger add runs.tar.xz")
-        written, added, same, conflicts = ledger.add(Path(args.file), args.note, wall_s=args.wall_s, machine=args.machine)
+        written, added, same, conflicts = ledger.add(Path(args.file), args.note, wall_s=args.wall_s,
+                                                     machine=args.machine)
         print(f"ledger: {added} runs added in {', '.join(map(str, written)) or 'no new piece'}; {same} already "
               "there" + (f"; {len(conflicts)} already there with other numbers, kept as they were (first "
                          f"computation stays): {', '.join(conflicts[:3])}" if conflicts else ""))
@@ -76,7 +77,8 @@ def status_table(device: str = "cuda") -> str:
     for row in rows:
         left = "done" if row.done else plan.minutes(row.left_s / rate) + _mark(row) + (
             f" ({row.resumed} resume)" if row.resumed else "")
-        lines.append(f"{row.unit.label:44s} {row.tuning[0]:>4d}/{row.tuning[1]:<4d} {row.final[0]:>3d}/{row.final[1]:<3d} "
+        lines.append(f"{row.unit.label:44s} {row.tuning[0]:>4d}/{row.tuning[1]:<4d} "
+                     f"{row.final[0]:>3d}/{row.final[1]:<3d} "
                      f"{plan.minutes(row.spent_s / rate):>11s} {left:>13s} "
                      f"{'' if row.done else _short(row.round_s):>9s}")
     total, graphed = plan.left_s(rows) / rate, plan.left_s(rows, graphed=True) / rate
@@ -89,9 +91,9 @@ def status_table(device: str = "cuda") -> str:
                  "removes the host dispatch per op the model counts: an estimate, likely high, not a bound, until a "
                  "slot times the graphed step (`bench --sections lstm`); " if graphed else "")
               + "a run that resumes from a checkpoint this "
-              "machine holds (its cache's or .carry/checkpoints) counts from the round it reached; a round: one round of "
-              "the unit's shortest-round run left, its stack alone (a run saves its progress at round boundaries only: "
-              "a slot shorter than that keeps nothing of the unit, and the plan passes it over)"]
+              "machine holds (its cache's or .carry/checkpoints) counts from the round it reached; a round: one round "
+              "of the unit's shortest-round run left, its stack alone (a run saves its progress at round boundaries "
+              "only: a slot shorter than that keeps nothing of the unit, and the plan passes it over)"]
     return "\n".join(lines)
 
 

@@ -11,7 +11,8 @@ import zlib
 import numpy as np
 import torch
 
-ROLES = ("init", "sampling", "batches", "stragglers", "dropout", "embedding", "tuning", "partition")  # tuning: the arena's trials; partition: data.partitions
+# tuning: the arena's trials; partition: data.partitions
+ROLES = ("init", "sampling", "batches", "stragglers", "dropout", "embedding", "tuning", "partition")
 
 
 def seed_for(seed: int, role: str, round_: int = 0, *within: int) -> int:

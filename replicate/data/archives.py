@@ -128,7 +128,8 @@ class _Meter:
     def line(self) -> str:
         seconds = max(time.monotonic() - self.t0, 1e-9)
         of = f" of {self.total / 1e6:,.1f}" if self.total else ""
-        return (f"{self.what}: {self.done / 1e6:,.1f}{of} MB, {(self.done - self.start_bytes) / 1e6 / seconds:,.1f} MB/s"
+        return (f"{self.what}: {self.done / 1e6:,.1f}{of} MB, "
+                f"{(self.done - self.start_bytes) / 1e6 / seconds:,.1f} MB/s"
                 + (f" (resumed at {self.start_bytes / 1e6:,.1f} MB)" if self.start_bytes else ""))
 
     def update(self, n: int) -> None:

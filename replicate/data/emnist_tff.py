@@ -112,7 +112,8 @@ def emnist_draft_tff(seed: int = 0, num_writers: int = DRAFT_WRITERS, root: str 
     draft's 305,654: LEAF's writers are NIST's, TFF's are the ones it kept."""
     train, test = (LeafArrays(a.users, unpack_pixels(a.x), a.y, a.offsets) for a in emnist_arrays(root))
     if not 1 <= num_writers <= len(train.users):
-        raise ReplicateError(f"emnist_draft_tff: num_writers must be between 1 and {len(train.users)}, got {num_writers}")
+        raise ReplicateError(f"emnist_draft_tff: num_writers must be between 1 and {len(train.users)}, "
+                             f"got {num_writers}")
     drawn = torch.randperm(len(train.users), generator=data_generator(seed, "emnist_draft_tff", "writers"))
     keep = sorted(drawn[:num_writers].tolist())  # in the file's order
     chosen = {train.users[k] for k in keep}

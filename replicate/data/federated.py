@@ -97,7 +97,8 @@ class FederatedDataset:
     def first(self, n: int) -> "FederatedDataset":
         """The first ``n`` clients only, train and (per-client) test: a smaller federation."""
         if not 1 <= n <= self.num_clients:
-            raise ReplicateError(f"dataset {self.name!r}: num_clients must be between 1 and {self.num_clients}, got {n}")
+            raise ReplicateError(f"dataset {self.name!r}: num_clients must be between 1 and {self.num_clients}, "
+                                 f"got {n}")
         if self.test is None or self.test.num_clients != self.num_clients:
             raise ReplicateError(f"dataset {self.name!r} has no per-client test split to cut with its clients")
 

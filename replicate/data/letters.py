@@ -164,5 +164,6 @@ def emnist_star_tff(seed: int = EMNIST_STAR_SEED, num_devices: int = 200, classe
 
 @builder("femnist_fedprox_tff", reads=("emnist_tff",))
 def femnist_fedprox_tff(seed: int = FEMNIST_FEDPROX_SEED, root: str | None = None) -> FederatedDataset:
-    """:func:`femnist_fedprox` with the letters of TFF's complete EMNIST-62 (the official data; store ``emnist_tff``)."""
+    """:func:`femnist_fedprox` with the letters of TFF's complete EMNIST-62 (the official data; store
+    ``emnist_tff``)."""
     return femnist_fedprox(seed, root, images="tff")

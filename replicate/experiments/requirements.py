@@ -58,5 +58,6 @@ def skip_reason(key: str, profile: str = "smoke") -> str | None:
     from replicate.data import variants
 
     return (f"{', '.join(absent)} {'is' if len(absent) == 1 else 'are'} not available: run "
-            f"`python -m replicate data fetch {' '.join(absent)}` (or set REPLICATE_DATA_FROM to a folder with the files)."
+            f"`python -m replicate data fetch {' '.join(absent)}` (or set REPLICATE_DATA_FROM to a folder with the "
+            "files)."
             + "".join(dict.fromkeys(variants.hint(name) for name in absent)))

@@ -1,11 +1,11 @@
 """The work of the paper profile of every GPU-scale figure, enumerated without running it.
 
 A GPU-scale figure is one whose paper profile this project's 2-core CPU cannot run: ``FIGURES`` below is
-the one list of them, each with its coverage item (``report.coverage.ITEMS``). For each, its figure config at the paper profile (the dataclass defaults; the FedProx
-figures with their LSTM panels, Shakespeare and Sent140, named in ``datasets``) yields its run configs
-the way the figure's own code does: the tuning grid on the tuning seeds, then the chosen rates on every
-seed. Which rate is chosen does not change the count (a final run on a tuning seed is a tuning run), so
-the first grid point stands in for it. Runs are counted once (the run cache computes a config once).
+the one list of them, each with its coverage item (``report.coverage.ITEMS``). For each, its figure config at the paper
+profile (the dataclass defaults; the FedProx figures with their LSTM panels, Shakespeare and Sent140, named in
+``datasets``) yields its run configs the way the figure's own code does: the tuning grid on the tuning seeds, then the
+chosen rates on every seed. Which rate is chosen does not change the count (a final run on a tuning seed is a tuning
+run), so the first grid point stands in for it. Runs are counted once (the run cache computes a config once).
 
 Per run: its *sequential* local steps — a GPU steps a round's stacked clients together, so a round takes as
 many steps as its busiest sampled client: ``runs.batched.round_steps`` counts them from the algorithm's own
@@ -14,14 +14,13 @@ training. And per figure, the steps of the pieces a GPU slot trains (``SLOT``: `
 batches of at most 8 runs, cut for 2 workers) two ways: in lockstep, each round as long as its longest run's
 (``fl.batching.batch_steps``), and as the engine trains them, each run beginning its next round as soon as its own
 clients finish, so a piece lasts as long as its longest run alone (``fl.batching.own_pace_steps``; in lockstep for
-an algorithm that reads the round's step or warm-up, ``protocol.own_pace``: STEM). The epoch columns state one epoch in steps two ways: the
-mean over the training clients of ⌈n_k/b⌉ and the busiest sampled client's per round (the figure's
-sequential steps over its rounds × epochs), which the planner (``experiments.plan``) prices. Ops per local
-step are ``fl.models.opcount.step_ops`` of the model at its data's input shape (sequence length) with
-narrowed widths (the count does not depend on widths, as ``cli.bench.op_table``); the GFLOP of a client's step,
-at the paper's widths and the run's mini-batch, are ``flops_per_step``'s (the planner's arithmetic bound). The
-measured CPU costs
-are quoted from where they were measured (named in each), never projected here.
+an algorithm that reads the round's step or warm-up, ``protocol.own_pace``: STEM). The epoch columns state one epoch in
+steps two ways: the mean over the training clients of ⌈n_k/b⌉ and the busiest sampled client's per round (the figure's
+sequential steps over its rounds × epochs), which the planner (``experiments.plan``) prices. Ops per local step are
+``fl.models.opcount.step_ops`` of the model at its data's input shape (sequence length) with narrowed widths (the count
+does not depend on widths, as ``cli.bench.op_table``); the GFLOP of a client's step, at the paper's widths and the run's
+mini-batch, are ``flops_per_step``'s (the planner's arithmetic bound). The measured CPU costs are quoted from where they
+were measured (named in each), never projected here.
 
 The GPU work is enumerated on the offline stand-ins (``SOURCE``): the official EMNIST-62, Sentiment140 + GloVe
 and CIFAR-10 batches cannot travel to this project's GPU slots (64 MiB a call), so the slots train on the

@@ -77,7 +77,8 @@ class Round:
 
     @property
     def runs(self):
-        """Each part's (rows, masked, plain_sgd), for a fused solver (``SampleProblem.local_sgd``); None for one part."""
+        """Each part's (rows, masked, plain_sgd), for a fused solver (``SampleProblem.local_sgd``); None for one
+        part."""
         return None if len(self.sizes) == 1 else list(zip(self.sizes, self.masked, self.updates))
 
     def split(self, state: ClientState) -> list[ClientState]:

@@ -94,12 +94,13 @@ def run(problem: Problem, algorithm: Algorithm, work: LocalWork, schedule: LRSch
 
     ``options`` or its fields as keywords (``rounds=…, seed=…``). Hooks:
     ``extra_metrics(problem, params, round) -> dict`` adds columns to every evaluated row;
-    ``stop(row) -> bool`` (the row holds its ``round``) ends training at the first evaluated row it accepts (e.g. a target loss
-    reached), which is then the last row: rounds-to-target sweeps need no more.
+    ``stop(row) -> bool`` (the row holds its ``round``) ends training at the first evaluated row it accepts (e.g. a
+    target loss reached), which is then the last row: rounds-to-target sweeps need no more.
     """
     options = replace(options, **settings) if options is not None else RunOptions(**settings)
     (out,) = run_batch(problem, [RunSpec(algorithm, schedule, options.seed, options.rounds, stop)], work, options,
-                       trainer=trainer, extra_metrics=extra_metrics, return_params=return_params, checkpoints=checkpoints)
+                       trainer=trainer, extra_metrics=extra_metrics, return_params=return_params,
+                       checkpoints=checkpoints)
     return out
 
 

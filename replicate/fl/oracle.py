@@ -20,7 +20,8 @@ from replicate.fl.local_steps import Trainer
 
 
 def sequential_train(problem, algorithm, state, ctx, clients, batches, objective, dropout=None, execution=None):
-    """Train each client of ``state`` in turn, step by step, with autograd gradients (``dropout(s, batch)``: the engine's noise stream)."""
+    """Train each client of ``state`` in turn, step by step, with autograd gradients (``dropout(s, batch)``: the
+    engine's noise stream)."""
     steps = ctx.steps.tolist()
     for j, k in enumerate(clients.tolist()):
         row = {name: value[j:j + 1].clone() for name, value in state.items()}

@@ -30,7 +30,8 @@ class Problem(Protocol):
     device: torch.device
     dtype: torch.dtype
     single_threaded: bool  # tiny per-step ops: run with one intra-op thread (core.threads, in engine.run_batch)
-    fused_sgd: Callable | None  # (params (P,) or (m, P), clients, steps, lr (m,), batches, objective, PlainSGD) -> (m, P)
+    # (params (P,) or (m, P), clients, steps, lr (m,), batches, objective, PlainSGD) -> (m, P)
+    fused_sgd: Callable | None
 
     def population(self) -> Population: ...
 
@@ -301,7 +302,8 @@ class QuadraticFederatedProblem:
     coordinate, so a run's history holds its iterates. The run starts from ``x0`` (default 0).
     """
 
-    single_threaded = True  # tiny per-step ops: a second thread costs more than it gives (core.threads, in engine.run_batch)
+    # tiny per-step ops: a second thread costs more than it gives (core.threads, in engine.run_batch)
+    single_threaded = True
     fused_sgd = None  # no fused solver: the generic step is already one bmm
 
     def __init__(self, clients: QuadraticClients, x0: torch.Tensor | None = None, record_iterates: bool = False,

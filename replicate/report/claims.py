@@ -48,7 +48,8 @@ BASES = {
     "cross-check": "a statement of the five documents tested under the arena's protocol (its budgets, tuning and "
                    "data, not the paper's): shown beside the arena, never counted",
 }
-CONTEXT_BASES = ("external", "partial-data", "cross-check")  # the bases of claims shown beside a figure and never counted
+# the bases of claims shown beside a figure and never counted
+CONTEXT_BASES = ("external", "partial-data", "cross-check")
 KIND_RULE = ("A claim is a replication claim exactly when its verdict rests on a measurement: our numbers from "
              "running an algorithm or building a dataset, compared with what the paper states, with inputs not "
              "fitted to the compared numbers and a margin the measurement can miss. Every other claim (a property "

@@ -31,7 +31,8 @@ STATUSES = {
     "claims differ": "run at the paper's scale on full (or redrawn) data; at least one replication claim fails",
     "data-limited": "run at the paper's scale on a partial or substituted copy of its data",
     "reduced scale": "run below the paper's scale or on a subset of its panels (labelled; not a verdict on the paper)",
-    "analytic redraw": "nothing measured: closed-form results redrawn or definitions implemented; consistency checks only",
+    "analytic redraw": "nothing measured: closed-form results redrawn or definitions implemented; consistency checks "
+                       "only",
     "not yet": "planned, not run (or no measured claims committed yet)",
     "not reproducible here": "needs something this project cannot have",
 }
@@ -205,7 +206,8 @@ ITEMS: tuple[Item, ...] = (
          ("fedprox2020/fig2",), panels="MNIST, EMNIST, EMNIST*"),
     Item("fedprox2020", "Figures 2 and 6", "E ∈ {1, 20, 50} with μ = 0 on real data", "reduced", "limited",
          "the Sent140 panel at CPU scale (200 of 800 rounds: reduced-scale section below); Shakespeare runnable "
-         "(datasets knob), not run on this CPU (its work: the GPU-scale work table below)", panels="Sent140, Shakespeare"),
+         "(datasets knob), not run on this CPU (its work: the GPU-scale work table below)",
+         panels="Sent140, Shakespeare"),
     Item("fedprox2020", "Figures 3 and 7", "μ = 0 vs the best μ", "paper", "limited",
          "paper settings, best μ tuned on {0.001, 0.01, 0.1, 0.5, 1}; EMNIST* is derived from the partial LEAF copy",
          ("fedprox2020/fig3",), panels="MNIST, EMNIST*"),
@@ -242,22 +244,21 @@ ITEMS: tuple[Item, ...] = (
          "paper", "full",
          "not a figure of the paper: Remarks 2-3 tested on runs (MNIST, Figure 5's setting, K = 100, LeNet); the curve "
          "b·I = 80, the nine pairs, the target 0.5 and STEM's (κ̄, c) grid PROPOSED. (κ̄, c) is tuned per (b, I), the "
-         "paper's protocol, on seed 0 over κ̄ ∈ {{0.02, 0.03, 0.05, 0.1, 0.2, 0.4}} (c set so the first-epoch momentum weight is "
-         "≈ 0.9), by samples to the target; the claims use seeds 1 and 2 only. All three claims fail, on one split of "
-         "the curve: Minibatch STEM's end, (b, I) = (40, 2), diverges at every κ̄ ≥ {div_40_2} and at 0.02 ends at {loss_40_2} "
-         "without reaching 0.5 in its 6,400-sample budget (80 rounds); b = 128, I = 10 misses it too ({loss_128_10}). "
-         "I = 2 is the fragile case: (10, 2) also diverges at κ̄ ≥ {div_10_2} and needs {c_10_2} (samples / rounds) at "
-         "0.02, "
-         "more samples than the curve's splits, where Remark 3 expects the same samples and only more rounds. The other "
-         "runs follow Remark 3's shape where they reach the target (mean samples / rounds over the test seeds): (2, 10) "
-         "{c_2_10}; on the curve "
-         "(8, 10) {c_8_10} and (2, 40) {c_2_40}; (8, 40) {c_8_40}, (32, 10) {c_32_10}, (32, 40) {c_32_40}. Tuned κ̄ "
-         "interior for seven pairs; at the grid's lower edge (†) for both I = 2 splits, where every larger κ̄ diverged "
-         "(0.03 added to find it: both diverge there too). {runs} runs, {minutes} min of one core. A diagnostic outside the "
-         "figure (docs/stem_old_point.md, 4 runs) points at the spec's PROPOSED old point of the first local step "
-         "after averaging, the worker's own pre-averaging iterate: with the average of those iterates instead, "
-         "(10, 2) at κ̄ = 0.03 reaches 0.5 in 1,460 samples and (40, 2) stays stable (0.51-0.54 at 80 rounds), "
-         "where the package's STEM diverges, and (8, 10) is unchanged; not adopted (not the algorithm as written)",
+         "paper's protocol, on seed 0 over κ̄ ∈ {{0.02, 0.03, 0.05, 0.1, 0.2, 0.4}} (c set so the first-epoch momentum "
+         "weight is ≈ 0.9), by samples to the target; the claims use seeds 1 and 2 only. All three claims fail, on one "
+         "split of the curve: Minibatch STEM's end, (b, I) = (40, 2), diverges at every κ̄ ≥ {div_40_2} and at 0.02 "
+         "ends at {loss_40_2} without reaching 0.5 in its 6,400-sample budget (80 rounds); b = 128, I = 10 misses it "
+         "too ({loss_128_10}). I = 2 is the fragile case: (10, 2) also diverges at κ̄ ≥ {div_10_2} and needs {c_10_2} "
+         "(samples / rounds) at 0.02, more samples than the curve's splits, where Remark 3 expects the same samples "
+         "and only more rounds. The other runs follow Remark 3's shape where they reach the target (mean samples / "
+         "rounds over the test seeds): (2, 10) {c_2_10}; on the curve (8, 10) {c_8_10} and (2, 40) {c_2_40}; (8, 40) "
+         "{c_8_40}, (32, 10) {c_32_10}, (32, 40) {c_32_40}. Tuned κ̄ interior for seven pairs; at the grid's lower "
+         "edge (†) for both I = 2 splits, where every larger κ̄ diverged (0.03 added to find it: both diverge there "
+         "too). {runs} runs, {minutes} min of one core. A diagnostic outside the figure (docs/stem_old_point.md, 4 "
+         "runs) points at the spec's PROPOSED old point of the first local step after averaging, the worker's own "
+         "pre-averaging iterate: with the average of those iterates instead, (10, 2) at κ̄ = 0.03 reaches 0.5 in 1,460 "
+         "samples and (40, 2) stays stable (0.51-0.54 at 80 rounds), where the package's STEM diverges, and (8, 10) is "
+         "unchanged; not adopted (not the algorithm as written)",
          ("khanduri2021/fig1_measured",), facts=facts.stem_measured, origin="ours"),
     Item("khanduri2021", "Figures 2–4", "STEM vs FedAvg vs SCAFFOLD on CIFAR-10", "reduced", "limited",
          "notebooks (khanduri2021_fig2/3/4) at the spec's PROPOSED settings: K = 100 class-shard workers (490 / 90 "

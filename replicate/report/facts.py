@@ -52,7 +52,8 @@ def li_fig1a(by_key: dict) -> dict:
 
 
 def optimal_e(by_key: dict) -> dict:
-    """E* and the measured near-optimal range on each synthetic set (``E_00``, ``near_00``, ...), as its claim states."""
+    """E* and the measured near-optimal range on each synthetic set (``E_00``, ``near_00``, ...), as its claim
+    states."""
     facts = {}
     for name, short in (("synthetic(0,0)", "00"), ("synthetic(1,1)", "11")):
         result = _result(by_key, "notes/optimal_e", name)

@@ -55,7 +55,8 @@ _STEM_CIFAR_SCALE = (
     "FedAvg and SCAFFOLD η ∈ {0.02, 0.05, 0.1, 0.2} (one grid for all three figures, so that Figure 3's "
     "comparison reuses Figure 2's runs); otherwise the paper profile (K = 100, LeNet-5, the figure's (b, I)); on "
     "the lossy JPEG copy of CIFAR-10")
-_STEM_CIFAR_KNOBS = ("--set data_source=stand-in --set num_rounds=10 --set evals=10 --set 'stem_pairs=[[0.05,570],[0.1,150],[0.2,35],[0.4,9]]' "
+_STEM_CIFAR_KNOBS = ("--set data_source=stand-in --set num_rounds=10 --set evals=10 "
+                     "--set 'stem_pairs=[[0.05,570],[0.1,150],[0.2,35],[0.4,9]]' "
                      "--set 'client_lr=[0.02,0.05,0.1,0.2]' --set 'seeds=[0,1]' --set workers=2 "
                      "--set out_dir=figures/cpu_scale")
 
@@ -90,20 +91,20 @@ REDUCED: tuple[Reduced, ...] = (
     Reduced("cpu_scale/fedprox2020/fig2", "FedProx Figures 2 and 6, Sent140 panel (E ∈ {1, 20, 50}, μ = 0)",
             "200 of the final code's 800 rounds, evaluated every 10th round; otherwise its settings (η 0.3, K = 10, "
             "b = 10, 2 seeds) on our Sent140 (LEAF test split re-split per user, frozen random embedding)",
-            "python -m replicate figures fedprox2020/fig2 --profile paper --set data_source=stand-in --set 'datasets=[\"sent140\"]' "
-            "--set rounds=200 --set out_dir=figures/cpu_scale",
+            "python -m replicate figures fedprox2020/fig2 --profile paper --set data_source=stand-in "
+            "--set 'datasets=[\"sent140\"]' --set rounds=200 --set out_dir=figures/cpu_scale",
             "Our devices hold ≈ 4 training tweets each (the paper's: 53), so E = 20-50 epochs of b = 10 overfit each "
             "device: the training loss jumps from {start} to {jump} in the first 10 rounds and is still above it at "
-            "round 200 (E = 20: {loss_20}, E = 50: {loss_50}; mean of 2 seeds), while E = 1 barely moves ({loss_1}) and "
-            "ends at the test accuracy of predicting the majority class ({acc_1}). By test accuracy "
-            "E = 20 / 50 do learn: {acc_20} / {acc_50} at round 200, so larger E is faster in accuracy and slower in "
-            "loss at this scale. These runs are chaotic: one float32 rounding apart grows to another seed's curve "
-            "within 10 rounds.", facts=reduced_facts.fedprox_fig2),
+            "round 200 (E = 20: {loss_20}, E = 50: {loss_50}; mean of 2 seeds), while E = 1 barely moves ({loss_1}) "
+            "and ends at the test accuracy of predicting the majority class ({acc_1}). By test accuracy E = 20 / 50 do "
+            "learn: {acc_20} / {acc_50} at round 200, so larger E is faster in accuracy and slower in loss at this "
+            "scale. These runs are chaotic: one float32 rounding apart grows to another seed's curve within 10 "
+            "rounds.", facts=reduced_facts.fedprox_fig2),
     Reduced("cpu_scale/fedprox2020/fig3", "FedProx Figures 3 and 7, Sent140 panel (E = 50, μ = 0 vs the best μ)",
             "200 of 800 rounds, evaluated every 10th round; otherwise as Figure 2's CPU-scale panel; the μ grid "
             "{0.001, 0.01, 0.1, 0.5, 1} on seed 0, the best μ on seed 1",
-            "python -m replicate figures fedprox2020/fig3 --profile paper --set data_source=stand-in --set 'datasets=[\"sent140\"]' "
-            "--set rounds=200 --set out_dir=figures/cpu_scale",
+            "python -m replicate figures fedprox2020/fig3 --profile paper --set data_source=stand-in "
+            "--set 'datasets=[\"sent140\"]' --set rounds=200 --set out_dir=figures/cpu_scale",
             "The grid's final training losses (seed 0, mean of the last 2 evaluations: {grid}) rise with μ: the "
             "best μ > 0 is μ = {best} (flagged where it is the grid's smallest: the trend points to μ = 0), and it "
             "ends against μ = 0 at {versus}. μ ≥ 0.5 ends below the majority-class accuracy ({large_acc} vs 0.606). "
@@ -117,8 +118,8 @@ REDUCED: tuple[Reduced, ...] = (
             "53) local overfitting, not client drift, may dominate here.", facts=reduced_facts.fedprox_fig3),
     Reduced("cpu_scale/fedprox2020/fig4", "FedProx Figure 4, Sent140 panel (dissimilarity of the Figure 3 runs)",
             "the CPU-scale Figure 3 runs (200 of 800 rounds, dissimilarity every 10th round)",
-            "python -m replicate figures fedprox2020/fig4 --profile paper --set data_source=stand-in --set 'datasets=[\"sent140\"]' "
-            "--set rounds=200 --set out_dir=figures/cpu_scale",
+            "python -m replicate figures fedprox2020/fig4 --profile paper --set data_source=stand-in "
+            "--set 'datasets=[\"sent140\"]' --set rounds=200 --set out_dir=figures/cpu_scale",
             "The Figure 3 runs. The dissimilarity does not fall with μ on this data (mean over rounds, seed 0: "
             "{dissimilarity}), opposite to the draft's Figure 4, yet it still tracks the runs' final training loss "
             "over the grid and their loss over rounds (the Spearman correlations in the claims below), as the "
@@ -127,8 +128,8 @@ REDUCED: tuple[Reduced, ...] = (
             "stragglers)",
             "200 of 800 rounds, evaluated every 10th round; otherwise the final code's Sent140 settings (E = 20, "
             "K = 10, b = 10, η 0.3, μ = 0.01 for FedProx μ > 0, 2 seeds) on our Sent140, as Figures 2-4's panels",
-            "python -m replicate figures fedprox2020/stragglers --profile paper --set data_source=stand-in --set 'datasets=[\"sent140\"]' "
-            "--set rounds=200 --set mu=0.01 --set out_dir=figures/cpu_scale",
+            "python -m replicate figures fedprox2020/stragglers --profile paper --set data_source=stand-in "
+            "--set 'datasets=[\"sent140\"]' --set rounds=200 --set mu=0.01 --set out_dir=figures/cpu_scale",
             "FedAvg, which drops the stragglers, degrades (final training loss {fedavg_none} without stragglers, "
             "{fedavg_90} at 90 %, and its final test accuracy there {fedavg_acc_90}, against the majority-class "
             "share 0.606), while keeping their partial work holds the loss at {partial_90} (μ = 0) and {prox_90} "
@@ -141,9 +142,10 @@ REDUCED: tuple[Reduced, ...] = (
             "100 of 1,500 rounds (evaluated every 8th), γ = 0.01 only, η ∈ {0.00316, 0.01, 0.0316, 0.1} (the paper: "
             "7 γ × 9 η), α ∈ {0, 1}, tuned on seed 0 by the test accuracy of the last 40 rounds (6 evaluations), "
             "seeds 0 and 1; otherwise the paper profile (all 105 writers, M = 10, B = 20, one epoch, β = 0.9)",
-            "python -m replicate figures charles2021/fig6 --profile paper --set data_source=stand-in --set 'client_lrs=[0.01]' "
-            "--set 'server_lrs=[0.003162, 0.01, 0.03162, 0.1]' --set 'alphas=[0, 1]' --set rounds=100 "
-            "--set eval_every=8 --set tail_rounds=40 --set 'seeds=[0, 1]' --set out_dir=figures/cpu_scale",
+            "python -m replicate figures charles2021/fig6 --profile paper --set data_source=stand-in "
+            "--set 'client_lrs=[0.01]' --set 'server_lrs=[0.003162, 0.01, 0.03162, 0.1]' --set 'alphas=[0, 1]' "
+            "--set rounds=100 --set eval_every=8 --set tail_rounds=40 --set 'seeds=[0, 1]' "
+            "--set out_dir=figures/cpu_scale",
             "The paper's picture, at this scale (tuned η: no momentum {eta_plain}, heavy-ball {eta_heavy}, "
             "Nesterov {eta_nesterov}, α = 1 {eta_alpha}; {edges}): server momentum "
             "is far ahead of plain GD (test accuracy at round 100, seeds 0 / 1: heavy-ball {acc_heavy}, Nesterov "
@@ -158,9 +160,10 @@ REDUCED: tuple[Reduced, ...] = (
             "seeds 0 and 1, early window rounds ≤ 20 and final window the last 40 rounds (6 evaluations); "
             "otherwise the paper profile (all 105 writers of the local copy, M = 10, B = 20, one epoch, Reddi et "
             "al.'s CNN)",
-            "python -m replicate figures charles2021/fig12 --profile paper --set data_source=stand-in --set 'datasets=[\"femnist\"]' "
-            "--set 'client_lrs=[0.01, 0.0316, 0.1]' --set rounds=100 --set eval_every=8 --set early_rounds=20 "
-            "--set tail_rounds=40 --set 'seeds=[0, 1]' --set out_dir=figures/cpu_scale",
+            "python -m replicate figures charles2021/fig12 --profile paper --set data_source=stand-in "
+            "--set 'datasets=[\"femnist\"]' --set 'client_lrs=[0.01, 0.0316, 0.1]' --set rounds=100 "
+            "--set eval_every=8 --set early_rounds=20 --set tail_rounds=40 --set 'seeds=[0, 1]' "
+            "--set out_dir=figures/cpu_scale",
             "At η = 0.01 the smallest γ is ahead throughout: γ = 0.01 ends at a training loss of {final0} "
             "(seeds 0 / 1, mean of the last 40 rounds) and {acc0} test accuracy at round 100 (seed mean), γ = 0.0316 "
             "at {final1} ({acc1}) and γ = 0.1 at {final2} ({acc2}), whose early loss ({early2}; rounds 1-20) is also "
@@ -174,7 +177,8 @@ REDUCED: tuple[Reduced, ...] = (
             "tuned per γ)",
             "as the CPU-scale Figure 12, with η ∈ {0.01, 0.0316, 0.1, 0.316} tuned per γ on seed 0 by the training "
             "loss of the last 40 rounds (6 evaluations; the paper: 9 values of η)",
-            "python -m replicate figures charles2021/fig13 --profile paper --set data_source=stand-in --set 'datasets=[\"femnist\"]' "
+            "python -m replicate figures charles2021/fig13 --profile paper --set data_source=stand-in "
+            "--set 'datasets=[\"femnist\"]' "
             "--set 'client_lrs=[0.01, 0.0316, 0.1]' --set 'server_lrs=[0.01, 0.03162, 0.1, 0.3162]' --set rounds=100 "
             "--set eval_every=8 --set early_rounds=20 --set tail_rounds=40 --set 'seeds=[0, 1]' "
             "--set out_dir=figures/cpu_scale",

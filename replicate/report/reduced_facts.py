@@ -50,7 +50,8 @@ def _charles(csv: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         run = run.sort_values("round")
         rows.append({"gamma": gamma, "seed": int(seed), "eta": run["server_lr"].iloc[0],
                      "final": run[run["round"] > run["round"].max() - TAIL]["train_loss"].mean(),
-                     "early": run[run["round"].between(1, EARLY)]["train_loss"].mean(), "acc": run["test_acc"].iloc[-1]})
+                     "early": run[run["round"].between(1, EARLY)]["train_loss"].mean(),
+                     "acc": run["test_acc"].iloc[-1]})
     runs = pd.DataFrame(rows)
     return runs, runs.groupby("gamma").agg(eta=("eta", "first"), acc=("acc", "mean"))
 
@@ -103,8 +104,8 @@ def fedprox_fig3(csv: Path) -> dict:
     return {"grid": ", ".join(f"{_mu(mu) if n == 0 else f'{mu:g}'}: {v:.2f}" for n, (mu, v) in enumerate(
                 finals.xs(seeds[0], level="seed")["train_loss"].items())),
             "best": f"{best:g}",
-            "versus": ", ".join(f"{finals.loc[(best, s), 'train_loss']:.2f} vs {finals.loc[(0.0, s), 'train_loss']:.2f} "
-                                f"on seed {s}" for s in seeds),
+            "versus": ", ".join(f"{finals.loc[(best, s), 'train_loss']:.2f} vs "
+                                f"{finals.loc[(0.0, s), 'train_loss']:.2f} on seed {s}" for s in seeds),
             "large_acc": f"{large.min():.3f}-{large.max():.3f}", "zero_first": f"{zero.iloc[0]:.3f}",
             "zero_last": f"{finals.loc[(0.0, seeds[-1]), 'train_loss']:.3f}", "test_seed": f"{seeds[-1]}"}
 

@@ -117,14 +117,14 @@ def _work_table(rows: list[dict]) -> list[str]:
              "plain-SGD local step (`fl/models/opcount.py`; counted at narrowed widths and the data's own sequence "
              "length; STEM evaluates two gradients a step, about twice these). *Measured cost*: where the model's step "
              "was timed, and the seconds a run took as its records hold them: the CPU-scale figures' claims records "
-             "and the GPU slots' runs in the committed ledger; nothing in this table is projected. *Runs* are split into those before the "
-             "rates are chosen (the grids on the tuning seeds, and FedProx's μ = 0 on every seed) and after. A row "
-             "counts its figure alone: figures share runs where their configs coincide (FedProx Figure 4 is Figure "
-             "3's runs, STEM Figure 3 holds Figure 2's, Figure 12's seed-0 runs are among Figure 13's tuning runs), "
-             "so rows do not add up.", "",
-             "| item | figure (panels) | runs (before + after the choice) | rounds | local steps per run | sequential local steps "
-             "(figure): alone / in lockstep / as a slot trains them | epoch in steps: mean ⌈n_k/b⌉ / busiest sampled client | "
-             "ops per local step | measured cost (source) |",
+             "and the GPU slots' runs in the committed ledger; nothing in this table is projected. *Runs* are split "
+             "into those before the rates are chosen (the grids on the tuning seeds, and FedProx's μ = 0 on every "
+             "seed) and after. A row counts its figure alone: figures share runs where their configs coincide (FedProx "
+             "Figure 4 is Figure 3's runs, STEM Figure 3 holds Figure 2's, Figure 12's seed-0 runs are among Figure "
+             "13's tuning runs), so rows do not add up.", "",
+             "| item | figure (panels) | runs (before + after the choice) | rounds | local steps per run | sequential "
+             "local steps (figure): alone / in lockstep / as a slot trains them | epoch in steps: mean ⌈n_k/b⌉ / "
+             "busiest sampled client | ops per local step | measured cost (source) |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lo, hi = r["steps_per_run"]
@@ -142,19 +142,20 @@ def _slots_table(slots: dict) -> list[str]:
     """Where the GPU work stands (``figures/gpu_work.json`` ``slots``, written by ``experiments.plan``)."""
     lines = ["### GPU slots: runs in the committed ledger, and what is left", "",
              f"The runs every GPU slot so far brought back are committed in `figures/ledger/` "
-             f"({slots['ledger_runs']} runs on {slots['device']}; `python -m replicate ledger status` prints this table "
-             "from it, `figures --plan` what the next slot computes). Rows in the order slots take them. Tuning runs "
-             "are counted by key; a final run (its rates chosen by the tuning) when the ledger holds its config "
-             "with any rates. Minutes are a slot's, at the concurrency measured in slots "
+             f"({slots['ledger_runs']} runs on {slots['device']}; `python -m replicate ledger status` prints this "
+             "table from it, `figures --plan` what the next slot computes). Rows in the order slots take them. "
+             "Tuning runs are counted by key; a final run (its rates chosen by the tuning) when the ledger holds its "
+             "config with any rates. Minutes are a slot's, at the concurrency measured in slots "
              f"({slots['concurrency']:g} run-seconds per second); *left* rests on the ledger's own timings of that "
              "model, else (†) on a bench timing or the larger of op counts and FLOPs (a lower bound per step), or "
-             "(‡), wholly or in part, on the op counts of the LSTMs, whose step the GPU replays from a CUDA graph, which removes the "
-             "host dispatch per op the model counts: an estimate, likely high, not a bound, until a slot times the "
-             "graphed step. Every run is counted to its horizon, though a tuning run that diverges stops where its model "
-             "turns NaN (the STEM Figure 5 grid's 68 pairs computed 5 % of their rounds). A run shared by two figures "
-             "is counted in both rows, once in the total: "
+             "(‡), wholly or in part, on the op counts of the LSTMs, whose step the GPU replays from a CUDA graph, "
+             "which removes the host dispatch per op the model counts: an estimate, likely high, not a bound, until a "
+             "slot times the graphed step. Every run is counted to its horizon, though a tuning run that diverges "
+             "stops where its model turns NaN (the STEM Figure 5 grid's 68 pairs computed 5 % of their rounds). A run "
+             "shared by two figures is counted in both rows, once in the total: "
              f"**{slots['left_min'] / 60:,.1f} hours of slots left**"
-             + (f", {slots['graphed_min'] / 60:,.1f} of them ‡" if slots.get("graphed_min") else "") + ". *A round*: minutes of one round of the figure's "
+             + (f", {slots['graphed_min'] / 60:,.1f} of them ‡" if slots.get("graphed_min") else "")
+             + ". *A round*: minutes of one round of the figure's "
              "shortest-round run left, its stack alone, on the same timings: a run saves its progress at round "
              "boundaries only, so a figure whose rounds outlast a slot gains nothing from one (`figures --plan` passes "
              "it over) until a measured step shortens them.", "",
@@ -388,7 +389,8 @@ def _reduced(root: Path) -> list[str]:
              "scale that does, with what is reduced. Their claims are shown for what they say at that scale "
              "and are not part of any count in this report.", ""]
     for item, record in present:
-        lines += [f"### {item.what}", "", f"{_target(item.key)}Scale: {item.scale}. [figure](figures/{item.key}.png); produced by "
+        lines += [f"### {item.what}", "",
+                  f"{_target(item.key)}Scale: {item.scale}. [figure](figures/{item.key}.png); produced by "
                   f"`{item.command}` ({_wall(record)}).", "", _knobs(item, record), ""] + (
                   [item.text(root), ""] if item.note else []) + (
                   [f"**Stale:** {item.stale}", ""] if item.stale else []) + (

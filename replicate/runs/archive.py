@@ -198,7 +198,8 @@ def load(file: Path) -> tuple[int, int, dict[str, int]]:
         # a damaged one is moved aside and replaced by the archive's
         if cache.present(entry.path(""), vouched=data[".csv"]):
             if here.read_bytes() != data[".csv"]:
-                raise ReplicateError(f"{file}: entry {entry.member('')} differs from the one in {settings.current().cache}; "
+                raise ReplicateError(f"{file}: entry {entry.member('')} differs from the one in "
+                                     f"{settings.current().cache}; "
                                      "remove that one to take the archive's; nothing imported")
             same += 1
         else:

@@ -325,9 +325,9 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
         return cached
     device = run_device()
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ReplicateError(f"run {entry.name if entry else config.dataset_name} is not in the cache and runs are read "
-                             "for CUDA (REPLICATE_DEVICE), but this machine has none: compute it on a CUDA machine "
-                             "and `cache import` it, or unset REPLICATE_DEVICE to compute CPU runs here")
+        raise ReplicateError(f"run {entry.name if entry else config.dataset_name} is not in the cache and runs are "
+                             "read for CUDA (REPLICATE_DEVICE), but this machine has none: compute it on a CUDA "
+                             "machine and `cache import` it, or unset REPLICATE_DEVICE to compute CPU runs here")
     if use_cache:
         writable(entry.parent)
     log.started(entry.name if entry else None)

@@ -4,11 +4,11 @@
 atomically every ``REPLICATE_CHECKPOINT_S`` seconds of a batch's training (default 120; 0: never) and
 removed once the run is stored. It holds data only (``encode``: a JSON tree and raw tensor bytes, no pickle),
 so a file from elsewhere can damage nothing but its own run when read, and its first line carries the sha256 of
-the rest, checked whenever the file is read (``decode``): a flipped bit never reaches a resumed model. A stop request (``request_stop``: a
-time budget spent, Ctrl-C in the driver) reaches the worker processes as a file they look for at every round
-boundary: they save every run in flight and stop within a round, instead of the driver waiting for them or
-losing them. A checkpoint that cannot be read, does not match its checksum, or is of another run, is ignored
-(the run starts over) and said so.
+the rest, checked whenever the file is read (``decode``): a flipped bit never reaches a resumed model. A stop request
+(``request_stop``: a time budget spent, Ctrl-C in the driver) reaches the worker processes as a file they look for at
+every round boundary: they save every run in flight and stop within a round, instead of the driver waiting for them or
+losing them. A checkpoint that cannot be read, does not match its checksum, or is of another run, is ignored (the run
+starts over) and said so.
 
 A run asked to go on as a longer one (``continue_as``: successive halving's survivors, ``runs.tune``) leaves
 its last state, before its final evaluation, as the longer run's checkpoint when it ends: that run resumes

@@ -117,7 +117,8 @@ class RunConfig:
         """Every field as JSON-ready values; the algorithm as ``{"name": …, **its settings}``; a dataset or
         model of one's own as its description (never a cache key: ``cacheable``)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        out["dataset"], out["model"] = self.dataset_name, self.model if isinstance(self.model, str) else repr(self.model)
+        out["dataset"], out["model"] = (self.dataset_name,
+                                        self.model if isinstance(self.model, str) else repr(self.model))
         out["algorithm"] = {"name": self.algorithm_name, **dataclasses.asdict(self.algorithm)}
         return out
 

@@ -130,7 +130,8 @@ def add(file: Path, note: str = "", folder: Path | None = None, wall_s: float | 
         relative = Path(device) / f"{time.strftime('%Y-%m-%d', time.gmtime())}-{digest.hexdigest()[:12]}.tar.xz"
         archive.write(folder / relative, sorted(items, key=lambda item: item[0].name))
         machines = sorted({json.loads(d[".json"]).get("machine") or machine or "not recorded" for _, d in items})
-        pieces.append({"file": relative.as_posix(), "sha256": hashlib.sha256((folder / relative).read_bytes()).hexdigest(),
+        pieces.append({"file": relative.as_posix(),
+                       "sha256": hashlib.sha256((folder / relative).read_bytes()).hexdigest(),
                        "runs": len(items), "device": device, "machines": machines, "note": note,
                        "added": time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime()),
                        "run_s": round(sum(json.loads(d[".json"]).get("elapsed_s") or 0 for _, d in items), 1)}

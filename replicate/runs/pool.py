@@ -61,7 +61,8 @@ def compute(jobs: list[Job | tuple], workers: int = 2, progress: bool = True,
     a Ray cluster every task is a Ray task. A run that fails twice is reported at the end (one
     ``ReplicateError``) after the others are cached.
     """
-    missing = cache.plan([Job(*job) for job in jobs], log)  # the log's runs done / total counts them whoever computes them
+    # the log's runs done / total counts them whoever computes them
+    missing = cache.plan([Job(*job) for job in jobs], log)
     if not missing:
         return
     executor = executors.current()

@@ -136,8 +136,8 @@ def connect(address: str | None) -> None:
     if theirs != (ours := local_versions()):
         ray.shutdown()
         differ = ", ".join(f"{k} {theirs[k]} there, {ours[k]} here" for k in ours if theirs[k] != ours[k])
-        raise ReplicateError(f"the Ray cluster at {address or 'this machine'} runs other versions ({differ}): its runs would not "
-                             "give this machine's numbers; install the same versions on both")
+        raise ReplicateError(f"the Ray cluster at {address or 'this machine'} runs other versions ({differ}): its runs "
+                             "would not give this machine's numbers; install the same versions on both")
 
 
 def _gpus(device: str, address: str | None) -> float:

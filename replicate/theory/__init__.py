@@ -28,7 +28,8 @@ from replicate.theory.bounds import (B_term, C_term, NonconvexBound, fedavg_boun
 from replicate.theory.conditioning import (family_condition, gamma_max_fedavg, gamma_max_maml, kappa_fedavg, kappa_maml,
                            kappa_min_fedavg, kappa_min_fedavg_fixed_K, kappa_min_maml, random_hessian,
                            random_spectrum, spectral_condition)
-from replicate.theory.frontier import gamma_grid, gap_to_curve, kappa_grid, mirror_defect, operating_point, pareto_mask, steps_grid
+from replicate.theory.frontier import (gamma_grid, gap_to_curve, kappa_grid, mirror_defect, operating_point,
+                                       pareto_mask, steps_grid)
 from replicate.theory.rates import (SERVERS, eps_of_kappa, eps_of_omega, iteration_radius, kappa_of_rho, rho_of_kappa,
                     server_tuning)
 from replicate.theory.reference import (ServerOpt, client_update, local_update, observed_rate,

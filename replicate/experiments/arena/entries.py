@@ -98,7 +98,8 @@ ENTRIES: dict[str, Entry] = {
     "LocalUpdate heavy-ball": Entry("local_update", {}, {"client_lr": RATE, "server_lr": Range(0.1, 3.0),
                                                           "momentum": Range(0.0, 0.95, log=False)}),
     "LocalUpdate Nesterov": Entry("local_update", {"nesterov": True},
-                                  {"client_lr": RATE, "server_lr": Range(0.1, 3.0), "momentum": Range(0.0, 0.95, log=False)}),
+                                  {"client_lr": RATE, "server_lr": Range(0.1, 3.0),
+                                   "momentum": Range(0.0, 0.95, log=False)}),
     "FedAdam": Entry("fedadam", {}, {"client_lr": RATE, "server_lr": Range(1e-3, 0.3)}),
 }
 

@@ -20,7 +20,6 @@ import torch
 
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate import theory as th
-from replicate.core.errors import ReplicateError
 from replicate.experiments import knobs
 from replicate.runs import cache
 from replicate.report.claims import quoting
@@ -224,7 +223,8 @@ def _coincides(rows: pd.DataFrame, part: pd.DataFrame, hue: str, earlier: list) 
 _S5 = "§5 (Figure 1): "
 SOURCES = {
     "Varying γ at fixed K and varying K at fixed γ": _S5 + "\"When [...], we obtain nearly identical curves.\"",
-    "Only growing K reaches ρ = 0": _S5 + "\"Intuitively, [K → ∞] recovers one-shot averaging while [γ → ∞] does not.\"",
+    "Only growing K reaches ρ = 0": _S5 + "\"Intuitively, [K → ∞] recovers one-shot averaging while [γ → ∞] does "
+                                          "not.\"",
     "Varying γ at fixed K": _S5 + "\"except that when we fix [K] and vary [γ], we do not reach [ρ = 0].\"",
     "The trade-off becomes closer to linear": _S5 + "\"Notably, the convergence-accuracy trade-off becomes closer to "
                                                     "a linear trade-off as [L/μ] decreases.\"",
@@ -239,10 +239,10 @@ SOURCES = {
                                             "momentum appear to be symmetric about the line [ρ = ε].\"",
     "The α > 0 frontier is a subset": "§5, Proximal Client Updates: \"the frontier for [α > 0] was simply a subset of "
                                       "the frontier for [α = 0].\"",
-    "As α grows the frontier becomes": "§5, Proximal Client Updates: \"As [α] increases, the frontier becomes a smaller "
-                                       "subset [...] FedProx cannot recover one-shot averaging.\"",
-    "For each ServerOpt the MAML frontier": "§5, Comparing MAML to FedAvg: \"For each ServerOpt, the MAML frontier is a "
-                                            "subset of the FedAvg frontier.\"",
+    "As α grows the frontier becomes": "§5, Proximal Client Updates: \"As [α] increases, the frontier becomes a "
+                                       "smaller subset [...] FedProx cannot recover one-shot averaging.\"",
+    "For each ServerOpt the MAML frontier": "§5, Comparing MAML to FedAvg: \"For each ServerOpt, the MAML frontier is "
+                                            "a subset of the FedAvg frontier.\"",
     "The MAML frontier is a strict subset": "§5, Comparing MAML to FedAvg: \"In Figure 4 this causes the frontier for "
                                             "[MAML] to be more restrictive than for [FedAvg].\"",
     "MAML and FedAvg frontiers are identical": "§5, Comparing MAML to FedAvg: \"The Pareto frontiers are identical for "
@@ -252,16 +252,17 @@ SOURCES = {
                                   "as the intersection of the FedAvg curve with the [ε]-axis.\"",
     "The simulated MAML frontier is noisy": "§5, Comparing MAML to FedAvg: \"The MAML frontier is noisy for [small d] "
                                             "[...], but stabilizes for [large d].\"",
-    "The larger L/μ, the sooner MAML": "App. D.1 (Figure 7): \"for small [L/μ], we see that the MAML curve recovers most "
-                                       "of the FedAvg curve before diverging, while for large [L/μ], the two diverge "
-                                       "almost immediately.\"",
+    "The larger L/μ, the sooner MAML": "App. D.1 (Figure 7): \"for small [L/μ], we see that the MAML curve recovers "
+                                       "most of the FedAvg curve before diverging, while for large [L/μ], the two "
+                                       "diverge almost immediately.\"",
     "Momentum helps convergence everywhere": "App. D.1 (Figure 8): \"we see that momentum helps convergence in all "
                                              "cases, FedAvg or MAML.\"",
     "Momentum makes the region": "App. D.1 (Figure 8): \"As we add momentum, the region to the right of the MAML curve "
                                  "becomes more convex, becoming more rounded for heavy-ball momentum than for Nesterov "
                                  "momentum.\"",
-    "Adding a proximal term only changes": "App. D.2 (Figure 9): \"adding a proximal term simply alters how much of the "
-                                           "Pareto frontier is traversed; it does not change the fundamental shape.\"",
+    "Adding a proximal term only changes": "App. D.2 (Figure 9): \"adding a proximal term simply alters how much of "
+                                           "the Pareto frontier is traversed; it does not change the fundamental "
+                                           "shape.\"",
     "The α-effect is a subdued version": "App. D.2 (Figure 9): \"We see a similar, though more subdued, version of the "
                                          "behavior in Figure 3.\"",
     "Increasing α shrinks": "App. D.2 (Figure 10): \"while increasing [α] shrinks the space of the Pareto curve of "

@@ -144,9 +144,11 @@ def fig2_claims(data: pd.DataFrame, config: Fig2Config):
               "at every κ > 1 in every panel: ρ_HB < ρ_Nesterov < ρ_GD" if ordered else "ordering violated"),
         consistency("The benefit of momentum grows with L/μ", bool(np.all(np.diff(speedups) > 0)),
               "rounds-per-decade ratio GD/HB at ε = 0 per L/μ: " + ", ".join(f"{v:.1f}" for v in speedups)),
-        consistency("All ServerOpts meet at ρ = 0 with one-shot averaging's ε (κ = 1 gives ρ = 0 for every ServerOpt by Table 2)", max(meet) < 1e-12,
+        consistency("All ServerOpts meet at ρ = 0 with one-shot averaging's ε (κ = 1 gives ρ = 0 for every "
+                    "ServerOpt by Table 2)", max(meet) < 1e-12,
               f"largest distance of the κ = 1 points from (0, ε(1)): {max(meet):.1e}"),
-        consistency("The heavy-ball frontier is symmetric about ρ = ε (GD and Nesterov are not); follows from the reconstructed ε of eq. (17) and the heavy-ball ρ = (√κ−1)/(√κ+1)",
+        consistency("The heavy-ball frontier is symmetric about ρ = ε (GD and Nesterov are not); follows from the "
+                    "reconstructed ε of eq. (17) and the heavy-ball ρ = (√κ−1)/(√κ+1)",
               hb < 1e-10 and others > 1e-2,
               f"mirror defect: heavy-ball {hb:.1e}, smallest of GD/Nesterov {others:.3f}"),
     ]

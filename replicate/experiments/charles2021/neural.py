@@ -56,9 +56,9 @@ TASKS = {"femnist": Task("FEMNIST", "conv_dropout", 20, 1500, "emnist_tff"),  # 
 # The paper's "smaller γ eventually reach lower training losses" names FEMNIST and CIFAR-100 only
 OVERTAKES = ("femnist",)
 
-FEMNIST_COPY = ("FEMNIST is the offline stand-in (data_source = 'stand-in'), the local LEAF copy: 105 writers with train and "
-                "test (14,708 / 1,685 samples; LEAF's per-writer 90/10 sample split), not TFF's 3,400 writers "
-                "(671,585 / 77,483): see Table 3.")
+FEMNIST_COPY = ("FEMNIST is the offline stand-in (data_source = 'stand-in'), the local LEAF copy: 105 writers with "
+                "train and test (14,708 / 1,685 samples; LEAF's per-writer 90/10 sample split), not TFF's 3,400 "
+                "writers (671,585 / 77,483): see Table 3.")
 DATA = "Data: TFF's federated EMNIST-62 and Shakespeare, as the paper (a stand-in, where chosen, is listed last)."
 DEVIATIONS = (
     DATA,
@@ -140,8 +140,8 @@ class NeuralRuns(knobs.DataChoice, knobs.FigureConfig):
         momentum = {"gd": 0.0, "nesterov": beta, "heavyball": beta}[server]
         algorithm = LocalUpdate(server_lr=server_lr, momentum=momentum, nesterov=server == "nesterov",
                                 clients_per_round=self.clients_per_round, alpha=alpha)
-        return RunConfig(dataset=self.loader(task.official), num_clients=self.num_clients, model=task.model, algorithm=algorithm,
-                         local_steps=None, local_epochs=self.local_epochs,
+        return RunConfig(dataset=self.loader(task.official), num_clients=self.num_clients, model=task.model,
+                         algorithm=algorithm, local_steps=None, local_epochs=self.local_epochs,
                          batch_size=self.batch_size or task.batch_size, client_lr=client_lr, lr_schedule="constant",
                          weight_decay=0.0, clip_norm=None, rounds=self.rounds_for(dataset), seed=seed,
                          eval_every=self.eval_every, execution="auto")
@@ -204,7 +204,8 @@ def sweep(config: Fig12Config, log=None) -> pd.DataFrame:
     for (d, g), s, history in found.runs:
         e = found.chosen[(d, g)]
         frames.append(history.assign(kind="curve", dataset=d, client_lr=g, server_lr=e, seed=s,
-                                     diverged=diverged(history), eta_at_edge=tuned and at_grid_edge(e, config.server_lrs)))
+                                     diverged=diverged(history),
+                                     eta_at_edge=tuned and at_grid_edge(e, config.server_lrs)))
     if tuned:
         frames += [history.assign(kind="tuning curve", dataset=d, client_lr=g, server_lr=e, seed=s,
                                   diverged=diverged(history)) for (d, g), e, s, history in found.tuning]
@@ -219,9 +220,10 @@ def summary(data: pd.DataFrame, config: Fig12Config) -> pd.DataFrame:
         last = run[run["round"] > run["round"].max() - config.tail_rounds]
         out.append({"dataset": d, "client_lr": g, "seed": s, "server_lr": run.server_lr.iloc[0],
                     "eta_at_edge": bool(run.get("eta_at_edge", pd.Series([False])).iloc[0]),
-                    "diverged": bool(run.diverged.iloc[0]), "early_train_loss": final(run, "train_loss", early=config.early_rounds),
-                    "final_train_loss": final(run, "train_loss", rounds=config.tail_rounds), "final_evaluations": len(last),
-                    "final_test_acc": float(last.test_acc.mean())})
+                    "diverged": bool(run.diverged.iloc[0]),
+                    "early_train_loss": final(run, "train_loss", early=config.early_rounds),
+                    "final_train_loss": final(run, "train_loss", rounds=config.tail_rounds),
+                    "final_evaluations": len(last), "final_test_acc": float(last.test_acc.mean())})
     return pd.DataFrame(out)
 
 
@@ -231,8 +233,8 @@ EARLY_SOURCE = {"Figure 12": APP_F + "\"smaller client learning rates eventually
                                      "than all other methods, it is eventually surpassed\"",
                 "Figure 13": APP_F + "\"when the server learning rate is tuned, larger client learning rates may do "
                                      "much better initially.\""}
-POINT_SOURCE = APP_F + ("\"on all three tasks [...] the choice of client learning rate can impact not just the speed of "
-                        "convergence, but what point the algorithm converges to.\"")
+POINT_SOURCE = APP_F + ("\"on all three tasks [...] the choice of client learning rate can impact not just the speed "
+                        "of convergence, but what point the algorithm converges to.\"")
 LOWER_SOURCE = APP_F + ("\"For both FEMNIST and CIFAR-100, smaller client learning rates eventually reach lower "
                         "training losses than higher learning rates.\"")
 

@@ -62,8 +62,9 @@ class Fig5Config(_Profiled):
     @property
     def deviations(self) -> tuple[str, ...]:
         return tuple(self._common_deviations((self.condition,), (self.server,)) + [
-            f"K = {self.local_steps}, α = 0, d ∈ {{{', '.join(map(str, self.dims))}}} (the blanked parameter is taken to be d), one random "
-            f"A per d (seed {self.seed}), γ on a {self.gamma_points}-point log grid in [1e-3/L, 0.99/L] (PROPOSED)",
+            f"K = {self.local_steps}, α = 0, d ∈ {{{', '.join(map(str, self.dims))}}} (the blanked parameter is taken "
+            f"to be d), one random A per d (seed {self.seed}), γ on a {self.gamma_points}-point log grid in "
+            "[1e-3/L, 0.99/L] (PROPOSED)",
             "simulated ε uses ω = cond(Q) (Lemma 5 form, spec §6.5); equals eq. (17) in the guaranteed regime"])
 
 
@@ -106,7 +107,8 @@ def _common_simulated_checks(cusp_errors, gaps, outside, tol):
     return [
         consistency("MAML and FedAvg frontiers are identical while γ ≤ 1/(KL+α) (Theorems 3 and 4)", max(gaps) < 1e-6,
               f"largest gap of guaranteed-regime MAML points to the FedAvg frontier: {max(gaps):.1e}"),
-        consistency("Beyond γ = 1/(KL+α) the MAML frontier moves further from 0 (right of FedAvg's)", min(outside) == 1.0,
+        consistency("Beyond γ = 1/(KL+α) the MAML frontier moves further from 0 (right of FedAvg's)",
+              min(outside) == 1.0,
               f"fraction of beyond-regime MAML points (before the cusp) right of the FedAvg curve: {min(outside):.3f}"),
         consistency("The cusp of the MAML curve sits at the ε where the FedAvg frontier meets ρ = 0 (a property of "
                     "the reconstructed ε of eq. 17)", max(cusp_errors) < tol,
@@ -300,7 +302,8 @@ def fig10_claims(data: pd.DataFrame, config: Fig10Config):
     return [
         consistency("Increasing α shrinks the FedAvg/FedProx curve", bool(np.all(np.diff(lows) > 0)),
               "smallest ρ per α: " + ", ".join(f"{a:g}: {v:.3f}" for a, v in zip(config.alphas, lows))),
-        consistency("The MAML curves barely change with α (while α shrinks FedAvg's)", moved["maml"] < 0.25 * moved["fedavg"],
+        consistency("The MAML curves barely change with α (while α shrinks FedAvg's)",
+              moved["maml"] < 0.25 * moved["fedavg"],
               f"largest distance of an α > 0 curve from α = 0: MAML {moved['maml']:.3f}, FedAvg/FedProx "
               f"{moved['fedavg']:.3f}"),
         consistency("The MAML cusp stays at one-shot averaging's ε for every α", max(cusps) < 5e-3,

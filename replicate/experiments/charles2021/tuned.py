@@ -169,8 +169,8 @@ def tuned_claims(data: pd.DataFrame, config: Fig6Config) -> list:
             "; ".join(f"{SERVER_LABELS[s]} {_seeds(parts[s].mean_test_acc)} (γ = {parts[s].client_lr.iloc[0]:g}, "
                       f"η = {parts[s].server_lr.iloc[0]:g})"
                       for s in ("gd", *momentum)) + edge,
-            paper_value="Fig. 6 left: momentum and Nesterov above gradient", margin=f"strictly higher, every seed{seeds}",
-            source=SOURCE))
+            paper_value="Fig. 6 left: momentum and Nesterov above gradient",
+            margin=f"strictly higher, every seed{seeds}", source=SOURCE))
     others = sorted(a for a in config.alphas if a > 0)
     if others:
         alpha0 = gd.final_test_acc

@@ -69,8 +69,8 @@ SETTINGS = {
     # on this CPU, 3-10 times a round's training at E = 20.
     "sent140": Setting("Sent140", "sent140_leaf", 0.3, 10, 800, 0.01, model="sent_lstm", eval_every=10),
 }
-# On the offline stand-in (data_source = "stand-in", replicate.data.variants) the draft's EMNIST is the partial LEAF copy's
-# 105 writers, 5 of them (the draft's 5%) active a round
+# On the offline stand-in (data_source = "stand-in", replicate.data.variants) the draft's EMNIST is the partial LEAF
+# copy's 105 writers, 5 of them (the draft's 5%) active a round
 STAND_IN_CLIENTS_PER_ROUND = {"emnist": 5}
 LABELS = {key: s.label for key, s in SETTINGS.items()}
 DISSIMILARITY_SAMPLES = 200  # the authors' LSTMs: each device's first ≤ 200 samples (spec §2.2)
@@ -168,7 +168,8 @@ def run_config(key: str, *, mu: float, epochs: int, seed: int, drop: float = 0.0
 def dissimilarity(problem, params, round_: int) -> dict:
     """``extra_metrics`` of every FedProx-paper run: the dissimilarity at the global model."""
     lstm = isinstance(problem.model, models.CharLSTM)
-    return {"dissimilarity": problem.device_gradient_variance(params, max_samples=DISSIMILARITY_SAMPLES if lstm else None)}
+    return {"dissimilarity": problem.device_gradient_variance(params,
+                                                              max_samples=DISSIMILARITY_SAMPLES if lstm else None)}
 
 
 dissimilarity.key = f"dissimilarity(lstm_samples={DISSIMILARITY_SAMPLES})"  # the run cache keys on it

@@ -81,7 +81,8 @@ def fig2_claims(data: pd.DataFrame, config: Fig2Config) -> list:
     claims = []
     for key in [d for d in UNSTABLE if d in config.datasets]:
         d = LABELS[key]
-        ok = bool((wiggle[d][hi] > wiggle[d][lo] * (1 + config.margin)).all() and (wiggle[d][hi] > config.unstable).all())
+        ok = bool((wiggle[d][hi] > wiggle[d][lo] * (1 + config.margin)).all()
+                  and (wiggle[d][hi] > config.unstable).all())
         claims.append(check(
             f"{d}: many local epochs make FedAvg unstable or divergent (heterogeneous data)", ok,
             f"fluctuation (total rise / total fall of the training loss): E = {lo}: {fmt_seeds(wiggle[d][lo])}, "

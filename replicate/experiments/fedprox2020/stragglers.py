@@ -189,7 +189,8 @@ def stragglers_claims(data: pd.DataFrame, config: StragglersConfig) -> list:
         "and lower than FedProx μ = 0",
         better, "final training loss, fluctuation and test accuracy, FedProx μ = 0 vs μ > 0: " + "; ".join(rows)
         + f" ({seeds})",
-        margin=f"on every dataset (seed means): final training loss > {PROX_MARGIN:.0%} lower and fluctuation no higher",
+        margin=f"on every dataset (seed means): final training loss > {PROX_MARGIN:.0%} lower and fluctuation "
+               "no higher",
         paper_value="qualitative (final paper §5.2)", basis="external", source=PROX_SOURCE))
     check_rows = data[data.algorithm == "FedAvg (check)"]
     same = []

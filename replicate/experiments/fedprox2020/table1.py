@@ -53,8 +53,8 @@ FINAL_SYNTHETIC = (30, 10204, 340, float("nan"))
 NUM_CLIENTS = {"synthetic": 30}  # FedProx's synthetic sets: 30 devices (spec §1(a))
 # Rows whose generator seed was chosen as the best fit to the very numbers compared: not out-of-sample.
 FITTED = ("mnist", "emnist_star", "femnist")
-# The rows on this machine's offline stand-ins (data_source = "stand-in"; replicate.data.variants): their loader and why.
-# A partial copy (LEAF FEMNIST's 105 writers, LEAF's Sent140 test split) cannot match the draft's counts, so that
+# The rows on this machine's offline stand-ins (data_source = "stand-in"; replicate.data.variants): their loader and
+# why. A partial copy (LEAF FEMNIST's 105 writers, LEAF's Sent140 test split) cannot match the draft's counts, so that
 # comparison is shown, not counted.
 STAND_IN_WHY = {
     "emnist": "only a partial LEAF FEMNIST copy exists here (20 of 35 train files: 105 writers with both splits); "

@@ -113,7 +113,8 @@ class Fig2Config(knobs.DataChoice, StemRuns, knobs.FigureConfig):
     def validate(self) -> None:
         knobs.check_tune_seeds(self)
         if not 0 < self.tail <= 1 or not 0 <= self.loss_margin < 1 or not 0 <= self.acc_margin < 1:
-            raise ReplicateError(f"{type(self).__name__}: tail must lie in (0, 1], loss_margin and acc_margin in [0, 1)")
+            raise ReplicateError(f"{type(self).__name__}: tail must lie in (0, 1], "
+                                 "loss_margin and acc_margin in [0, 1)")
         self.check_clients()
         if any(first_momentum_weight(k, c) >= 1 for k, c in self.stem_pairs):
             raise ReplicateError(f"{type(self).__name__}.stem_pairs: every (κ̄, c) pair needs c·η² < 1 in the first "
@@ -260,7 +261,8 @@ def title(config: Fig2Config, data: pd.DataFrame, lossy: bool) -> str:
     heterogeneity = {"moderate": "moderate heterogeneity (all classes)",
                      "high": "high heterogeneity (5 of 10 classes)"}[config.heterogeneity]
     seeds = sorted(int(s) for s in data[data.kind == "curve"].seed.unique())
-    return (f"Khanduri et al. 2021, {config.FIGURE}: " + ("lossy JPEG " if lossy else "") + f"CIFAR-10, {heterogeneity}, "
+    return (f"Khanduri et al. 2021, {config.FIGURE}: " + ("lossy JPEG " if lossy else "")
+            + f"CIFAR-10, {heterogeneity}, "
             f"K = {config.num_clients}, {config.setting()}, {config.num_rounds} rounds (seeds {seeds}: mean and range)")
 
 
@@ -281,7 +283,8 @@ def plot_curves(data: pd.DataFrame, config: Fig2Config):
                 continue
             ax.plot(stats.index, stats["mean"], color=colours[a], label=legend_label(part, a))
             ax.fill_between(stats.index, stats["min"], stats["max"], color=colours[a], alpha=0.2, lw=0)
-        ax.set(xlabel="communication rounds", ylabel={"train_loss": "training loss", "test_acc": "test accuracy"}[metric])
+        ax.set(xlabel="communication rounds",
+               ylabel={"train_loss": "training loss", "test_acc": "test accuracy"}[metric])
         if metric == "train_loss":
             ax.set(yscale="log")
         ax.legend(fontsize=7, frameon=False)

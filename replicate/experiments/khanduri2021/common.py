@@ -99,7 +99,8 @@ def tune_and_run(config, local_updates, log=None) -> tuple[list[dict], list[tupl
     trained = {group for group, _, score in found.scores if np.isfinite(score)}
     return rows, [(a, i, s, history, found.chosen[(a, i)],
                    grid_edges(groups[(a, i)], found.chosen[(a, i)]) if (a, i) in trained else ALL_DIVERGED)
-                  for (a, i), s, history in found.runs], [(a, i, s, history, h) for (a, i), h, s, history in found.tuning]
+                  for (a, i), s, history in found.runs], [(a, i, s, history, h)
+                                                          for (a, i), h, s, history in found.tuning]
 
 
 # ``at_edge`` of a group whose every candidate diverged on the tuning seeds: its "chosen" setting is only the

@@ -254,7 +254,8 @@ def plot_measured(data: pd.DataFrame, config: Fig1MeasuredConfig):
     for (bb, ii), (hits, runs, failure) in counts.items():
         row = means[(means.b == bb) & (means.I == ii)]
         text = f"{row.samples.iloc[0]:,.0f} / {row.rounds.iloc[0]:.0f}" if hits else failure
-        text += f"\n({hits}/{runs} seeds)" if 0 < hits < runs else ""  # a line of its own: beside it, a neighbour's label
+        # a line of its own: beside it, a neighbour's label
+        text += f"\n({hits}/{runs} seeds)" if 0 < hits < runs else ""
         if "stem_lr" in tuned:  # the tuned κ̄ (c follows it along the grid); † at the grid's edge
             text += f"\nκ̄ {tuned.stem_lr[(bb, ii)]:g}" + (" †" if tuned.at_edge[(bb, ii)] else "")
         if not hits:
@@ -287,7 +288,8 @@ def plot_measured(data: pd.DataFrame, config: Fig1MeasuredConfig):
     axes[1].set_title("(b) samples per worker (runs that reached the target)", fontsize=9)
     axes[2].set_title("(c) communication rounds (runs that reached the target)", fontsize=9)
     fig.suptitle(f"Khanduri et al. 2021, Figure 1 measured (beyond the paper): STEM on MNIST "
-                 f"({config.heterogeneity} heterogeneity, K = {config.num_clients}) to training loss {config.target_loss:g};\n"
+                 f"({config.heterogeneity} heterogeneity, K = {config.num_clients}) to training loss "
+                 f"{config.target_loss:g};\n"
                  f"(κ̄, c) tuned per (b, I) on seeds {list(config.tuning_seeds())} over {len(config.stem_grid)} "
                  f"settings; shown: test seeds {list(config.test_seeds())}, mean and range", fontsize=10)
     fig.tight_layout()

@@ -138,8 +138,8 @@ def to_target(data: pd.DataFrame, target: float, tail: float = 0.1) -> pd.DataFr
 
 MORE_SOURCE = ("§4, Figure 5: \"although a large number of local updates might lead to fewer communication rounds but "
                "it can make the sample complexity extremely high as is demonstrated by Figure 5. For example, Figure 5 "
-               "shows that to reach testing accuracy of [90 %] with [small I], STEM requires approximately [N] samples, "
-               "in contrast with [large I] it requires more than [M] samples at each WN.\"")
+               "shows that to reach testing accuracy of [90 %] with [small I], STEM requires approximately [N] "
+               "samples, in contrast with [large I] it requires more than [M] samples at each WN.\"")
 BEST_SOURCE = ("§4: \"We note that STEM outperforms FedAvg and SCAFFOLD in this setting as well.\" (said of Figures "
                "2-4 on CIFAR-10; Figure 5's text does not say it: carried over here)")
 
@@ -198,7 +198,7 @@ def plot_samples(data: pd.DataFrame, config: Fig5Config):
             ax.set(ylabel={"train_loss": "training loss", "test_acc": "test accuracy"}[metric] if col == 0 else None,
                    title=f"b = {config.batch_size}, I = {i}" if row == 0 else None)
             ax.legend(fontsize=7, frameon=False)
-    fig.suptitle(f"Khanduri et al. 2021, Figure 5: MNIST, {config.heterogeneity} heterogeneity, K = {config.num_clients} "
-                 f"(seeds {list(config.seeds)}: mean and range)", fontsize=10)
+    fig.suptitle(f"Khanduri et al. 2021, Figure 5: MNIST, {config.heterogeneity} heterogeneity, "
+                 f"K = {config.num_clients} (seeds {list(config.seeds)}: mean and range)", fontsize=10)
     fig.tight_layout()
     return fig

@@ -97,7 +97,8 @@ def tradeoff_claims(data: pd.DataFrame, config: Fig1Config) -> list:
                     "of it)", source=REMARK3_SURFACE),
         consistency("Remark 3: b = I = 1 needs ε^{-3/2}/K rounds; the curve b·I = ε^{-1/2}/K reaches the floor "
                     "ε^{-1}",
-                    abs(corner.rounds * eps**1.5 * config.workers - 1) <= tol and abs(surface.rounds.min() * eps - 1) <= tol,
+                    (abs(corner.rounds * eps**1.5 * config.workers - 1) <= tol
+                     and abs(surface.rounds.min() * eps - 1) <= tol),
                     f"rounds {corner.rounds:.4g} at b = I = 1 (ε^(-3/2)/K = {eps**-1.5 / config.workers:.4g}); "
                     f"fewest on the surface {surface.rounds.min():.4g} (ε^(-1) = {1 / eps:.4g})", source=REMARK3_OFF),
         consistency("Remark 2 / Fig. 1(b): as ν grows from 0 to 1, b decreases and I increases, at ε^{-1} rounds "
@@ -118,9 +119,13 @@ def tradeoff_claims(data: pd.DataFrame, config: Fig1Config) -> list:
     ]
 
 
-REMARK3_SURFACE = ("§3.1, Remark 3: \"This trade-off is illustrated in Figure 1(a), where we maintain the optimal sample complexity, while changing [b] and [I] to generate the trade-off surface.\"")
-REMARK3_OFF = ("§3.1, Remark 3: \"if [b·I] increases beyond [ε^(-1/2)/K], then the sample complexity will increase from the optimal [...]. On the other hand, if [b·I] decreases beyond [it], the communication complexity increases\"")
-REMARK2 = ("§3.1, Remark 2: \"Eqs. in (3) suggest that when [ν] increases from 0 to 1, [b] decreases and [I] increases. [...] Such a trade-off can be seen in Fig. 1(b).\"")
+REMARK3_SURFACE = ("§3.1, Remark 3: \"This trade-off is illustrated in Figure 1(a), where we maintain the optimal "
+                   "sample complexity, while changing [b] and [I] to generate the trade-off surface.\"")
+REMARK3_OFF = ("§3.1, Remark 3: \"if [b·I] increases beyond [ε^(-1/2)/K], then the sample complexity will increase "
+               "from the optimal [...]. On the other hand, if [b·I] decreases beyond [it], the communication "
+               "complexity increases\"")
+REMARK2 = ("§3.1, Remark 2: \"Eqs. in (3) suggest that when [ν] increases from 0 to 1, [b] decreases and [I] "
+           "increases. [...] Such a trade-off can be seen in Fig. 1(b).\"")
 
 
 def _decade_ticks(ax, axis: str, low: float, high: float):

@@ -23,9 +23,9 @@ from replicate.fl.algorithms import FedAvg
 from replicate.runs.config import RunConfig
 from replicate.experiments import knobs
 from replicate.runs.pool import compute, run_to_target
-from replicate.experiments.li2020.common import (data_seed, COMMON_DEVIATIONS, DATASETS, LABELS, MNIST_UNBALANCED_DEVIATION,
-                                                 STEPS_PER_EPOCH, SYNTHETIC_DEVIATION, _gaussian_smooth, batch_size,
-                                                 rounds_to_target, LI2020_OBJECTIVE)
+from replicate.experiments.li2020.common import (data_seed, COMMON_DEVIATIONS, DATASETS, LABELS,
+                                                 MNIST_UNBALANCED_DEVIATION, STEPS_PER_EPOCH, SYNTHETIC_DEVIATION,
+                                                 _gaussian_smooth, batch_size, rounds_to_target, LI2020_OBJECTIVE)
 from replicate.experiments.li2020.common import quoted
 
 

@@ -150,7 +150,8 @@ def fig2_claims(data: pd.DataFrame, config: Fig2Config) -> list:
     closing = {panel: {e: _second_half(data, panel, e) for e in many} for panel in ("(a) fixed lr", "(b) decayed lr")}
     claims = [
         check("Fixed lr: E = 1 (gradient descent) reaches the optimum",
-              1 in fixed.index and fixed.loc[1] < tol, f"final gap F − F* = {fixed.get(1, np.nan):.2e} (tol {tol:.1e})"),
+              1 in fixed.index and fixed.loc[1] < tol,
+              f"final gap F − F* = {fixed.get(1, np.nan):.2e} (tol {tol:.1e})"),
         check("Fixed lr: every E > 1 stalls at a sub-optimal value",
               all(fixed.loc[e] > 100 * tol for e in many),
               "final gaps " + ", ".join(f"E={e}: {fixed.loc[e]:.2e}" for e in many)),

@@ -110,8 +110,8 @@ def plot_schemes(data: pd.DataFrame, config: SchemesConfig, title: str):
 
     shown = data[data.chosen]
     order = sorted(pd.unique(shown.series), key=lambda s: ("Scheme I" != s, "Scheme II" != s, s))
-    fig = plotting.lines(shown, "round", "train_loss", hue="series", style="series", facet="dataset", xlabel="Round (T/E)",
-                         ylabel="Global training loss", panel_size=(4.4, 3.3), title=title)
+    fig = plotting.lines(shown, "round", "train_loss", hue="series", style="series", facet="dataset",
+                         xlabel="Round (T/E)", ylabel="Global training loss", panel_size=(4.4, 3.3), title=title)
     last = shown["round"].max()
     for ax, dataset in zip(fig.axes, pd.unique(shown["dataset"])):
         part = shown[shown.dataset == dataset]
@@ -243,8 +243,8 @@ def fig1cd_claims(data: pd.DataFrame, config: Fig1cdConfig, equal: float = 0.05)
                   f"T-Scheme II fluctuation {w.transformed2.median():.2f} (stable = at most {config.fluctuating:g}); "
                   f"final loss T-II {per_seed.transformed2.mean():.4g} vs Scheme I {per_seed.scheme1.mean():.4g}; "
                   f"{slower_text}",
-                  margin=f"fluctuation ≤ {config.fluctuating:g}; T-II's final loss ≥ {1 + config.margin:g}× Scheme I's, "
-                         "in every seed"),
+                  margin=f"fluctuation ≤ {config.fluctuating:g}; "
+                         f"T-II's final loss ≥ {1 + config.margin:g}× Scheme I's, in every seed"),
         ]
     return claims
 

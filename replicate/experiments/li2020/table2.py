@@ -36,7 +36,8 @@ class Table2Config(knobs.FigureConfig):
         "std 708-1,280).",
         "synthetic: the authors' generators are unseeded, so their exact counts cannot be rebuilt; "
         "we compare the paper's numbers with the range of our generator over several data seeds, "
-        "and show data seed 0 beside them (the training figures use draws whose sizes match this table: li2020.common.MATCHED_DATA_SEEDS).",
+        "and show data seed 0 beside them (the training figures use draws whose sizes match this table: "
+        "li2020.common.MATCHED_DATA_SEEDS).",
         "synthetic(0,0) and synthetic(1,1) share their device sizes for a given data seed (sizes "
         "depend only on the seed); the authors drew the two sets one after the other from one "
         "unseeded stream, so theirs differ.",

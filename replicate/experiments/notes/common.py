@@ -64,15 +64,17 @@ def sample_problem(dataset: str, model: str = "logistic", *, num_clients: int | 
     return SampleProblem(ds, models.build(model, ds.num_features, ds.num_classes), device="cpu")
 
 
-def constants_path(dataset: str, *, weight_decay: float, batch_size: int | None, data_seed: int | None = None,
-                   num_clients: int | None = None):
+def constants_path(dataset: str, *, weight_decay: float,
+                   batch_size: int | None,  # noqa: F811 - public keyword; the batch_size() it shadows is a re-export
+                   data_seed: int | None = None, num_clients: int | None = None):
     name = f"{dataset}_seed-{data_seed if data_seed is not None else 'default'}_N-{num_clients or 'default'}" \
            f"_lam-{weight_decay:g}_b-{batch_size or 'full'}"
     return settings.current().cache / "constants" / (re.sub(r"[^A-Za-z0-9_.+-]", "_", name) + ".json")
 
 
-def cached_constants(dataset: str, *, weight_decay: float, batch_size: int | None, data_seed: int | None = None,
-                     num_clients: int | None = None) -> tuple[C.Constants, dict]:
+def cached_constants(dataset: str, *, weight_decay: float,
+                     batch_size: int | None,  # noqa: F811 - public keyword; the batch_size() it shadows is a re-export
+                     data_seed: int | None = None, num_clients: int | None = None) -> tuple[C.Constants, dict]:
     """Li et al.'s constants of the logistic model at w* (σ_k², G² at w* only), and
     ``{"elapsed_s": seconds the estimate took when computed, "from_cache": bool}``."""
     path = constants_path(dataset, weight_decay=weight_decay, batch_size=batch_size, data_seed=data_seed,
@@ -146,9 +148,10 @@ class RunProbe:
     calls it at rounds 0, e, 2e, ... and at ``rounds`` (e = ``eval_every``).
     """
 
-    def __init__(self, *, rounds: int, eval_every: int, batch_size: int | None, weight_decay: float,
-                 minimiser=None, probes: int = 10, full_gradient: bool = False, hessian_iters: int = 0,
-                 seed: int = 0):
+    def __init__(self, *, rounds: int, eval_every: int,
+                 batch_size: int | None,  # noqa: F811 - public keyword; the batch_size() it shadows is a re-export
+                 weight_decay: float, minimiser=None, probes: int = 10, full_gradient: bool = False,
+                 hessian_iters: int = 0, seed: int = 0):
         self.probed = set(probe_rounds(rounds, eval_every, probes))
         self.batch, self.lam = batch_size, weight_decay
         self.w_star = None if minimiser is None else torch.as_tensor(minimiser, dtype=torch.float64)

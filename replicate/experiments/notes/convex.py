@@ -243,8 +243,8 @@ SOURCES = {
     "notes": "Notes, Theorem 1 (eq. 3): \"Choose κ = L/μ, γ = max{5κ, E} and the learning rate η_t = 2/(μ(γ+t))\"",
     "scheme1": "Li et al. §3.3, Theorem 2: \"Let Assumption 5 hold and define C=4/K·E²G². Then [the bound of Theorem 1 "
                "with B + C]\"",
-    "scheme2": "Li et al. §3.3, Theorem 3: \"Replace Assumption 5 by Assumption 6 and C by C=(N−K)/(N−1)·4/K·E²G². Then "
-               "the same bound in Theorem 2 holds.\"",
+    "scheme2": "Li et al. §3.3, Theorem 3: \"Replace Assumption 5 by Assumption 6 and C by C=(N−K)/(N−1)·4/K·E²G². "
+               "Then the same bound in Theorem 2 holds.\"",
 }
 RATE_SOURCE = "Li et al. §1: \"We show in Theorems 1, 2, and 3 that FedAvg has O(1/T) convergence rate.\""
 

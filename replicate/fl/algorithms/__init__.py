@@ -38,5 +38,6 @@ def discover() -> None:
 
 discover()
 
-__all__ = ["ALGORITHMS", "discover", "example", "name_of", "register", "Algorithm", "FedAdam", "FedAvg", "FedProx", "LocalUpdate", "LocalWork", "PlainSGD",
-           "Population", "RoundContext", "RoundPlan", "SCHEMES", "Scaffold", "Stem"]
+__all__ = ["ALGORITHMS", "discover", "example", "name_of", "register", "Algorithm", "FedAdam", "FedAvg", "FedProx",
+           "LocalUpdate", "LocalWork", "PlainSGD", "Population", "RoundContext", "RoundPlan", "SCHEMES", "Scaffold",
+           "Stem"]

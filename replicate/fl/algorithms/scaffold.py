@@ -43,7 +43,8 @@ class ScaffoldState:
 @register("scaffold", example=dict(clients_per_round=4, option="I"))
 @dataclass(frozen=True)
 class Scaffold:
-    client_fields: ClassVar[tuple[str, ...]] = ("option",)  # decides the client state's entries: runs batch only with one option
+    # decides the client state's entries: runs batch only with one option
+    client_fields: ClassVar[tuple[str, ...]] = ("option",)
     clients_per_round: int | None = None  # |S|; None = every client
     server_lr: float = 1.0  # η_g
     option: str = "II"  # how c_i⁺ is formed (eq. 4): "I" full local gradient at x, "II" from the iterates

@@ -11,9 +11,9 @@ The first local step after a communication uses the worker's OWN last pre-averag
 the old point x_t and the broadcast x̄ as the new one (spec §2.1 notes), so the server keeps each
 worker's last iterate, an (N, P) tensor, as SCAFFOLD keeps its c_i.
 
-Round 0 is the initialisation, the protocol's warm-up round (``RoundPlan.warmup``): d_1 = the average of each worker's gradients at x_1 over that
-round's I mini-batches of b (B = b·I samples, Theorem 3.1's initial batch), averaged at the server,
-then x_2 = x_1 − η_1 d̄_1 ("Perform" step); the model does not move on the workers in round 0.
+Round 0 is the initialisation, the protocol's warm-up round (``RoundPlan.warmup``): d_1 = the average of each worker's
+gradients at x_1 over that round's I mini-batches of b (B = b·I samples, Theorem 3.1's initial batch), averaged at the
+server, then x_2 = x_1 − η_1 d̄_1 ("Perform" step); the model does not move on the workers in round 0.
 
 Momentum: a = min{1, c·η²} with η this round's rate (eq. 2's a_{t+1} = c·η_t²; the η schedule is
 per epoch in the experiments, so η_t = η_{t+1} within an epoch). a = 1 (c·η² ≥ 1) makes every

@@ -62,7 +62,8 @@ def for_dataset(name: str, dataset, hidden: int | None = None) -> Model:
     if hidden is not None and name != "mlp":
         raise ReplicateError(f"model {name!r} has no hidden width to set (hidden={hidden})")
     if dataset.train.x.dtype == torch.int64:
-        raise ReplicateError(f"dataset {dataset.name!r} holds token sequences: use char_lstm or sent_lstm, not {name!r}")
+        raise ReplicateError(f"dataset {dataset.name!r} holds token sequences: use char_lstm or sent_lstm, "
+                             f"not {name!r}")
     if name in _IMAGE_MODELS:
         shape = tuple(dataset.meta.get("image_shape") or dataset.train.x.shape[1:])
         if len(shape) != 3:

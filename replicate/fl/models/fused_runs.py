@@ -47,7 +47,8 @@ class Step:
             return self.lr, self.decay, self.pull, self.masked, self.run_of, [r.size for r in self.runs]
         if self._rows_key is not rows:
             run_of = self.run_of.index_select(0, rows)
-            pick = [None if t is None else t.index_select(0, rows) for t in (self.lr, self.decay, self.pull, self.masked)]
+            pick = [None if t is None else t.index_select(0, rows)
+                    for t in (self.lr, self.decay, self.pull, self.masked)]
             counts = torch.bincount(run_of, minlength=len(self.runs)).tolist()
             self._rows_key, self._rows = rows, (*pick, run_of, counts)
         return self._rows
@@ -61,19 +62,23 @@ class Step:
         g = gradient_weights(w, x, onehot, mask, masked, logits=logits)
         clipped = [False] * len(counts)
         if clip_norm is not None:
-            hits = torch.zeros(len(counts), device=w.device).index_add_(0, run_of, may_clip(g, row_norms, clip_norm).float())
+            hits = torch.zeros(len(counts), device=w.device).index_add_(0, run_of,
+                                                                        may_clip(g, row_norms, clip_norm).float())
             clipped = (hits > 0).tolist()
         lo = 0
         for kind, size in _slices(counts, clipped, self.beta):
             hi = lo + size
             ws, gs, xs = w[lo:hi], g[lo:hi], x[lo:hi]
             if kind == "explicit":
-                update = lambda w_, g_, x_, a, b: explicit_(w_, g_, x_, lr[a:b], decay[a:b], clip_norm)
+                def update(w_, g_, x_, a, b):
+                    return explicit_(w_, g_, x_, lr[a:b], decay[a:b], clip_norm)
             elif kind == "multiply":
                 ws.mul_(decay[lo:hi])
-                update = lambda w_, g_, x_, a, b: w_.baddbmm_(g_, x_, alpha=-1.0)
+                def update(w_, g_, x_, a, b):
+                    return w_.baddbmm_(g_, x_, alpha=-1.0)
             else:  # the decay as beta, a float shared by the slice's runs
-                update = lambda w_, g_, x_, a, b, beta=kind: w_.baddbmm_(g_, x_, beta=beta, alpha=-1.0)
+                def update(w_, g_, x_, a, b, beta=kind):
+                    return w_.baddbmm_(g_, x_, beta=beta, alpha=-1.0)
             if kind != "explicit":
                 gs.mul_(lr[lo:hi])
             if not cpu:  # CUDA: the slice's one GEMM

@@ -68,7 +68,8 @@ class CharLSTM(Model):
         # the frozen table's rows (vocab_size × embed, e.g. GloVe); None: a fixed uniform ±1 draw
         self.vectors = None if vectors is None else torch.as_tensor(vectors, dtype=torch.float32)
         if self.vectors is not None and tuple(self.vectors.shape) != (vocab_size, embed):
-            raise ReplicateError(f"embedding vectors are {tuple(self.vectors.shape)}, the model needs ({vocab_size}, {embed})")
+            raise ReplicateError(f"embedding vectors are {tuple(self.vectors.shape)}, "
+                                 f"the model needs ({vocab_size}, {embed})")
         self.uncounted = tuple(uncounted)
         self.loss_kind, self.head, self.frozen_embedding = loss_kind, tuple(head), bool(frozen_embedding)
         self.num_classes = vocab_size if num_classes is None else num_classes

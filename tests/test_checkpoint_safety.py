@@ -3,14 +3,16 @@
 PyTorch's ``torch.save`` writes a pickle, and loading a pickle may call anything its author chose: a file whose
 ``__reduce__`` names ``open`` (or ``os.system``) runs it when loaded. Checkpoints are now data only (a JSON tree
 and raw tensor bytes); these tests plant crafted files where a user's machine would meet them (its own cache,
-and a pack imported with ``cache checkpoints-in``), resume and plan from them, and check that the crafted code
+and a pack imported as this project's GPU sessions carry them, ``.ci/gpu/queue.py checkpoints-in``), resume and plan from them, and check that the crafted code
 never ran and that the run recomputed equals the clean one.
 """
 import hashlib
+import importlib.util
 import io
 import json
 import pickle
 import re
+import sys
 import tarfile
 from pathlib import Path
 
@@ -20,7 +22,16 @@ import torch
 
 from test_resume import CONFIG, _cut_off
 
-from replicate.runs import cache, checkpoints, travel
+from replicate.experiments import estimate
+from replicate.runs import cache, checkpoints
+
+GPU = Path(__file__).resolve().parents[1] / ".ci" / "gpu"  # the packs this project's GPU sessions carry
+sys.path.insert(0, str(GPU))
+import travel  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("gpu_queue", GPU / "queue.py")
+gpu_queue = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(gpu_queue)
 
 PACKAGE = Path(__file__).resolve().parents[1] / "replicate"
 
@@ -74,7 +85,7 @@ def test_a_crafted_checkpoint_in_the_cache_never_runs_and_the_run_is_recomputed(
     file.parent.mkdir(parents=True, exist_ok=True)
     file.write_bytes(make(marker, header))
     assert checkpoints.round_of(file.read_bytes()) is None  # the planner's head start: none
-    assert checkpoints.reached_by(file.stem) is None and travel.reached() == {}
+    assert checkpoints.reached_by(file.stem) is None and estimate.reached() == {} and travel.reached() == {}
     pd.testing.assert_frame_equal(cache.run(CONFIG, progress=False), whole, check_exact=True)
     err = capsys.readouterr().err
     assert "is unreadable" in err and "starts over" in err
@@ -84,8 +95,6 @@ def test_a_crafted_checkpoint_in_the_cache_never_runs_and_the_run_is_recomputed(
 def test_a_crafted_checkpoint_in_an_imported_pack_never_runs(monkeypatch, tmp_path, capsys):
     """A pack someone shares, its manifest its own (so its checksums vouch for nothing): unpacked, planned from
     and resumed from, its code never runs and the run stored is the clean one."""
-    from replicate.cli.main import main
-
     marker = tmp_path / "ran"
     whole = cache.compute(CONFIG)[0]
     name = f"{cache.entry(CONFIG)}.pt"
@@ -100,7 +109,7 @@ def test_a_crafted_checkpoint_in_an_imported_pack_never_runs(monkeypatch, tmp_pa
             info.size = len(blob)
             tar.addfile(info, io.BytesIO(blob))
     assert travel.reached(pack.parent) == {}  # the planner counts no head start from it
-    assert main(["cache", "checkpoints-in", str(pack)]) == 0
+    assert gpu_queue.main(["checkpoints-in", str(pack)]) == 0
     capsys.readouterr()
     assert checkpoints.reached_by(name[:-3]) is None
     pd.testing.assert_frame_equal(cache.run(CONFIG, progress=False), whole, check_exact=True)

@@ -68,7 +68,7 @@ def test_an_epoch_figure_counts_its_busiest_clients_exactly(monkeypatch):
     lengths: dict = {}
     steps = [int(work.round_steps(c, lengths).sum()) for c in every]
     assert (row["sequential_steps"], row["steps_per_run"]) == (sum(steps), [min(steps), max(steps)])
-    assert (row["batched_steps"], row["own_pace_steps"]) == work.slot_steps(
+    assert (row["batched_steps"], row["own_pace_steps"]) == work.batch_steps(
         list(dict.fromkeys(tuning)), [c for c in every if c not in set(tuning)], lengths)
     assert row["batched_steps"] <= row["sequential_steps"]
     assert row["own_pace_steps"] < row["batched_steps"]  # its pieces mix seeds, whose busiest clients differ
@@ -104,8 +104,8 @@ def test_flops_per_step_are_the_committed_ones_and_grow_with_the_batch():
     assert committed["char_lstm (shakespeare), b = 10"] > 1.0
 
 
-def test_the_planner_prices_a_step_by_the_larger_of_dispatch_and_arithmetic():
-    from replicate.experiments import plan
+def test_the_estimate_prices_a_step_by_the_larger_of_dispatch_and_arithmetic():
+    from replicate.experiments import estimate as plan
 
     config = next(c for c in _figure("Fig. 6 / 11, FEMNIST").plan()[0] if c.model == "conv_dropout")
     gflop = next(r["gflop_per_client_step"][work.flops_name(config)] for r in _committed()
@@ -137,8 +137,8 @@ def _history(config) -> "pd.DataFrame":
                          "test_loss": [2.0, 1.5, 1.2, 1.2], "dissimilarity": [1.0, 0.9, 0.8, 0.8]})
 
 
-def _as_slots_run(cls, **settings):
-    """``cls`` at the paper profile on the data the GPU slots read (``work.SOURCE``: the offline stand-ins)."""
+def _as_ledger_run(cls, **settings):
+    """``cls`` at the paper profile on the data the ledger's GPU runs read (``work.SOURCE``: the offline stand-ins)."""
     return cls(**settings, **({"data_source": work.SOURCE} if "data_source" in knobs.names(cls) else {}))
 
 
@@ -178,7 +178,7 @@ def test_the_stem_enumeration_is_what_the_figure_code_runs(monkeypatch, name):
     from replicate.experiments.khanduri2021 import cifar, common, samples
 
     seen = _recorder(monkeypatch, tune)
-    config = _as_slots_run({"Fig. 2": cifar.Fig2Config, "Fig. 3": cifar.Fig3Config, "Fig. 5": samples.Fig5Config}[name[:6]])
+    config = _as_ledger_run({"Fig. 2": cifar.Fig2Config, "Fig. 3": cifar.Fig3Config, "Fig. 5": samples.Fig5Config}[name[:6]])
     for part in config.compared() if hasattr(config, "compared") else [config]:
         common.tune_and_run(part, part.updates(), None)
     figure = next(f for f in work.FIGURES if f.figure.startswith(name))
@@ -191,9 +191,9 @@ def test_the_charles_enumeration_is_what_the_figure_code_runs(monkeypatch, name)
 
     seen = _recorder(monkeypatch, tune)
     if name == "Fig. 6 / 11":
-        tuned.tuned(_as_slots_run(tuned.Fig6Config))
+        tuned.tuned(_as_ledger_run(tuned.Fig6Config))
     else:
-        neural.sweep(_as_slots_run(neural.Fig12Config if name == "Fig. 12" else neural.Fig13Config))
+        neural.sweep(_as_ledger_run(neural.Fig12Config if name == "Fig. 12" else neural.Fig13Config))
     figure = next(f for f in work.FIGURES if f.figure.startswith(name))
     _same_plan(seen, figure)
 
@@ -211,19 +211,19 @@ def test_the_fedprox_mu_enumeration_is_what_the_figure_code_runs(monkeypatch):
         return pd.concat([_history(c).assign(**labels) for labels, c in labelled], ignore_index=True)
 
     monkeypatch.setattr(mu, "runs", runs)
-    mu.fig3(_as_slots_run(mu.Fig3Config, datasets=work.LSTM_PANELS))
+    mu.fig3(_as_ledger_run(mu.Fig3Config, datasets=work.LSTM_PANELS))
     _same_plan(seen, next(f for f in work.FIGURES if f.figure.startswith("Fig. 3 / 7")))
 
 
-def test_the_planner_cuts_batches_as_a_gpu_slot_does():
-    """``work.SLOT`` (how the planner counts a slot's pieces) is what .ci/device-check gives the slot's runs."""
+def test_the_estimate_cuts_batches_as_the_gpu_check_does():
+    """``work.BATCHING`` (how the estimate counts batched runs) is what .ci/device-check gives a session's runs."""
     script = (paths.REPO / ".ci" / "device-check").read_text()
-    assert f"REPLICATE_WORKERS=${{REPLICATE_WORKERS:-{work.SLOT['workers']}}}" in script
-    assert f"REPLICATE_BATCH_RUNS=${{REPLICATE_BATCH_RUNS:-{work.SLOT['max_runs']}}}" in script
+    assert f"REPLICATE_WORKERS=${{REPLICATE_WORKERS:-{work.BATCHING['workers']}}}" in script
+    assert f"REPLICATE_BATCH_RUNS=${{REPLICATE_BATCH_RUNS:-{work.BATCHING['max_runs']}}}" in script
 
 
-def test_a_slot_gives_each_command_the_time_it_has_left(tmp_path):
-    """.ci/device-check runs the plan's queue with the time the slot has left, not each line's planned share: a
+def test_a_gpu_session_gives_each_command_the_time_it_has_left(tmp_path):
+    """.ci/device-check runs the queue with the time the session has left, not each line's planned share: a
     unit done sooner than projected leaves its minutes to the next, and a command that reads its stdin does not
     swallow the queue (a stand-in Python records the commands; no GPU, no data)."""
     import subprocess
@@ -232,7 +232,7 @@ def test_a_slot_gives_each_command_the_time_it_has_left(tmp_path):
     fake = tmp_path / "python"
     fake.write_text("#!/usr/bin/env bash\n"
                     f"echo \"$*\" >> {calls}\n"
-                    "case \"$*\" in *--commands*)\n"
+                    "case \"$*\" in *'queue.py commands'*)\n"
                     "  echo \"python -m replicate figures a/fig1 --profile paper --time-budget 100s\"\n"
                     "  echo \"python -m replicate figures b/fig2 --profile paper --time-budget 30s\";;\n"
                     "  *'replicate figures '*) cat > /dev/null;;\n"  # a command that reads its stdin

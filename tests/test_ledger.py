@@ -1,4 +1,4 @@
-"""The committed run ledger (``runs.ledger``) and the GPU slot planner (``experiments.plan``)."""
+"""The committed run ledger (``runs.ledger``) and the estimate of the GPU-scale work left (``experiments.estimate``)."""
 import hashlib
 import json
 import shutil
@@ -8,7 +8,7 @@ import pytest
 from replicate.cli.main import main
 from replicate.core import paths, settings
 from replicate.core.errors import ReplicateError
-from replicate.experiments import plan
+from replicate.experiments import estimate
 from replicate.fl.algorithms import FedAvg
 from replicate.runs import archive, cache, ledger
 from replicate.runs.config import RunConfig
@@ -144,75 +144,23 @@ def test_the_ledger_can_be_switched_off(monkeypatch):
 
 def test_the_committed_ledger_verifies_and_shows_figure_5_tuned(monkeypatch, capsys):
     """The ledger in figures/ledger: every piece matches its index and every run's name its config; the
-    status reads STEM Figure 5's tuning grid as complete, as the 2026-11-27 slot left it."""
+    estimate reads STEM Figure 5's tuning grid as complete, as the H200 runs left it."""
     monkeypatch.setenv("REPLICATE_LEDGER", str(paths.figures_dir() / "ledger"))
     runs = ledger.runs()
     assert len(runs) >= 94 and all(meta["device"].startswith("cuda") for meta in runs.values())
-    rows = {row.unit.label: row for row in plan.table("cuda")}
+    rows = {row.unit.label: row for row in estimate.table("cuda")}
     assert rows["khanduri2021/fig5"].tuning == (92, 92)
     assert rows["khanduri2021/fig2"].tuning[1] == 46 and rows["fedprox2020/fig3 [sent140]"].tuning[1] == 7
     assert main(["ledger", "verify"]) == 0
     assert "every checksum and name verified" in capsys.readouterr().out
 
 
-def test_the_slot_plan_follows_the_priority_and_counts_shared_runs_once():
-    unit = plan.PRIORITY
-    rows = [plan.Progress(unit[0], (4, 4), (2, 2), 10.0, {}, True),  # done
-            plan.Progress(unit[1], (0, 2), (0, 1), 0.0, {"a": 60.0, "b": 60.0, "c": 60.0}, True),
-            plan.Progress(unit[2], (0, 3), (0, 0), 0.0, {"a": 60.0, "b": 60.0, "d": 120.0}, False),
-            plan.Progress(unit[3], (0, 1), (0, 0), 0.0, {"e": 600.0}, False)]
-    chosen = plan.slot(rows, budget_s=200.0, rate=2.0)
-    assert [(row.unit, share) for row, share in chosen] == [(unit[1], 90.0), (unit[2], 60.0), (unit[3], 50.0)]
-    assert plan.left_s(rows) == 900.0
-
-
-def test_a_slots_queue_goes_on_past_its_projection_in_priority_order():
-    """A slot gives each unit the time it has left, so its queue holds every unit not done whose round fits,
-    in priority order, past the projected budget: one done sooner than projected leaves its minutes to the
-    next (the slot's units keep their shares; the others 0)."""
-    unit = plan.PRIORITY
-    rows = [plan.Progress(unit[0], (4, 4), (2, 2), 10.0, {}, True),  # done
-            plan.Progress(unit[1], (0, 2), (0, 0), 0.0, {"a": 300.0}, False, round_s=20.0),
-            plan.Progress(unit[2], (0, 1), (0, 0), 0.0, {"b": 60.0}, False, round_s=500.0),  # no round fits
-            plan.Progress(unit[3], (0, 1), (0, 0), 0.0, {"c": 60.0}, False, round_s=150.0),  # not in the budget left
-            plan.Progress(unit[4], (0, 1), (0, 0), 0.0, {"d": 60.0}, False, round_s=5.0)]
-    assert [(row.unit, share) for row, share in plan.slot(rows, budget_s=400.0, rate=1.0)] == [
-        (unit[1], 300.0), (unit[4], 60.0)]
-    assert [(row.unit, share) for row, share in plan.queue(rows, budget_s=400.0, rate=1.0)] == [
-        (unit[1], 300.0), (unit[3], 0.0), (unit[4], 60.0)]
-
-
-def test_the_slot_plan_passes_over_a_figure_whose_rounds_outlast_the_slot(monkeypatch, capsys):
-    """A run saves its progress at round boundaries only: a unit whose every run left needs longer than the slot
-    for one round would keep nothing of it, so the plan passes it over and says why; the next unit goes in."""
-    unit = plan.PRIORITY
-    rows = [plan.Progress(unit[1], (0, 2), (0, 0), 0.0, {"a": 60.0}, False, round_s=300.0),
-            plan.Progress(unit[2], (0, 1), (0, 0), 0.0, {"b": 60.0}, False, round_s=30.0)]
-    assert plan.beyond(rows, 200.0) == [rows[0]]
-    assert [row.unit for row, _ in plan.slot(rows, budget_s=200.0, rate=1.0)] == [unit[2]]
-    assert [row.unit for row, _ in plan.slot(rows, budget_s=400.0, rate=1.0)] == [unit[1], unit[2]]
-    ahead = plan.Progress(unit[0], (0, 3), (0, 0), 0.0, {"c": 180.0}, False, round_s=10.0)
-    later = plan.Progress(unit[3], (0, 1), (0, 0), 0.0, {"d": 300.0}, False, round_s=100.0)
-    assert [row.unit for row, _ in plan.slot([ahead, later], budget_s=200.0, rate=1.0)] == [unit[0]]  # 20 s left
-    # the committed ledger's plan: FedProx Figure 3's Shakespeare rounds, modelled, outlast a 10-minute slot
-    monkeypatch.setenv("REPLICATE_LEDGER", str(paths.figures_dir() / "ledger"))
-    shakespeare = next(row for row in plan.table("cuda") if row.unit.label == "fedprox2020/fig3 [shakespeare]")
-    epochs = {**plan._epoch_steps(), **plan._row("fedprox2020/fig3")["round_epoch_steps"]}  # as ``progress`` prices
-    rounds = [plan.round_seconds(c, epochs) for c in plan._figure("fedprox2020/fig3").plan()[0] if c.dataset == "shakespeare"]
-    assert shakespeare.round_s == pytest.approx(min(rounds)) and shakespeare.round_s > 600
-    assert main(["figures", "--plan", "--device", "cuda", "--time-budget", "10m"]) == 0
-    out = capsys.readouterr().out
-    assert "passed over: fedprox2020/fig3 [shakespeare]" in out
-    queued = next(line for line in out.splitlines() if "then, with the minutes of a unit done sooner" in line)
-    assert "fedprox2020/fig3 [shakespeare]" not in queued  # a unit passed over is not queued either
-
-
 def test_a_graphed_steps_op_by_op_cost_is_marked_an_estimate_not_a_bound(monkeypatch, capsys):
     """The LSTMs' step replays a CUDA graph on a GPU, which removes the host dispatch per op that the model
-    counts: their modelled costs are marked ‡ (likely high), not * (a lower bound), in the status, the plan and
+    counts: their modelled costs are marked ‡ (likely high), not * (a lower bound), in ``figures --estimate`` and
     the report's table; the CNNs' stay lower bounds."""
     monkeypatch.setenv("REPLICATE_LEDGER", str(paths.figures_dir() / "ledger"))
-    rows = {row.unit.label: row for row in plan.table("cuda")}
+    rows = {row.unit.label: row for row in estimate.table("cuda")}
     shakespeare, stem = rows["fedprox2020/fig3 [shakespeare]"], rows["khanduri2021/fig2"]
     assert shakespeare.graphed == frozenset(shakespeare.left) and not shakespeare.measured
     assert not stem.graphed and not stem.measured  # LeNet-5: a bench timing, no graph
@@ -221,40 +169,29 @@ def test_a_graphed_steps_op_by_op_cost_is_marked_an_estimate_not_a_bound(monkeyp
     assert mixed.graphed and set(mixed.graphed) < set(mixed.left)
     assert not mixed.round_graphed  # its shortest round is the CNN's: a lower bound
     assert shakespeare.round_graphed and not stem.round_graphed
-    assert 0 < plan.left_s(list(rows.values()), graphed=True) < plan.left_s(list(rows.values()))
-    config = plan._figure("fedprox2020/fig3").plan()[0][0]
+    assert 0 < estimate.left_s(list(rows.values()), graphed=True) < estimate.left_s(list(rows.values()))
+    config = estimate._figure("fedprox2020/fig3").plan()[0][0]
     assert config.model == "char_lstm" and config.execution == "auto"
-    assert plan.graphed_estimate(config, "cuda") and not plan.graphed_estimate(config, "cpu")
-    assert not plan.graphed_estimate(config.replace(execution="stacked"), "cuda")  # no graph: dispatch is paid
-    assert main(["ledger", "status"]) == 0
+    assert estimate.graphed_estimate(config, "cuda") and not estimate.graphed_estimate(config, "cpu")
+    assert not estimate.graphed_estimate(config.replace(execution="stacked"), "cuda")  # no graph: dispatch is paid
+    assert main(["figures", "--estimate"]) == 0
     out = capsys.readouterr().out
     line = {row.split()[0] + (" " + row.split()[1] if row.split()[1].startswith("[") else ""): row
             for row in out.splitlines()[3:16]}
     assert line["fedprox2020/fig3 [shakespeare]"].split()[-3] == "‡" and line["khanduri2021/fig2"].split()[-3] == "*"
     assert " of it ‡)" in out and "an estimate, likely high, not a bound" in out
-    assert main(["figures", "--plan", "--device", "cuda", "--time-budget", "10m"]) == 0
-    passed = next(l for l in capsys.readouterr().out.splitlines() if "passed over: fedprox2020/fig3 [shakespeare]" in l)
-    assert "its shortest round left takes ≈ " in passed and "CUDA graph" in passed and "≥" not in passed
-    assert main(["ledger", "status", "--device", "cpu"]) == 0  # no graph on a CPU: no ‡, and no word of it
+    assert main(["figures", "--estimate", "--device", "cpu"]) == 0  # no graph on a CPU: no ‡, and no word of it
     assert "‡" not in capsys.readouterr().out
-    from replicate.report import replication
-    slots = json.loads((paths.figures_dir() / "gpu_work.json").read_text())["slots"]
-    table = "\n".join(replication._slots_table(slots))
+    from replicate.report import gpu_work
+    recorded = json.loads((paths.figures_dir() / "gpu_work.json").read_text())["estimate"]
+    table = "\n".join(gpu_work.estimate_table(recorded))
     assert "| fedprox2020/fig3 [shakespeare] | 0 / 7 | 0 / 1 | 0.0 | 908.6 ‡ |" in table and "of them ‡" in table
 
 
-def test_plan_commands_are_figure_commands(monkeypatch, capsys):
-    monkeypatch.setenv("REPLICATE_LEDGER", str(paths.figures_dir() / "ledger"))
-    assert main(["figures", "--plan", "--device", "cuda", "--time-budget", "10m", "--commands"]) == 0
-    lines = capsys.readouterr().out.strip().splitlines()
-    assert lines and all(line.startswith("python -m replicate figures ") and " --profile paper" in line
-                         and " --time-budget " in line for line in lines)
-    order = [next(i for i, unit in enumerate(plan.PRIORITY) if line.startswith(unit.command() + " --time-budget"))
-             for line in lines]
-    assert order == sorted(order)  # in the project's priority order
-    budgets = [int(line.rsplit(" ", 1)[1].rstrip("s")) for line in lines]  # the slot's time from each one's start
-    assert budgets[0] == 600 and budgets == sorted(budgets, reverse=True) and min(budgets) >= 30
-    rows = plan.table("cuda", plan.head_starts())  # the queue: every unit not done whose round fits the slot
-    assert len(lines) == sum(not row.done and row.round_s <= 600 for row in rows) >= len(plan.slot(rows, 600.0, 1.0))
-    assert main(["figures", "--commands"]) == 2
-    assert "--commands goes with --plan" in capsys.readouterr().err
+
+
+def test_estimate_takes_no_figures_and_device_goes_with_it(capsys):
+    assert main(["figures", "--device", "cuda"]) == 2
+    assert "--device goes with --estimate" in capsys.readouterr().err
+    assert main(["figures", "li2020/fig2", "--estimate"]) == 2
+    assert "--estimate takes no figures" in capsys.readouterr().err

@@ -15,7 +15,7 @@ gradient path (what non-linear models use), and the sequential autograd oracle. 
 evaluation is excluded (``eval_every=None``) so only training is timed.
 
 The FedProx LSTMs (real data, skipped when not staged, and the Shakespeare model on random windows of
-its shape, which a GPU slot can always time) have no fused solver: the engine stacked (the model's
+its shape, which any machine can time without the dataset) have no fused solver: the engine stacked (the model's
 batched recurrence over clients, weight gradients formed once per layer), static (the same with one
 shape a round; on a GPU the step replays from a CUDA graph), the engine's client loop (PyTorch's fused
 LSTM kernel, one device at a time) and the oracle, FedProx with K = 10, b = 10; medians of 4 repeats of
@@ -72,7 +72,7 @@ LSTM_WORKLOADS = {
         dataset="sent140", model="sent_lstm", algorithm=FedProx(0.01, 10, sampling="uniform"),
         local_steps=20, batch_size=10, client_lr=0.3, lr_schedule="constant",
         weight_decay=0.0, clip_norm=None),
-    # the Shakespeare step's shapes without its data (a GPU slot carries no Shakespeare: its time does not
+    # the Shakespeare step's shapes without its data (a machine without the dataset times it too: its time does not
     # depend on which characters the windows hold): 10 clients of 200 random 80-character windows
     SHAKESPEARE_SHAPED: RunConfig(
         dataset="given", model="char_lstm", algorithm=FedProx(0.001, 10, sampling="uniform"),
@@ -118,7 +118,7 @@ def _seconds_per_round(solver: dict, config: RunConfig, rounds: int, repeats: in
 
 
 def _timed(name: str, solver: str, seconds: float) -> None:
-    """Each solver's time on stderr as soon as it is measured: a run cut off by a short GPU lease's limit
+    """Each solver's time on stderr as soon as it is measured: a run cut off by a time limit
     still leaves the rows it reached (the tables come only at the end of a section)."""
     print(f"  timed {name}: {solver} {seconds:.4f} s/round", file=sys.stderr, flush=True)
 

@@ -1,7 +1,7 @@
 """Sweep executors, timed: one smoke sweep (``EXECUTOR_SWEEP``, 8 quadratic runs of about half a
 second each) through the local pool and through a private Ray instance of this machine, as many
-worker slots each, each into an empty cache; wall times exclude starting Ray (shown apart) and
-include the local pool's process start. Ray's per-task overhead is its wall time, times the slots,
+workers each, each into an empty cache; wall times exclude starting Ray (shown apart) and
+include the local pool's process start. Ray's per-task overhead is its wall time, times the workers,
 less the runs' own compute, per run; the second Ray sweep reuses warm workers.
 """
 from __future__ import annotations
@@ -39,8 +39,8 @@ def run(configs=None) -> dict:
     from replicate.runs import ray_executor
 
     tasks = [[(config, None, None)] for config in configs or EXECUTOR_SWEEP]
-    slots = executors.usable_cores()
-    result = {"runs": len(tasks), "slots": slots}
+    workers = executors.usable_cores()
+    result = {"runs": len(tasks), "workers": workers}
 
     def sweep(executor) -> tuple[float, float]:
         compute = []
@@ -57,7 +57,7 @@ def run(configs=None) -> dict:
             return time.perf_counter() - start, sum(compute)
 
     try:
-        result["local"] = sweep(executors.LocalExecutor(slots))
+        result["local"] = sweep(executors.LocalExecutor(workers))
         start = time.perf_counter()
         ray_executor.connect(None)
         result["ray_start_s"] = time.perf_counter() - start
@@ -71,13 +71,14 @@ def run(configs=None) -> dict:
 def table(result: dict) -> str:
     if "skipped" in result:
         return f"(sweep executors skipped: {result['skipped']})"
-    runs, slots, (local, _) = result["runs"], result["slots"], result["local"]
+    runs, workers, (local, _) = result["runs"], result["workers"], result["local"]
     rows = []
     for name, key in (("local pool", "local"), ("Ray, cold workers", "ray_cold"), ("Ray, warm workers", "ray_warm")):
         wall, compute = result[key]
-        rows.append([name, f"{wall:.1f}", f"{compute:.1f}", f"{(wall * slots - compute) / runs:.2f}",
+        rows.append([name, f"{wall:.1f}", f"{compute:.1f}", f"{(wall * workers - compute) / runs:.2f}",
                      f"{wall / local:.2f}×"])
-    return (f"A smoke sweep of {runs} quadratic runs, {slots} worker slots; starting the private Ray instance "
+    return (f"A smoke sweep of {runs} quadratic runs, {workers} workers; starting the private Ray instance "
             f"took {result['ray_start_s']:.1f} s (not in the wall times).\n\n"
-            + _markdown(["executor", "wall s", "runs' compute s", "overhead s per run (wall × slots − compute) / runs",
+            + _markdown(["executor", "wall s", "runs' compute s",
+                         "overhead s per run (wall × workers − compute) / runs",
                          "wall vs local pool"], rows))

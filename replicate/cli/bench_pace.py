@@ -2,7 +2,7 @@
 
 LEAF Shakespeare's clients are very unequal (an epoch is 322 steps of b = 10 on the mean client, ≈ 1,500 on a
 round's busiest), so a stacked round lasts as long as its busiest client, and in lockstep a batch's round as long
-as its runs' busiest. The workload has that shape without the data (which a GPU slot does not carry; a step's
+as its runs' busiest. The workload has that shape without the data (a machine without it times the same; a step's
 time does not depend on which characters the windows hold): the FedProx model (80 characters, embed 8,
 2 × 256) over 40 clients of random 80-character windows, their sizes drawn once from a lognormal law with the
 mean and spread of LEAF Shakespeare's scaled down 40× (a mean of 8 steps an epoch); FedProx (μ = 0.001), 10

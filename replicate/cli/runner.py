@@ -262,7 +262,7 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
     if profile == "paper" and not committed:
         tqdm.write(f"writing into {target}, not figures/: only an unmodified paper-profile run updates the "
                    "committed figures", file=sys.stderr)
-    if profile == "paper":  # the committed runs of every GPU slot so far: read, never recomputed
+    if profile == "paper":  # the committed runs computed elsewhere (figures/ledger): read, never recomputed
         from replicate.runs import ledger
 
         written, _, replaced = ledger.sync()

@@ -191,7 +191,7 @@ def power_law_partition(labels: np.ndarray, num_users: int, seed: int) -> list[n
     Samples are grouped by digit in their original order. Phase 1: user u takes 5
     samples of digits u mod 10 and (u+1) mod 10. Phase 2: ``props =
     RandomState(seed).lognormal(0, 2, (10, num_users/10, 2))``, rescaled so that each
-    digit's entries sum to what phase 1 left of it (count_l − 1000 for 1000 users); slot
+    digit's entries sum to what phase 1 left of it (count_l − 1000 for 1000 users); entry
     j of user u then takes ``int(props[l, u // 10, j])`` further samples of digit
     l = (u+j) mod 10, only if idx_l + k < count_l (otherwise none). Returns each user's
     indices, phase-1 samples first.

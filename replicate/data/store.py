@@ -5,8 +5,8 @@ re-exported here; the entries, with their official URLs and where each checksum 
 :mod:`replicate.data.catalog`).
 ``fetch`` puts its files into ``settings.current().data/<name>/``: from a local directory (``--from
 DIR``, ``REPLICATE_DATA_FROM``, or ``../shared/data`` beside the checkout) holding either the
-files, the official archive or the dataset's travel pack (:func:`pack`: the staged files in one xz tar, for a
-machine without internet such as a GPU slot), else by downloading the files from their mirrors or the
+files, the official archive or the dataset's pack (:func:`pack`: the staged files in one xz tar, for a
+machine without internet such as a cluster's compute nodes), else by downloading the files from their mirrors or the
 official archive and unpacking it (:mod:`replicate.data.archives`).
 
 Each file is checked against a checksum of its *stored* (uncompressed) bytes, because copies are
@@ -123,7 +123,7 @@ PACK_SUFFIX = ".pack.tar.xz"
 
 
 def pack_name(name: str) -> str:
-    """The file name of dataset ``name``'s travel pack (:func:`pack`)."""
+    """The file name of dataset ``name``'s pack (:func:`pack`)."""
     return name + PACK_SUFFIX
 
 
@@ -131,7 +131,7 @@ def pack(name: str, dest_dir: str | os.PathLike) -> Path:
     """Write ``dest_dir/<name>.pack.tar.xz``: every staged file of ``name``, verified, as stored, in one
     deterministic xz tar (sorted, owner 0, mtime 0), and return its path.
 
-    A travel form for a machine with no internet and a size limit (a GPU slot carries 64 MiB): LEAF
+    One small file for a machine with no internet (a cluster's compute nodes, an air-gapped GPU box): LEAF
     FEMNIST's 94 MB of JSON is 3.2 MB packed, MNIST 9.5 MB against its 11 MB of .gz files. It is lossless
     (the files' own bytes), and staging from it verifies each member against the catalogue's checksum, as
     any other source: a damaged pack is refused, never used. Only datasets whose checksums are in the

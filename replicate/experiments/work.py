@@ -10,22 +10,22 @@ run), so the first grid point stands in for it. Runs are counted once (the run c
 Per run: its *sequential* local steps — a GPU steps a round's stacked clients together, so a round takes as
 many steps as its busiest sampled client: ``runs.batched.round_steps`` counts them from the algorithm's own
 plan (sampling and stragglers as the engine draws them) and the dataset's client sizes, exactly, without
-training. And per figure, the steps of the pieces a GPU slot trains (``SLOT``: ``runs.batched.group``'s
-batches of at most 8 runs, cut for 2 workers) two ways: in lockstep, each round as long as its longest run's
+training. And per figure, the steps of its runs trained in batches (``BATCHING``: ``runs.batched.group``'s
+batches of at most 8 runs, cut for 2 workers, as ``--batch-runs 8 --workers 2`` on one GPU)
+two ways: in lockstep, each round as long as its longest run's
 (``fl.batching.batch_steps``), and as the engine trains them, each run beginning its next round as soon as its own
 clients finish, so a piece lasts as long as its longest run alone (``fl.batching.own_pace_steps``; in lockstep for
 an algorithm that reads the round's step or warm-up, ``protocol.own_pace``: STEM). The epoch columns state one epoch in
 steps two ways: the mean over the training clients of ⌈n_k/b⌉ and the busiest sampled client's per round (the figure's
-sequential steps over its rounds × epochs), which the planner (``experiments.plan``) prices. Ops per local step are
+sequential steps over its rounds × epochs), which the estimate (``experiments.estimate``) prices. Ops per local step are
 ``fl.models.opcount.step_ops`` of the model at its data's input shape (sequence length) with narrowed widths (the count
 does not depend on widths, as ``cli.bench.op_table``); the GFLOP of a client's step, at the paper's widths and the run's
 mini-batch, are ``flops_per_step``'s (the planner's arithmetic bound). The measured CPU costs are quoted from where they
 were measured (named in each), never projected here.
 
-The GPU work is enumerated on the offline stand-ins (``SOURCE``): the official EMNIST-62, Sentiment140 + GloVe
-and CIFAR-10 batches cannot travel to this project's GPU slots (64 MiB a call), so the slots train on the
-labelled stand-ins (``experiments.plan``), and these are the runs they compute. On a machine with the
-downloads, ``make figures`` computes the same grids on the official data.
+The GPU work is enumerated on the labelled offline stand-ins (``SOURCE``), the data the committed ledger's
+GPU runs trained on (docs/data.md). On a machine with the official downloads, ``make figures`` computes the
+same grids on the official data, whose client sizes change the step counts.
 
 ``write()`` stores the table in ``figures/gpu_work.json`` (``python -m replicate report --work``; it loads
 the four datasets the epoch-based figures train on); REPLICATION.md renders it from there.
@@ -41,8 +41,8 @@ from replicate.core.fileio import atomic_write_text
 from replicate.experiments import knobs
 
 LSTM_PANELS = ("shakespeare", "sent140")  # the FedProx figures' GPU-scale panels
-SLOT = {"max_runs": 8, "workers": 2}  # how a GPU slot cuts batches: .ci/device-check's REPLICATE_BATCH_RUNS, _WORKERS
-SOURCE = "stand-in"  # the data_source knob of the GPU slots' runs (replicate.data.variants)
+BATCHING = {"max_runs": 8, "workers": 2}  # how the runs are cut into batches: --batch-runs 8 --workers 2
+SOURCE = "stand-in"  # the data_source knob of the ledger's GPU runs (replicate.data.variants)
 FILE = "gpu_work.json"
 
 
@@ -119,7 +119,7 @@ def _stem_fig5():
 # ``_on_gpu``), never typed here
 _LSTM_COST = "one core's LSTM rounds: BENCHMARKS.md (engine section)"
 _FEMNIST_COST = "the FEMNIST CNN's ops per step: BENCHMARKS.md (op counts)"
-_STEM_COST = ("a STEM round on one idle core: BENCHMARKS.md (STEM on CIFAR-10); on an H100 and the H200 slots: "
+_STEM_COST = ("a STEM round on one idle core: BENCHMARKS.md (STEM on CIFAR-10); on an H100 and an H200: "
               "docs/BENCHMARKS.cuda.md")
 
 FIGURES: tuple[Figure, ...] = (
@@ -193,8 +193,8 @@ def round_steps(config, cache: dict):
     return cache[key]
 
 
-def slot_steps(tuning: list, final: list, cache: dict) -> tuple[int, int]:
-    """Sequential local steps of the pieces a GPU slot trains (``SLOT``): the tuning runs batched among
+def batch_steps(tuning: list, final: list, cache: dict) -> tuple[int, int]:
+    """Sequential local steps of the runs trained in batches (``BATCHING``): the tuning runs batched among
     themselves, then the final runs (they start once the tuning has chosen); in lockstep, and as the engine trains
     them: at their own pace where the algorithm allows (``protocol.own_pace``). The GPU-scale figures' models
     have no fused solver, which trains whole rounds in lockstep (``engine``)."""
@@ -205,7 +205,7 @@ def slot_steps(tuning: list, final: list, cache: dict) -> tuple[int, int]:
 
     together = trained = 0
     for phase in (tuning, final):
-        for piece in batched.group([Job(c) for c in phase], **SLOT):
+        for piece in batched.group([Job(c) for c in phase], **BATCHING):
             lengths = [round_steps(job.config, cache) for job in piece]
             together += batching.batch_steps(lengths)
             own = protocol.own_pace(piece[0].config.algorithm)
@@ -296,7 +296,7 @@ def _recorded(key: str, scale: str) -> str:
 
 
 def _on_gpu(every: list) -> str:
-    """Seconds per run of the figure's runs in the committed ledger (``runs.ledger``: what GPU slots brought back)."""
+    """Seconds per run of the figure's runs in the committed ledger (``runs.ledger``: runs computed on a GPU)."""
     from replicate.runs import cache, ledger
 
     runs = ledger.runs()
@@ -306,7 +306,7 @@ def _on_gpu(every: list) -> str:
     if not timed:
         return ""
     machines = sorted({m for piece in ledger.index() for m in piece.get("machines", ())}) or ["CUDA"]
-    return (f"GPU slots ({', '.join(machines)}; figures/ledger, {len(timed)} timed): "
+    return (f"on a GPU ({', '.join(machines)}; figures/ledger, {len(timed)} timed): "
             f"{timed[0]:,.1f}-{timed[-1]:,.1f} s a run, mean {sum(timed) / len(timed):,.1f} s (a batch's time "
             "shared among its runs)")
 
@@ -343,7 +343,7 @@ def table() -> list[dict]:
                      "tuning_runs": len(tuning), "final_runs": len(final),
                      "rounds": sorted({c.rounds for c in every}),
                      "steps_per_run": [min(steps), max(steps)], "sequential_steps": sum(steps),
-                     **dict(zip(("batched_steps", "own_pace_steps"), slot_steps(tuning, final, lengths))),
+                     **dict(zip(("batched_steps", "own_pace_steps"), batch_steps(tuning, final, lengths))),
                      "epoch_steps": {name: round(v[2], 2) for name, v in epochs.items()},
                      "round_epoch_steps": {name: round(v[0] / v[1], 2) for name, v in epochs.items()},
                      "ops_per_step": per_model, "gflop_per_client_step": arithmetic,
@@ -352,9 +352,9 @@ def table() -> list[dict]:
 
 
 def arena() -> dict:
-    """The arena on a GPU (``ArenaConfig.GPU``, on the stand-ins as a slot reads them): its runs, counted as the
-    full grid (its successive halving computes the eliminated trials' first rounds only, so fewer), and their
-    sequential local steps alone and as a slot's pieces."""
+    """The arena on a GPU (``ArenaConfig.GPU``, on the stand-ins): its runs, counted as the full grid (its
+    successive halving computes the eliminated trials' first rounds only, so fewer), and their sequential local
+    steps alone and in batches."""
     from replicate.experiments.arena import ArenaConfig
 
     config = ArenaConfig(**ArenaConfig.GPU, data_source=SOURCE)
@@ -366,19 +366,20 @@ def arena() -> dict:
     return {"settings": {k: list(v) if isinstance(v, tuple) else v for k, v in ArenaConfig.GPU.items()},
             "runs": len(every), "tuning_runs": len(tuning), "final_runs": len(every) - len(tuning),
             "sequential_steps": sum(steps),
-            **dict(zip(("batched_steps", "own_pace_steps"), slot_steps(tuning, every[len(tuning):], lengths))),
+            **dict(zip(("batched_steps", "own_pace_steps"), batch_steps(tuning, every[len(tuning):], lengths))),
             "not_run": config.skipped()}
 
 
 def write(root=None):
     path = (root or paths.figures_dir()) / FILE
-    slots = json.loads(path.read_text()).get("slots") if path.is_file() else None  # experiments.plan's part
+    # experiments.estimate's part is kept: it is refreshed after (``report --work``) or by ``ledger add``
+    estimate = json.loads(path.read_text()).get("estimate") if path.is_file() else None
     text = json.dumps({"generated_by": "python -m replicate report --work (replicate/experiments/work.py)",
-                       "rows": table(), "arena": arena(), **({"slots": slots} if slots else {})}, indent=1,
+                       "rows": table(), "arena": arena(), **({"estimate": estimate} if estimate else {})}, indent=1,
                       ensure_ascii=False)
     atomic_write_text(path, text + "\n")
     return path
 
 
-__all__ = ["FIGURES", "FILE", "SLOT", "Figure", "arena", "flops_name", "flops_per_step", "ops_per_step", "round_steps",
-           "runs", "slot_steps", "table", "write"]
+__all__ = ["BATCHING", "FIGURES", "FILE", "Figure", "arena", "batch_steps", "flops_name", "flops_per_step",
+           "ops_per_step", "round_steps", "runs", "table", "write"]

@@ -136,8 +136,8 @@ def draw_epoch_positions(sizes: torch.Tensor, steps: torch.Tensor, batch_size: i
     keys.masked_fill_(torch.arange(width, device=device) >= sizes.view(-1, 1, 1), 2.0)
     perm = keys.argsort(dim=2)  # (m, epochs, width): real positions first, in random order
     s = torch.arange(total, device=device).unsqueeze(0)  # (1, S)
-    epoch, slot = s // per_epoch.unsqueeze(1), s % per_epoch.unsqueeze(1)  # (m, S)
-    col = slot.unsqueeze(2) * b + torch.arange(b, device=device)  # (m, S, b) column in the permutation
+    epoch, within = s // per_epoch.unsqueeze(1), s % per_epoch.unsqueeze(1)  # (m, S)
+    col = within.unsqueeze(2) * b + torch.arange(b, device=device)  # (m, S, b) column in the permutation
     mask = (col < sizes.view(-1, 1, 1)) & (s < steps.unsqueeze(1)).unsqueeze(2)
     rows = torch.arange(m, device=device).view(-1, 1, 1)
     pos = perm[rows, epoch.clamp(max=max(epochs - 1, 0)).unsqueeze(2), col.clamp(max=max(width - 1, 0))]

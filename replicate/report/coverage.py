@@ -174,15 +174,18 @@ ITEMS: tuple[Item, ...] = (
          "notebook at Reddi et al.'s defaults (their CNN, M = 10, B = 20, one epoch, 1,500 rounds, β = 0.9; "
          "(γ, η) tuned per variant over 7 × 9 half-decades by the last-100-round test accuracy; α ∈ {0, 0.01, "
          "0.1, 1} PROPOSED); the paper profile was not run on this CPU (its work and the measured costs: the "
-         "GPU-scale work table below; what GPU slots have run and have left: the GPU slots table). A CPU-scale run "
+         "GPU-scale work table below; what GPU runs have computed and what is left: the GPU-scale "
+         "work left table). A CPU-scale run "
          "is in the reduced-scale section below; the local FEMNIST copy is partial (105 writers)",
          ("charles2021/fig6",)),
     Item("charles2021", "Figures 12–13", "γ sweeps on FEMNIST, CIFAR-100, Shakespeare", "reduced", "limited",
          "FEMNIST and Shakespeare panels: notebooks at Reddi et al.'s defaults (LocalUpdate, a = 1_K, M = 10, one "
          "epoch; FEMNIST: their CNN, B = 20, 1,500 rounds; Shakespeare: TFF's data, their 2×256 LSTM, B = 4, "
          "1,200 rounds; Figure 12's fixed η PROPOSED, γ grid 10^-3-10^0, Figure 13's η grid 10^-3-10^1). The "
-         "paper profile was not run on this CPU (its work and the measured costs: the GPU-scale work table below; "
-         "what GPU slots have run and have left: the GPU slots table). CPU-scale FEMNIST Figures 12 and 13 are in "
+         "paper profile was not run on this CPU (its work and the measured costs: the GPU-scale work "
+         "table below; "
+         "what GPU runs have computed and what is left: the GPU-scale work left table). CPU-scale "
+         "FEMNIST Figures 12 and 13 are in "
          "the reduced-scale section below. "
          "CIFAR-100 is not available here",
          ("charles2021/fig12", "charles2021/fig13")),
@@ -264,19 +267,23 @@ ITEMS: tuple[Item, ...] = (
          "notebooks (khanduri2021_fig2/3/4) at the spec's PROPOSED settings: K = 100 class-shard workers (490 / 90 "
          "images each; moderate: all classes, high: 5 of 10), LeNet-5 (2 conv + 3 linear), (b, I) = (8, 61), (64, 7), "
          "(8, 61), 100 rounds, rates tuned per figure over 34 STEM (κ̄, c) pairs and 6 rates each for FedAvg and "
-         "SCAFFOLD on seed 0, then 3 seeds (Figure 3 reuses Figure 2's runs for its 'similar' claim); each round "
+         "SCAFFOLD on seed 0, then 3 seeds (Figure 3 reuses Figure 2's runs for its 'similar' "
+         "claim); each round "
          "is 100 workers × I steps, two gradients a step for STEM. Not run on this CPU at that scale (its work and "
-         "the measured costs: the GPU-scale work table below); GPU slots have run part of it (the GPU slots table). "
+         "the measured costs: the GPU-scale work table below); GPU runs have computed part of it "
+         "(the GPU-scale work left table). "
          "Only the lossy JPEG copy of CIFAR-10 is here: every run on it is labelled so in its title and deviations, "
          "and its runs are cached apart from the official data's. A CPU-scale run of each (10 of 100 rounds, 4 STEM "
          "(κ̄, c) pairs along a ≈ 0.9 and 4 rates each for FedAvg and SCAFFOLD, seeds 0-1) is in the reduced-scale "
          "section below, with its claims",
          ("khanduri2021/fig2", "khanduri2021/fig3", "khanduri2021/fig4")),
     Item("khanduri2021", "Figure 5", "samples accessed for two values of I", "paper", "full",
-         "notebook at the spec's PROPOSED settings (K = 100 class-shard MNIST workers, LeNet, b = 8, I ∈ {{10, 100}}, "
+         "notebook at the spec's PROPOSED settings (K = 100 class-shard MNIST workers, LeNet, b = 8, "
+         "I ∈ {{10, 100}}, "
          "30,000 samples per worker, rates tuned per I on seed 0 over {stem_pairs} STEM (κ̄, c) pairs and 6 rates "
-         "each for FedAvg and SCAFFOLD; {runs} runs), run in two H200 slots (2026-11-27; "
-         "figures/ledger, GPU-slots table below) and published from the ledger. Every STEM candidate diverges (NaN) "
+         "each for FedAvg and SCAFFOLD; {runs} runs), run on an H200 ("
+         "figures/ledger, GPU-scale work left table below) and published from the ledger. Every STEM "
+         "candidate diverges (NaN) "
          "on the tuning seed ({stem_diverged} tuning runs), so STEM has no tuned setting: its finals ran the grid's "
          "first pair ({stem_first}) and diverge too, first NaN after {nan_from}-{nan_to} samples per worker, while "
          "FedAvg and SCAFFOLD train (their tuned final training losses {others}). {replayed}; the old-point variant of "

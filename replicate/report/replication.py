@@ -6,8 +6,9 @@ from pathlib import Path
 
 from replicate.core import paths
 from replicate.core.fileio import atomic_write_text
-from replicate.report import coverage, history, reduced
+from replicate.report import coverage, gpu_work, history, reduced
 from replicate.report.claims import BASES, KIND_RULE, REDUCED_FOLDER
+from replicate.report.gpu_work import cell as _cell
 
 BELOW_SCALE = "its claims, at a scale below the paper's, are in the reduced-scale section (counted nowhere)"
 THUMBNAIL_WIDTH = 160  # pixels: a summary row's figure, readable as a picture, small enough for one screen
@@ -38,10 +39,6 @@ DATA_NOTES = [
     "CIFAR-10: **lossy** JPEG copy only (`cifar10_jpg`, decoded once, labelled lossy); the official "
     "python batches (`cifar10`) and CIFAR-100 (`cifar100`) are **not available**.",
 ]
-
-
-def _cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def _time_summary(records: list[dict]) -> str:
@@ -78,99 +75,7 @@ def counts(claims: list[dict]) -> str:
     return text
 
 
-def _steps(n: float) -> str:
-    return f"{n:,.0f}" if n < 1e6 else f"{n / 1e6:,.1f} M"
-
-
-def _work_of(rows: list[dict]) -> str:
-    """A coverage row's sentence: the work of its paper profile (its rows of the GPU-scale work table)."""
-    parts = [f"{r['runs']} runs, {_steps(r['sequential_steps'])} sequential local steps "
-             f"({_steps(r['own_pace_steps'])} as a GPU slot trains them)"
-             + (f" ({r['figure'].split(',')[0]})" if len(rows) > 1 else "") for r in rows]
-    return "paper-profile work: " + "; ".join(parts) + " (GPU-scale work table below)"
-
-
-def _epochs(row: dict) -> str:
-    """One epoch in steps per dataset: the clients' mean / the busiest sampled client's."""
-    busiest = row["round_epoch_steps"]
-    return "; ".join(f"{name}: {mean:g} / {busiest[name]:g}" for name, mean in row["epoch_steps"].items())
-
-
-def _work_table(rows: list[dict]) -> list[str]:
-    """The GPU-scale work table (``figures/gpu_work.json``, written by ``experiments.work``)."""
-    lines = ["### GPU-scale work: what the paper profile of each GPU-scale figure costs", "",
-             "Enumerated from each figure's config at the paper profile without running anything "
-             "(`replicate/experiments/work.py`; `python -m replicate report --work` refreshes "
-             "`figures/gpu_work.json`): "
-             "every distinct run, the tuning grid on the tuning seeds plus the final runs on the other seeds (a final "
-             "run on a tuning seed is a tuning run). *Local steps* are sequential, counted exactly without training: "
-             "a round's clients step together when stacked, so a round takes as many steps as its busiest sampled "
-             "client (`runs.batched.round_steps`, from the algorithm's own sampling and stragglers and the "
-             "clients' sizes). *In lockstep*: the pieces a GPU slot trains (at most 8 runs, cut for 2 "
-             "workers; `experiments.work.SLOT`) step their runs together, each round as long as its longest run's; "
-             "*as a slot trains them*: the same pieces, each run beginning its next round as soon as its own clients "
-             "finish (the engine's own pace, `fl.batching.own_pace_steps`: a piece lasts as long as its longest run "
-             "alone), in lockstep for STEM, whose client step reads the warm-up round (`protocol.own_pace`). "
-             "*Epoch in steps*: the mean over the training clients of ⌈n_k/b⌉, and the busiest sampled client's "
-             "per round (the figure's steps over its rounds × epochs; what the slot planner prices). *Ops per "
-             "step*: top-level ATen ops of one stacked "
-             "plain-SGD local step (`fl/models/opcount.py`; counted at narrowed widths and the data's own sequence "
-             "length; STEM evaluates two gradients a step, about twice these). *Measured cost*: where the model's step "
-             "was timed, and the seconds a run took as its records hold them: the CPU-scale figures' claims records "
-             "and the GPU slots' runs in the committed ledger; nothing in this table is projected. *Runs* are split "
-             "into those before the rates are chosen (the grids on the tuning seeds, and FedProx's μ = 0 on every "
-             "seed) and after. A row counts its figure alone: figures share runs where their configs coincide (FedProx "
-             "Figure 4 is Figure 3's runs, STEM Figure 3 holds Figure 2's, Figure 12's seed-0 runs are among Figure "
-             "13's tuning runs), so rows do not add up.", "",
-             "| item | figure (panels) | runs (before + after the choice) | rounds | local steps per run | sequential "
-             "local steps (figure): alone / in lockstep / as a slot trains them | epoch in steps: mean ⌈n_k/b⌉ / "
-             "busiest sampled client | ops per local step | measured cost (source) |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lo, hi = r["steps_per_run"]
-        lines.append(
-            f"| {r['paper']} {r['item']} | {_cell(r['figure'])} | {r['runs']} ({r['tuning_runs']} + "
-            f"{r['final_runs']}) | {', '.join(f'{n:,}' for n in r['rounds'])} | "
-            f"{_steps(lo) if lo == hi else _steps(lo) + '-' + _steps(hi)} | {_steps(r['sequential_steps'])} / "
-            f"{_steps(r['batched_steps'])} / {_steps(r['own_pace_steps'])} | "
-            f"{_cell(_epochs(r) or '— (fixed I steps)')} | "
-            f"{_cell('; '.join(f'{k}: {v}' for k, v in r['ops_per_step'].items()))} | {_cell(r['measured'])} |")
-    return lines + [""]
-
-
-def _slots_table(slots: dict) -> list[str]:
-    """Where the GPU work stands (``figures/gpu_work.json`` ``slots``, written by ``experiments.plan``)."""
-    lines = ["### GPU slots: runs in the committed ledger, and what is left", "",
-             f"The runs every GPU slot so far brought back are committed in `figures/ledger/` "
-             f"({slots['ledger_runs']} runs on {slots['device']}; `python -m replicate ledger status` prints this "
-             "table from it, `figures --plan` what the next slot computes). Rows in the order slots take them. "
-             "Tuning runs are counted by key; a final run (its rates chosen by the tuning) when the ledger holds its "
-             "config with any rates. Minutes are a slot's, at the concurrency measured in slots "
-             f"({slots['concurrency']:g} run-seconds per second); *left* rests on the ledger's own timings of that "
-             "model, else (†) on a bench timing or the larger of op counts and FLOPs (a lower bound per step), or "
-             "(‡), wholly or in part, on the op counts of the LSTMs, whose step the GPU replays from a CUDA graph, "
-             "which removes the host dispatch per op the model counts: an estimate, likely high, not a bound, until a "
-             "slot times the graphed step. Every run is counted to its horizon, though a tuning run that diverges "
-             "stops where its model turns NaN (the STEM Figure 5 grid's 68 pairs computed 5 % of their rounds). A run "
-             "shared by two figures is counted in both rows, once in the total: "
-             f"**{slots['left_min'] / 60:,.1f} hours of slots left**"
-             + (f", {slots['graphed_min'] / 60:,.1f} of them ‡" if slots.get("graphed_min") else "")
-             + ". *A round*: minutes of one round of the figure's "
-             "shortest-round run left, its stack alone, on the same timings: a run saves its progress at round "
-             "boundaries only, so a figure whose rounds outlast a slot gains nothing from one (`figures --plan` passes "
-             "it over) until a measured step shortens them.", "",
-             "| figure [panels] | tuning runs | final runs | minutes spent | minutes left | a round (min) |",
-             "|---|---|---|---|---|---|"]
-    for r in slots["rows"]:
-        done = r["left_min"] == 0 and r["tuning"][0] == r["tuning"][1] and r["final"][0] == r["final"][1]
-        mark = "" if r["measured"] else " ‡" if r.get("graphed") else " †"
-        left = "done" if done else f"{r['left_min']:,.1f}{mark}"
-        lines.append(f"| {r['figure']} | {r['tuning'][0]} / {r['tuning'][1]} | {r['final'][0]} / {r['final'][1]} | "
-                     f"{r['spent_min']:,.1f} | {left} | {'' if done else format(r.get('round_min', 0.0), ',.2f')} |")
-    return lines + [""]
-
-
-def _coverage(records: list[dict], work: list[dict] | None = None, slots: dict | None = None) -> list[str]:
+def _coverage(records: list[dict], work: list[dict] | None = None, estimate: dict | None = None) -> list[str]:
     work = work or []
     by_key = {f"{r['paper']}/{r['figure']}": r for r in records}
     lines = ["## Coverage of every figure and table", "",
@@ -187,7 +92,7 @@ def _coverage(records: list[dict], work: list[dict] | None = None, slots: dict |
         links = ", ".join(f"[{k.split('/')[1]}](figures/{k}.png)" for k in item.figures if k in by_key)
         # the GPU-scale work of an item is its row below the paper's scale (a row is one scale)
         mine = [r for r in work if (r["paper"], r["item"]) == (item.paper, item.item) and item.run != "paper"]
-        detail = item.text(by_key) + (("; " if item.detail else "") + _work_of(mine) if mine else "")
+        detail = item.text(by_key) + (("; " if item.detail else "") + gpu_work.work_of(mine) if mine else "")
         return (f"| {item.paper} | {item.name} | {_cell(item.what)} | {item.status(by_key)} | {_cell(detail)} | "
                 f"{(counts(claims) + ' — ' + links) if claims else '—'} |")
 
@@ -205,7 +110,7 @@ def _coverage(records: list[dict], work: list[dict] | None = None, slots: dict |
                   "does not have (its statements come from the final paper: shown beside the figure, never counted).",
                   "", "| document | item | what | status | notes | claims |",
                   "|---|---|---|---|---|---|"] + [row(item) for item in beyond] + [""]
-    return lines + (_work_table(work) if work else []) + (_slots_table(slots) if slots else [])
+    return lines + (gpu_work.work_table(work) if work else []) + (gpu_work.estimate_table(estimate) if estimate else [])
 
 
 def verdict_of(c: dict) -> str:
@@ -336,7 +241,7 @@ def render(root: Path | None = None) -> str:
                   "with the rule on re-reading; republishing records both): " + ", ".join(unrecorded) + ".", ""]
     work_file = root / "gpu_work.json"  # experiments.work.FILE (the report reads it; it does not import experiments)
     work = json.loads(work_file.read_text()) if work_file.is_file() else {}
-    lines += _coverage(records, work.get("rows"), work.get("slots"))
+    lines += _coverage(records, work.get("rows"), work.get("estimate"))
     lines += ["## Data", ""] + [f"- {note}" for note in DATA_NOTES] + [""]
     anchored = set()
     for paper in PAPER_TITLES:
@@ -384,8 +289,9 @@ def _reduced(root: Path) -> list[str]:
     if not present:
         return []
     lines = ["## Reduced-scale runs (labelled; not counted above)", "",
-             "Where the paper's scale does not fit this project's 2-core CPU (GPU time comes in short, rare slots: "
-             "the GPU-slots table above), the largest "
+             "Where the paper's scale does not fit this project's 2-core CPU (what GPU runs have "
+             "computed: the GPU-scale "
+             "work left table above), the largest "
              "scale that does, with what is reduced. Their claims are shown for what they say at that scale "
              "and are not part of any count in this report.", ""]
     for item, record in present:

@@ -88,7 +88,7 @@ def member_order(config: RunConfig) -> tuple:
     want equal rates side by side), else runs of one seed side by side first. Runs of one seed sample the same
     clients every round (``fl.batching.round_steps``), so a piece of one seed's runs takes as many sequential
     local steps as one of them, while runs of other seeds wait for each other's busiest clients. Counted on the
-    paper profile's pieces (≤ 8 runs over 2 workers, as a GPU slot cuts them | over 16): Charles & Konečný
+    paper profile's pieces (≤ 8 runs over 2 workers, `--batch-runs 8 --workers 2` | over 16): Charles & Konečný
     Figure 12 1.15× | 1.22× fewer sequential local steps, Figure 13 1.02× | 1.07×, FedProx's stragglers
     1.00× | 1.19×, the other GPU-scale figures unchanged (their groups hold one seed, or are not cut)."""
     return rate_order(config) if _fused(config) else (config.seed, *rate_order(config))

@@ -5,7 +5,7 @@ Each run is stored as ``<hash>.csv`` (its per-round metrics) next to
 fields), both written atomically, so an interrupted batch resumes from the runs it finished and a rerun
 with the same config loads instead of recomputing. An entry is verified whenever it is read: one whose
 CSV does not match its sidecar (truncated, a flipped byte, emptied), whose sidecar does not match its own
-checksum (its time and processor feed the claims records and the slot planner) or is gone, or whose
+checksum (its time and processor feed the claims records and the GPU estimate) or is gone, or whose
 sidecar records no checksum at all (written before the cache recorded them: nothing can verify it), is
 moved aside to ``damaged/``, reported in one line, and recomputed; it is never used. Entries are named
 by ``replicate.runs.keys`` (bump its ``VERSION`` or ``NUMERICS`` when the engine's numbers change).

@@ -1,7 +1,8 @@
-"""The committed run ledger: runs computed elsewhere (a GPU slot's) kept in git, read before computing.
+"""The committed run ledger: runs computed elsewhere (a GPU, a cluster) kept in git, read before computing.
 
-A GPU reaches this project in short slots on borrowed machines that keep nothing, so what one slot
-finishes must reach the next slot and every clone. The ledger is ``figures/ledger/`` (the ``ledger`` setting):
+The paper profile of the GPU-scale figures is computed where a GPU is, and its runs must reach every clone
+so that ``make figures`` and ``--check`` publish from them rather than recompute them on a laptop. The
+ledger is ``figures/ledger/`` (the ``ledger`` setting):
 
 - pieces ``<device>/<date>-<digest>.tar.xz``, each an archive as ``cache export`` writes it
   (``runs.archive``: every entry's JSON and CSV with their sha256, the cache ``VERSION`` and ``NUMERICS``,
@@ -12,13 +13,13 @@ finishes must reach the next slot and every clone. The ledger is ``figures/ledge
 its checksums and name verify: damage, and an edit of a piece alone (even with its manifest rewritten
 to fit), is refused in one line and nothing of that piece is used. Editing a piece *and* the index
 together is a deliberate change that git shows in review; the ledger does not defend against that.
-Each run is in the ledger once: a run computed again (another slot, another GPU model: CUDA runs of
+Each run is in the ledger once: a run computed again (another machine, another GPU model: CUDA runs of
 one key agree across models within float32 rounding only) is not added; the first one stays.
 
 ``sync`` copies the ledger into this machine's run cache before computing (``figures --profile
-paper``, ``--check`` and every GPU slot): a cached entry whose CSV differs from the ledger's is moved
+paper`` and ``--check``): a cached entry whose CSV differs from the ledger's is moved
 to ``<cache>/replaced/`` and the ledger's taken, so every clone publishes from the same runs. ``add``
-makes a slot's archive (``cache export --new``) a new piece of the runs the ledger lacks.
+makes a machine's archive (``cache export --new``) a new piece of the runs the ledger lacks.
 """
 from __future__ import annotations
 
@@ -105,8 +106,8 @@ def add(file: Path, note: str = "", folder: Path | None = None, wall_s: float | 
         machine: str | None = None) -> tuple[list[Path], int, int, list[str]]:
     """Make the runs of an archive that the ledger lacks a new piece (one per device type). Returns the
     pieces written, the runs added, the runs already there with the same CSV, and the names already there
-    with another CSV (not added: the first computation stays). ``wall_s``: the seconds the slot spent
-    computing the archive's runs, kept with ``run_s`` (their recorded run-seconds) for the planner;
+    with another CSV (not added: the first computation stays). ``wall_s``: the seconds the machine spent
+    computing the archive's runs, kept with ``run_s`` (their recorded run-seconds) for the estimate's concurrency;
     ``machine``: the processor, for runs whose sidecars do not name it (computed before they did)."""
     folder = folder or root()
     if folder is None:
@@ -167,7 +168,7 @@ def sync(folder: Path | None = None) -> tuple[int, int, int]:
 
 
 def new_in_cache(folder: Path | None = None) -> set[str]:
-    """Names of the cached runs the ledger lacks (what a slot brings back: ``cache export --new``)."""
+    """Names of the cached runs the ledger lacks (what this machine adds: ``cache export --new``)."""
     folder = folder or root()
     known = set(entries(folder)) if folder is not None else set()
     return {entry.name for entry in archive.entries() if entry.name not in known}

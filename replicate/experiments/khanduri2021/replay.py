@@ -1,6 +1,6 @@
-"""GPU-slot runs of STEM Figure 5 replayed on a CPU: does the divergence the slots found happen here too?
+"""GPU runs of STEM Figure 5 replayed on a CPU: does the divergence found on the GPU happen here too?
 
-Every STEM run of Figure 5's paper profile diverged on the H200 slots (REPLICATION.md, STEM Figure 5). A run
+Every STEM run of Figure 5's paper profile diverged on an H200 (REPLICATION.md, STEM Figure 5). A run
 computed on another device is expected to agree within float tolerance for a while and then drift (the
 same cross-device drift ``--check`` states for Li et al.'s Figure 4), so "the CPU reproduces it" is a
 measurement, not an assumption: ``replay`` recomputes a ledger run's first rounds on this machine (a short run

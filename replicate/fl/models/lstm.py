@@ -49,8 +49,8 @@ class Recurrence(NamedTuple):
     inputs: torch.Tensor  # x_t, (K, T, b, fan)
     wh: torch.Tensor  # W_h, gates as g, i, f, o: (K, H, 4H)
     act: torch.Tensor  # tanh(g), σ(i), σ(f), σ(o): (K, T, b, 4H)
-    cell: torch.Tensor  # c_{t-1} at slot t: (K, T + 1, b, H), slot 0 = c_{-1} = 0
-    out: torch.Tensor  # h_{t-1} at slot t: (K, T + 1, b, H), slot 0 = h_{-1} = 0
+    cell: torch.Tensor  # c_{t-1} at position t: (K, T + 1, b, H), position 0 = c_{-1} = 0
+    out: torch.Tensor  # h_{t-1} at position t: (K, T + 1, b, H), position 0 = h_{-1} = 0
     tanh_c: torch.Tensor  # tanh(c_t): (K, T, b, H)
 
 
@@ -159,7 +159,7 @@ class CharLSTM(Model):
         k, steps, b = seq.shape[:3]
         hid = self.hidden
         act = torch.baddbmm(bias.unsqueeze(1), seq.reshape(k, steps * b, -1), wx).view(k, steps, b, 4 * hid)
-        cell, out = seq.new_zeros(k, steps + 1, b, hid), seq.new_zeros(k, steps + 1, b, hid)  # slot 0: t = −1
+        cell, out = seq.new_zeros(k, steps + 1, b, hid), seq.new_zeros(k, steps + 1, b, hid)  # position 0: t = −1
         tanh_c = seq.new_empty(k, steps, b, hid)
         rows, tan, sig = act.unbind(1), act.narrow(-1, 0, hid).unbind(1), act.narrow(-1, hid, 3 * hid).unbind(1)
         g_g, i_g, f_g, o_g = (gate.unbind(1) for gate in act.view(k, steps, b, 4, hid).unbind(3))

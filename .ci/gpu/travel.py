@@ -1,15 +1,14 @@
-"""Checkpoints of cut-off runs carried from one GPU slot to the next (for runs longer than a slot).
+"""Checkpoints of cut-off runs carried from one borrowed GPU session to the next (``.ci/gpu/queue.py``).
 
-A slot stops its runs at a round boundary and saves each run in flight (``runs.checkpoints``); what it
-finished goes back as a run archive (``runs.archive``), and what it did not as its checkpoints:
-``pack`` writes every checkpoint of the cache into tar files of at most ``LIMIT`` bytes each (a slot returns
+A session stops its runs at a round boundary and saves each run in flight (``replicate.runs.checkpoints``);
+what it finished goes back as a run archive (``cache export``), and what it did not as its checkpoints:
+``pack`` writes every checkpoint of the cache into tar files of at most ``LIMIT`` bytes each (a session returns
 files of at most 16 MiB), each with a manifest of sha256 sums; ``unpack`` puts them into a cache's
-checkpoints folder after checking every member, so the next slot's same run resumes at the round it reached
+checkpoints folder after checking every member, so the next session's same run resumes at the round it reached
 instead of round 0. They are not committed (a Shakespeare LSTM's state is ≈ 3 MB): ``.ci/device-bundle``
-carries the last slot's packs from ``.carry/checkpoints``, and ``.ci/device-check`` unpacks them first.
-A checkpoint is only ever a head start: one that does not load, does not match the sha256 it carries
-(``checkpoints.decode``) or belongs to another run is ignored when read (``checkpoints.FileCheckpoints.load``)
-and the run starts over; such a file of this cache gives way to a pack's copy of the same run.
+carries the last session's packs from ``.carry/checkpoints``, and ``.ci/device-check`` unpacks them first.
+A checkpoint is data only (``replicate.runs.checkpoints``: JSON and raw tensor bytes, never code) and only a
+head start: one that does not check or belongs to another run is ignored when read and the run starts over.
 """
 from __future__ import annotations
 
@@ -26,8 +25,8 @@ from replicate.runs import checkpoints
 
 FORMAT = 1
 MANIFEST = "manifest.json"
-LIMIT = 15 * 2**20  # bytes a pack may hold: under the 16 MiB a slot returns per file, with room for the tar
-PARTS = 3  # packs a slot may return (it returns 8 files; its log, bench, tests, plan and runs take 5)
+LIMIT = 15 * 2**20  # bytes a pack may hold: under the 16 MiB a session returns per file, with room for the tar
+PARTS = 3  # packs a session may return (it returns 8 files; its log, bench, tests, plan and runs take 5)
 _MEMBER = re.compile(r"([0-9a-f]{20}(?:_to_[0-9.e+-]+)?)\.pt")
 
 
@@ -106,8 +105,8 @@ def unpack(file: Path) -> list[str]:
 def reached(carried: Path | None = None) -> dict[str, int]:
     """The round each checkpoint this machine holds reached, by run (its cache entry's name): the cache's own
     (``runs.checkpoints.folder``) and those in the packs of ``carried`` (``.carry/checkpoints``, which the next
-    slot unpacks); a pack that does not check is left out, as ``unpack`` would refuse it. The slot planner
-    counts such a run from that round (``experiments.plan``)."""
+    session unpacks); a pack that does not check is left out, as ``unpack`` would refuse it. The queue counts
+    such a run from that round."""
     found = {p.stem: data for p in checkpoints.folder().glob("*.pt") if _MEMBER.fullmatch(p.name)
              for data in [p.read_bytes()] if checkpoints.round_of(data) is not None}
     for file in sorted(Path(carried).glob("checkpoints-*.tar")) if carried is not None else []:

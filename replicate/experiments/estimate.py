@@ -1,37 +1,35 @@
-"""The GPU work left, read from the committed run ledger, and what the next GPU slot computes.
+"""What each GPU-scale figure's paper profile still costs on a device, from the committed run ledger.
 
-GPU time reaches this project in short slots (DEVELOPERS.md: ≈ 10 usable minutes on a borrowed machine
-that keeps nothing). ``PRIORITY`` is the project's order for them: STEM Figures 5 and 2–4 first (their
-runs are minutes each), then Charles & Konečný's Figure 12 on FEMNIST, FedProx's Sent140 panels, Figure
-13, FedProx's Shakespeare panels, Figure 6. A unit is a GPU-scale figure of ``work.FIGURES`` restricted
-to some of its datasets, with the notebook command that computes those runs on a GPU.
+``python -m replicate figures --estimate [--device cuda]`` prints it; ``report --work`` records it in
+``figures/gpu_work.json``, which REPLICATION.md renders. A unit is a GPU-scale figure of ``work.FIGURES``
+(a FedProx figure split by its LSTM panels), listed in ``UNITS``.
 
 Done / left per unit: its tuning runs are known exactly (``work.runs``), so they are looked up in the
 ledger by key; a final run depends on the rates the tuning chose, so it counts as done when the ledger
-holds a run equal to its template on every field the tuning does not set (``TUNED``). Cost: seconds a sequential
-local step of that model and dataset took on this device kind, the median over the ledger's runs
-(``elapsed_s``: a batch's time shared among its runs); without one, from a bench's CUDA timing of that
-model (``REFERENCE_S``) or *modelled* as ops per step × ``OP_SECONDS``, host-bound as measured
-(two gradients a step for STEM), shared by the runs a slot batches (``work.SLOT``): marked, and for the
-modelled ones a lower bound, except for a model whose step the GPU replays from a CUDA graph
-(``fl.models.graphed``: the LSTMs), where the op-by-op dispatch is what the graph removes, so its cost is
-an estimate, likely high and not a bound, until a slot times the graphed step (``Progress.graphed``). A
-run's sequential steps count its rounds at their busiest sampled client's length (``work``'s
-round_epoch_steps), as the engine steps them. A slot's minutes are
-run-seconds over the concurrency measured in slots (``wall_s`` of the ledger's pieces), else 1.
+holds a run equal to its template on every field the tuning does not set (``TUNED``). Cost: seconds a
+sequential local step of that model and dataset took on this device type, the median over the ledger's runs
+(``elapsed_s``: a batch's time shared among its runs). Without one it is *modelled*: from a bench's CUDA
+timing of that model (``REFERENCE_S``), else the larger of ops per step × ``OP_SECONDS`` (host-bound,
+shared by the runs a batch steps together, ``work.BATCHING``) and the step's FLOPs at ``DEVICE_FLOPS``:
+a lower bound, marked so. A model whose step a GPU replays from a CUDA graph (``fl.models.graphed``: the
+LSTMs) does not pay the op-by-op dispatch, so its modelled cost is an estimate, likely high, not a bound
+(``Progress.graphed``). A run's sequential steps count its rounds at their busiest sampled client's length
+(``work``'s round_epoch_steps), as the engine steps them. Run-seconds become wall seconds over the
+concurrency measured on the ledger's pieces (``wall_s``), else 1. A run with a checkpoint in this machine's
+cache counts from the round it reached.
 """
 from __future__ import annotations
 
 import functools
 import json
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from replicate.core import paths
 from replicate.core.fileio import atomic_write_text
-from replicate.experiments import catalog, knobs, work
+from replicate.experiments import work
 from replicate.fl import models
-from replicate.runs import cache, ledger, travel
+from replicate.runs import cache, checkpoints, ledger
 
 OP_SECONDS = 8e-6  # host dispatch + launch of one op on the GPU machine (measured: 3.5-6.5 µs + launch)
 # FEMNIST's dropout noise a step: the 22 ops core.counter_rng.uniform dispatches (counted with a
@@ -44,7 +42,7 @@ REFERENCE_S = {"lenet5": 0.9 / 61 / 2}
 # Where no CUDA timing exists, a step costs at least its arithmetic: one client's gradient FLOPs at the run's
 # mini-batch (gpu_work.json's ``gflop_per_client_step``, ``work.flops_per_step``) times the clients a round, at
 # DEVICE_FLOPS, a sustained fp32 rate assumed for an H100/H200 (PROPOSED: ≈ 40 % of the H100 SXM's 67 TFLOP/s
-# dense fp32). Dispatch alone priced Charles & Konečný's Figure 6 at 3.2 slot-minutes; with its arithmetic, 23.4.
+# dense fp32). Dispatch alone prices Charles & Konečný's Figure 6 at 3.2 device-minutes; with its arithmetic, 23.4.
 DEVICE_FLOPS = 25e12
 # The fields the figures tune (rates, STEM's c, FedProx's μ): a final run's template matches a run of the
 # ledger that equals it on every other field, its seed included
@@ -55,36 +53,24 @@ TUNED = {"client_lr", "lr_decay", "algorithm.server_lr", "algorithm.momentum_c",
 class Unit:
     key: str  # the figure (``work.FIGURES`` key) whose runs these are
     datasets: tuple[str, ...] | None = None  # None: all of the figure's
-    overrides: dict = field(default_factory=dict, hash=False, compare=False)  # the notebook's --set for a slot
 
     @property
     def label(self) -> str:
         return self.key + (f" [{', '.join(self.datasets)}]" if self.datasets else "")
 
-    def command(self) -> str:
-        """The notebook command that computes this unit's runs: on the stand-ins, as ``work`` counts them (the
-        official data cannot travel to a slot)."""
-        overrides = dict(self.overrides)
-        if "data_source" in knobs.names(catalog.config_class(self.key)):
-            overrides.setdefault("data_source", work.SOURCE)
-        sets = "".join(f" --set '{k}={json.dumps(v)}'" for k, v in overrides.items())
-        return f"python -m replicate figures {self.key} --profile paper{sets}"
+    def overrides(self) -> dict:
+        """The figure's --set that computes only this unit's runs."""
+        return {"datasets": list(self.datasets)} if self.datasets else {}
 
 
-def _panels(*names):
-    return {"datasets": list(names)}
-
-
-PRIORITY: tuple[Unit, ...] = (
+UNITS: tuple[Unit, ...] = (
     Unit("khanduri2021/fig5"), Unit("khanduri2021/fig2"), Unit("khanduri2021/fig3"), Unit("khanduri2021/fig4"),
-    Unit("charles2021/fig12", ("femnist",), _panels("femnist")),
-    Unit("fedprox2020/fig2", ("sent140",), _panels("sent140")),
-    Unit("fedprox2020/fig3", ("sent140",), _panels("sent140")),
-    Unit("fedprox2020/stragglers", ("sent140",), _panels("sent140")),
+    Unit("charles2021/fig12", ("femnist",)),
+    Unit("fedprox2020/fig2", ("sent140",)), Unit("fedprox2020/fig3", ("sent140",)),
+    Unit("fedprox2020/stragglers", ("sent140",)),
     Unit("charles2021/fig13"),
-    Unit("fedprox2020/fig2", ("shakespeare",), _panels("shakespeare")),
-    Unit("fedprox2020/fig3", ("shakespeare",), _panels("shakespeare")),
-    Unit("fedprox2020/stragglers", ("shakespeare",), _panels("shakespeare")),
+    Unit("fedprox2020/fig2", ("shakespeare",)), Unit("fedprox2020/fig3", ("shakespeare",)),
+    Unit("fedprox2020/stragglers", ("shakespeare",)),
     Unit("charles2021/fig6"),
 )  # FedProx Figure 4 is Figure 3's runs; Figure 12's seed-0 runs are among Figure 13's tuning runs
 
@@ -161,13 +147,13 @@ def _is_final_done(template, ledger_flat: list[dict]) -> bool:
 def progress(unit: Unit, runs: dict[str, dict], device: str = "cuda", epochs: dict | None = None,
              reached: dict[str, int] | None = None) -> Progress:
     """Done / left of ``unit`` against the ledger's ``runs`` (``ledger.runs()``) computed on ``device``;
-    ``reached``: run key → the round a checkpoint of it reached (``runs.travel.reached``): such a run costs
+    ``reached``: run key → the round a checkpoint of it reached (``reached``): such a run costs
     only its rounds left. A final run's checkpoint is named by the rates its tuning chose, so only a final
     run whose template is its config (none is tuned) is matched."""
     reached = reached or {}
     row = _row(unit.key)
     epochs = {**(epochs if epochs is not None else _epoch_steps()), **row["round_epoch_steps"]}
-    shared = row["own_pace_steps"] / row["sequential_steps"]  # a slot's pieces step their runs together
+    shared = row["own_pace_steps"] / row["sequential_steps"]  # a batch steps its runs together
     keep = (lambda c: True) if unit.datasets is None else (lambda c: c.dataset in unit.datasets)
     tuning, final = (list(dict.fromkeys(filter(keep, part))) for part in _figure(unit.key).plan())
     keys = {cache.key(c, device=device): c for c in tuning}
@@ -210,8 +196,8 @@ def graphed_estimate(config, device: str = "cuda", shared: float = 1.0) -> bool:
 def round_seconds(config, epochs: dict, rate: dict | None = None) -> float:
     """Seconds a stack takes for one round of ``config``, on average over its rounds: its busiest sampled client's
     steps (``steps``) at a step's time (this device's ledger timing of the model, else ``_modelled`` with no
-    dispatch shared). A run saves its progress only at its round boundaries (``fl.resume``), so a round longer
-    than a slot never completes there."""
+    dispatch shared). A run saves its progress only at its round boundaries (``fl.resume``), so a time-limited
+    job shorter than a round keeps nothing of it."""
     per_step = (rate or {}).get((config.model, config.dataset)) or _modelled(config)
     return steps(config, epochs) / config.rounds * per_step
 
@@ -261,7 +247,7 @@ def _terms(config, shared: float = 1.0) -> tuple[float, float]:
 
 
 def concurrency(pieces: list[dict] | None = None) -> float:
-    """Run-seconds per slot second, measured over the ledger's pieces that record their slot's ``wall_s``
+    """Run-seconds per wall second, measured over the ledger's pieces that record the ``wall_s`` they took
     (runs of a batch share its time, and worker processes run side by side); 1 when none does."""
     pieces = ledger.index() if pieces is None else pieces
     timed = [p for p in pieces if p.get("wall_s") and p.get("run_s")]
@@ -269,61 +255,26 @@ def concurrency(pieces: list[dict] | None = None) -> float:
 
 
 def table(device: str = "cuda", reached: dict[str, int] | None = None) -> list[Progress]:
-    """Every unit's progress against the ledger (``reached``: as ``progress``; the committed status leaves
-    machine-local checkpoints out)."""
+    """Every unit's progress against the ledger (``reached``: as ``progress``; the committed record leaves
+    this machine's checkpoints out)."""
     runs, epochs = ledger.runs(), _epoch_steps()
-    return [progress(unit, runs, device, epochs, reached) for unit in PRIORITY]
+    return [progress(unit, runs, device, epochs, reached) for unit in UNITS]
 
 
-def head_starts() -> dict[str, int]:
-    """The rounds reached by the checkpoints this machine holds: its cache's, and the packs in
-    ``.carry/checkpoints`` that the next slot carries (``.ci/device-bundle``)."""
-    return travel.reached(paths.REPO / ".carry" / "checkpoints")
-
-
-def slot(rows: list[Progress], budget_s: float, rate: float) -> list[tuple[Progress, float]]:
-    """The units the next slot works on, in priority order, with the slot seconds each is projected to
-    take (the last one cut at the budget). A unit none of whose runs can finish a round in the time the slot
-    has left for it (``beyond``: in the whole slot) is passed over: the slot could save nothing of it."""
-    chosen, left, taken = [], budget_s, set()
-    for row in rows:
-        if row.done or left <= 0 or not _round_fits(row, left):
-            continue
-        need = sum(s for key, s in row.left.items() if key not in taken) / rate
-        taken |= set(row.left)
-        chosen.append((row, min(need, left)))
-        left -= need
-    return chosen
-
-
-def queue(rows: list[Progress], budget_s: float, rate: float) -> list[tuple[Progress, float]]:
-    """What a slot runs, in priority order: every unit not done whose round fits in the slot, with its projected
-    share (``slot``; 0 for a unit the projection leaves no time). A slot gives each the time it has left, so
-    a unit done sooner than projected leaves its minutes to the next: a projection can be high (‡: the LSTMs'
-    graphed step) and a tuning run that diverges stops where its model turns NaN, which no projection foresees
-    (``engine.absorbed``: the paper-profile STEM Figure 5's 68 STEM pairs computed 5 % of their rounds)."""
-    share = {id(row): s for row, s in slot(rows, budget_s, rate)}
-    return [(row, share.get(id(row), 0.0)) for row in rows if not row.done and _round_fits(row, budget_s)]
-
-
-def beyond(rows: list[Progress], budget_s: float) -> list[Progress]:
-    """The units not done whose every run left takes longer for one round than ``budget_s``."""
-    return [row for row in rows if not row.done and not _round_fits(row, budget_s)]
-
-
-def _round_fits(row: Progress, seconds: float) -> bool:
-    """Whether one of ``row``'s runs left can finish a round in ``seconds``: a run saves at round boundaries
-    only, so a slot keeps nothing of a round it cannot finish."""
-    return row.round_s <= seconds
+def reached() -> dict[str, int]:
+    """The round each checkpoint of this machine's run cache reached, by run (its cache entry's name)."""
+    return {path.stem: r for path in checkpoints.folder().glob("*.pt")
+            if (r := checkpoints.round_of(path.read_bytes())) is not None}
 
 
 def write_status(device: str = "cuda") -> None:
-    """Record where the GPU work stands (``table``) in figures/gpu_work.json under ``slots``, which the report
-    renders (it does not import experiments); ``ledger add`` and ``report --work`` call it."""
+    """Record the estimate (``table``) in figures/gpu_work.json under ``estimate``, which the report renders
+    (it does not import experiments); ``ledger add`` and ``report --work`` call it."""
     path = paths.figures_dir() / work.FILE
-    data = json.loads(path.read_text())
+    recorded = json.loads(path.read_text())
+    data = {key: recorded[key] for key in ("generated_by", "rows", "arena") if key in recorded}
     rows, rate = table(device), concurrency()
-    data["slots"] = {
+    data["estimate"] = {
         "device": device, "concurrency": round(rate, 2), "ledger_runs": len(ledger.runs()),
         "left_min": round(left_s(rows) / rate / 60, 1),
         "graphed_min": round(left_s(rows, graphed=True) / rate / 60, 1),
@@ -338,5 +289,5 @@ def minutes(seconds: float) -> str:
     return f"{seconds / 60:,.1f} min" if seconds < 6000 else f"{seconds / 3600:,.1f} h"
 
 
-__all__ = ["DEVICE_FLOPS", "OP_SECONDS", "PRIORITY", "Progress", "Unit", "beyond", "concurrency", "graphed_estimate",
-           "head_starts", "left_s", "minutes", "progress", "round_seconds", "slot", "steps", "table", "write_status"]
+__all__ = ["DEVICE_FLOPS", "OP_SECONDS", "UNITS", "Progress", "Unit", "concurrency", "graphed_estimate", "left_s",
+           "minutes", "progress", "reached", "round_seconds", "steps", "table", "write_status"]

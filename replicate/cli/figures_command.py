@@ -1,0 +1,145 @@
+"""``python -m replicate figures``: run figure notebooks, check them against the committed ones, or estimate
+what the GPU-scale ones still cost."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from replicate.core.errors import ReplicateError
+
+EXIT_STATUS = """exit status:
+  0    every notebook named ran and published its figures (with --check: and they agree)
+  1    a notebook failed (the others ran; its committed figures were left unchanged), or --check found a
+       difference
+  2    bad input, said in one line before anything runs: an unknown figure, parameter or value, a setting
+       of the environment that does not parse, a wrong option
+  75   stopped, to be resumed: the --time-budget was spent, or the command got SIGTERM (a job at its time
+       limit, a preempted machine); the runs in flight saved at their next round boundary; rerun the same
+       command to go on (a requeueing job script tests for 75)
+  130  interrupted by Ctrl-C (SIGINT): the runs in flight saved likewise; rerun the same command to resume"""
+
+
+def add_parser(sub) -> None:
+    fig = sub.add_parser("figures", help="run figure notebooks with papermill", epilog=EXIT_STATUS,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    fig.add_argument("names", nargs="*",
+                     help="figures (li2020/fig2), notebooks (li2020_fig2) or papers (li2020); default all")
+    fig.add_argument("--profile", default="smoke", choices=["smoke", "paper"],
+                     help="smoke: minutes, written to build/figures; paper: full scale, written to figures/")
+    fig.add_argument("--list", action="store_true", help="list the available figures and exit")
+    fig.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                     help="extra notebook parameter (checked against its parameters cell)")
+    fig.add_argument("--check", action="store_true",
+                     help="with --profile paper: regenerate into build/check and compare with the committed "
+                          "CSVs and claim verdicts within the stated tolerance (replicate/cli/check.py); with a "
+                          "reduced-scale command's --set (out_dir=figures/cpu_scale), against figures/cpu_scale")
+    fig.add_argument("--time-budget", metavar="DURATION", default=None,
+                     help="e.g. 25m, 90s, 1h30m: notebooks whose runs are all cached first, then the others in "
+                          "the order given; when the budget is spent, stop as Ctrl-C or SIGTERM does (runs in "
+                          "flight saved at their next round boundary, finished runs cached, figures finished so "
+                          "far published) and exit with status 75")
+    fig.add_argument("--executor", choices=["local", "ray"], default=None,
+                     help="where missing runs are computed: local (default; REPLICATE_EXECUTOR) worker processes, "
+                          "or ray, the Ray cluster at --ray-address (see docs/cluster.md)")
+    fig.add_argument("--ray-address", metavar="HOST:PORT", default=None,
+                     help="the Ray cluster's head node (default RAY_ADDRESS; none: a private cluster of this machine)")
+    fig.add_argument("--workers", type=int, default=None,
+                     help="worker processes of the local executor (default REPLICATE_WORKERS, else one per core)")
+    fig.add_argument("--batch-runs", type=int, default=None, metavar="R",
+                     help="train up to R runs of a sweep as one batch; 1: one by one (default REPLICATE_BATCH_RUNS, "
+                          "else batched where a batch computes bitwise what its runs compute alone, the logistic "
+                          "model, and for every model on CUDA, where neural runs agree to float32 "
+                          "rounding only: docs/engine.md)")
+    fig.add_argument("-v", "--verbose", action="store_true", help="stream notebook output (progress bars)")
+    fig.add_argument("--estimate", action="store_true",
+                     help="print what each GPU-scale figure's paper profile still costs on --device, from the "
+                          "timings of the committed run ledger, each marked measured, estimate or bound")
+    fig.add_argument("--device", default=None, help="with --estimate: the device type (default cuda)")
+    fig.set_defaults(func=_figures)
+
+
+def _figures(args) -> int:
+    """``figures``: SIGTERM ends it as a spent time budget does, in one line with status 75 (``budget.STATUS``):
+    during a batch, after its runs in flight saved (``runner._Signals``); before or after one, at once."""
+    import signal
+    import threading
+
+    from replicate.cli.budget import Terminated
+
+    def terminated(signum, frame):
+        raise Terminated("terminated (SIGTERM) outside a notebook: the runs finished are cached; rerun the same "
+                         "command to go on")
+
+    if threading.current_thread() is not threading.main_thread():
+        return _figures_command(args)
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        return _figures_command(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _figures_command(args) -> int:
+    from replicate.cli import notebooks
+
+    if args.device is not None and not args.estimate:
+        raise ReplicateError("--device goes with --estimate (runs compute where REPLICATE_DEVICE says)")
+    if args.estimate:
+        if args.names or args.set or args.check or args.list or args.time_budget:
+            raise ReplicateError("--estimate takes no figures, --set, --check, --list or --time-budget: it reads "
+                                 "the committed ledger")
+        from replicate.cli import ledger_command
+
+        print(ledger_command.estimate_table(args.device or "cuda"))
+        return 0
+    if args.list:
+        for nb in notebooks.discover():
+            print(f"{nb.key:28s} notebooks/{nb.path.name:34s} {nb.title}")
+        return 0
+    from replicate.cli import budget, preflight
+
+    # every refusal of bad input before the heavy imports (torch, papermill): one line, in well under a second
+    overrides = preflight.overrides(args.set)
+    preflight.check(notebooks.resolve(args.names), args.profile, overrides)
+    if args.time_budget is not None:
+        args.time_budget = budget.parse(args.time_budget)
+    _executor_settings(args)
+    from replicate.cli import runner
+    if args.check:
+        return _check(args, overrides)
+    return 1 if runner.run(args.names, args.profile, overrides, log_output=args.verbose,
+                           time_budget=args.time_budget) else 0
+
+
+def _executor_settings(args) -> None:
+    """With the ray executor, the cluster is reached before any notebook runs."""
+    from replicate.core import settings
+
+    if settings.current().executor == "ray":
+        from replicate.runs import ray_executor
+
+        ray_executor.check(settings.current().ray_address)
+
+
+def _check(args, overrides) -> int:
+    from replicate.cli import check, runner
+    from replicate.core import paths, settings
+
+    # A reduced-scale command of report/reduced.py (its --set ... out_dir=figures/cpu_scale) is checked against
+    # figures/cpu_scale: regenerated with the same knobs into build/check/cpu_scale (so it is labelled reduced).
+    out_dir = overrides.get("out_dir")
+    reduced = out_dir is not None and Path(out_dir).resolve() == paths.figures_dir().resolve() / "cpu_scale"
+    if args.profile != "paper" or (overrides and not reduced):
+        raise ReplicateError("--check regenerates the committed figures: use it with --profile paper and no --set, "
+                             "or with a reduced-scale command of REPLICATION.md (its --set out_dir=figures/cpu_scale)")
+    committed = paths.figures_dir() / "cpu_scale" if reduced else paths.figures_dir()
+    fresh = settings.current().build / "check" / ("cpu_scale" if reduced else "")
+    failed = runner.run(args.names, "paper", {**overrides, "out_dir": str(fresh)}, log_output=args.verbose,
+                        time_budget=args.time_budget)
+    results = [check.compare(nb.key, committed, fresh, scale="reduced" if reduced else "paper")
+               for nb in runner.resolve(args.names)]
+    print(check.report(results))
+    return 1 if failed or not all(r.ok for r in results) else 0
+
+
+__all__ = ["EXIT_STATUS", "add_parser"]

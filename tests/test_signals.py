@@ -118,7 +118,7 @@ def test_a_signal_saves_the_runs_in_flight_and_the_rerun_finishes_them_identical
 
 def _sleeping_batch(tmp_path: Path, grace: float) -> subprocess.Popen:
     """``figures notes/figA`` in a process of its own on a notebook whose one cell sleeps a minute (no round
-    boundary comes), with ``runner.GRACE_S = grace``; returned once its kernel runs the cell."""
+    boundary comes), with ``signals.GRACE_S = grace``; returned once its kernel runs the cell."""
     import nbformat
     from nbformat.v4 import new_code_cell, new_notebook
 
@@ -129,10 +129,10 @@ def _sleeping_batch(tmp_path: Path, grace: float) -> subprocess.Popen:
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, tmp_path / "notebooks" / "notes_figA.ipynb")
     script = ("import sys\nfrom pathlib import Path\nfrom replicate.core import paths\n"
-              "from replicate.cli import runner\n"
+              "from replicate.cli import signals\n"
               f"paths.notebooks_dir = lambda: Path({str(tmp_path / 'notebooks')!r})\n"
               f"paths.figures_dir = lambda: Path({str(tmp_path / 'figures')!r})\n"
-              f"runner.GRACE_S = {grace}\n"
+              f"signals.GRACE_S = {grace}\n"
               "from replicate.cli.main import main\nsys.exit(main(['figures', 'notes/figA']))\n")
     proc = subprocess.Popen([sys.executable, "-c", script], env=_env(tmp_path), stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
@@ -149,7 +149,7 @@ def _sleeping_batch(tmp_path: Path, grace: float) -> subprocess.Popen:
                          ids=["sigterm-waits-the-grace", "a-second-ctrl-c-does-not"])
 def test_a_notebook_that_trains_no_run_is_interrupted_after_the_grace_or_a_second_signal(tmp_path, signals, status,
                                                                                          said):
-    """No round boundary comes (the cell sleeps): the notebook is interrupted ``runner.GRACE_S`` (here 1.5 s)
+    """No round boundary comes (the cell sleeps): the notebook is interrupted ``signals.GRACE_S`` (here 1.5 s)
     after SIGTERM, or at a second Ctrl-C (the grace here a minute); still one line, exit status 75 or 130."""
     proc = _sleeping_batch(tmp_path, grace=1.5 if len(signals) == 1 else 60)
     sent = time.monotonic()

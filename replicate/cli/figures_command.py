@@ -60,7 +60,7 @@ def add_parser(sub) -> None:
 
 def _figures(args) -> int:
     """``figures``: SIGTERM ends it as a spent time budget does, in one line with status 75 (``budget.STATUS``):
-    during a batch, after its runs in flight saved (``runner._Signals``); before or after one, at once."""
+    during a batch, after its runs in flight saved (``cli.signals``); before or after one, at once."""
     import signal
     import threading
 

@@ -1,5 +1,5 @@
 """The batch runner's bar: a notebook's runs done / total and an ETA, read from the progress file its
-``RunLog`` writes (``replicate.runs.cache``).
+``RunLog`` writes (``replicate.runs.runlog``).
 
 The ETA is the recorded compute time of the runs still missing from the cache: every published
 figure lists its runs with their compute seconds (``run_seconds`` in its claims record). The wall

@@ -7,7 +7,7 @@ point inside ``figures/``). A failed notebook is reported with its error and lea
 committed figures untouched; the batch carries on and exits non-zero at the end.
 Runs inside notebooks are cached (``replicate.runs.cache``), so rerunning an
 interrupted batch resumes where it stopped. Ctrl-C (SIGINT) and SIGTERM (a job at its time limit, a
-preempted machine) ask the runs in flight to save at their next round boundary and stop (``_Signals``); the
+preempted machine) ask the runs in flight to save at their next round boundary and stop (``cli.signals``); the
 command then exits with 130 or 75. With a time budget (``replicate.cli.budget``) the batch stops at its
 deadline the same way, after publishing what finished before.
 """
@@ -19,9 +19,8 @@ import shutil
 import signal
 import sys
 import tempfile
-import threading
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -38,6 +37,7 @@ from replicate.data import cache as data_cache
 from replicate.runs import cache, checkpoints, keys
 from replicate.cli.notebooks import FigureNotebook, discover, resolve  # noqa: F401  (runner.resolve, ...)
 from replicate.cli.preflight import parse_value  # noqa: F401  (runner.parse_value)
+from replicate.cli.signals import Interrupted, NotStarted, Signals  # noqa: F401  (runner.Interrupted)
 
 
 def recorded_runs(nb: FigureNotebook) -> set[str] | None:
@@ -139,84 +139,6 @@ def _kernel_manager(log: Path, given: settings.Settings):
     return QuietKernelManager
 
 
-class Interrupted(KeyboardInterrupt):
-    """Ctrl-C (SIGINT) during a batch: reported in one line by the command line, which exits with 130."""
-
-
-# After SIGINT or SIGTERM, how long the notebook running then has for its runs in flight to reach their round
-# boundary, save and stop, before it is interrupted (a second signal interrupts it at once): a notebook that
-# trains no run then (it loads data, plots) or whose rounds are longer than this keeps only what the runs'
-# periodic checkpoints saved (REPLICATE_CHECKPOINT_S). Short, since a job's SIGKILL follows its SIGTERM.
-GRACE_S = 5.0
-
-
-class _NotStarted(KeyboardInterrupt):
-    """A stop asked just before a notebook's kernel started: the notebook is not run."""
-
-
-class _Signals:
-    """SIGINT and SIGTERM while a batch runs, in its main thread. The notebook's kernel runs in a session of its
-    own (``jupyter_client`` starts it so): neither a terminal's Ctrl-C, sent to this process's group, nor a
-    ``kill`` of this process reaches it or its worker processes. So the first signal asks them through the stop
-    file of ``runs.checkpoints`` (the one a spent time budget touches) to save every run in flight at its next
-    round boundary and stop; the notebook then ends with ``Checkpointed`` and the batch stops as a spent budget
-    stops it. A second signal, or a notebook still running ``GRACE_S`` later, is interrupted as by Ctrl-C.
-    ``signum``: the first signal received (None: none), which decides the exit status."""
-
-    def __init__(self, stop: Path, budget: Budget | None):
-        self.stop, self.budget = stop, budget
-        self.signum: int | None = None
-        self.after_budget = False  # the signal came once the time budget had already stopped the batch
-        self.executing = False  # a notebook executes: an interrupt may be raised in it
-        self._lock = threading.Lock()
-        self._closed = False
-        self._timer: threading.Timer | None = None
-
-    @contextmanager
-    def installed(self):
-        if threading.current_thread() is not threading.main_thread():  # a library call in a thread: not ours
-            yield self
-            return
-        previous = {signum: signal.signal(signum, self._handle) for signum in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            yield self
-        finally:
-            with self._lock:
-                self._closed = True
-                if self._timer is not None:
-                    self._timer.cancel()
-            for signum, handler in previous.items():  # a signal pending is handled first, here: executing is off
-                signal.signal(signum, handler)
-
-    @contextmanager
-    def running(self):
-        """The block executes a notebook: a stop asked before it starts raises ``_NotStarted``."""
-        self.executing = True
-        try:
-            if self.signum is not None:
-                raise _NotStarted
-            yield
-        finally:
-            self.executing = False
-
-    def _handle(self, signum, frame) -> None:
-        interrupt = signum == signal.SIGINT and self.budget is not None and self.budget.fired  # the budget's own
-        if self.signum is None and not interrupt:
-            self.signum = signum
-            self.after_budget = self.budget is not None and self.budget.fired
-            checkpoints.request_stop(self.stop)
-            self._timer = threading.Timer(GRACE_S, self._interrupt)
-            self._timer.daemon = True
-            self._timer.start()
-        elif self.executing:  # a second signal, the grace spent, or the spent budget's interrupt
-            raise KeyboardInterrupt
-
-    def _interrupt(self) -> None:
-        with self._lock:
-            if self.executing and not self._closed:
-                signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
-
-
 def _route_asyncio_log(kernel_log: Path | None):
     """Send asyncio's log to the running notebook's kernel log (``None``: back to the default). On Ctrl-C,
     papermill's cell task can still fail with "Kernel died" once the interrupted kernel exits, and asyncio
@@ -279,7 +201,7 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
     stop = checkpoints.stop_file()
     budget = Budget(time_budget, on_deadline=lambda: checkpoints.request_stop(stop)) if time_budget else None
     try:
-        with settings.use(settings.current().replace(stop_file=stop)), _Signals(stop, budget).installed() as signals:
+        with settings.use(settings.current().replace(stop_file=stop)), Signals(stop, budget).installed() as signals:
             return _run_all(notebooks, profile, overrides, executed_dir, committed, target, reduced, budget,
                             log_output, signals)
     finally:
@@ -287,7 +209,7 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
 
 
 def _run_all(notebooks, profile, overrides, executed_dir, committed, target, reduced, budget,
-             log_output, signals: _Signals) -> int:
+             log_output, signals: Signals) -> int:
     import papermill
 
     failures, finished = [], []
@@ -318,7 +240,7 @@ def _run_all(notebooks, profile, overrides, executed_dir, committed, target, red
                                                kernel_name="python3", progress_bar=False, log_output=log_output,
                                                cwd=str(paths.notebooks_dir()),
                                                kernel_manager_class=_kernel_manager(kernel_log, kernel_settings))
-            except _NotStarted:
+            except NotStarted:
                 raise _stop(None, finished, left, budget, committed, signals) from None
             except KeyboardInterrupt:
                 raise _stop(nb, finished, left[1:], budget, committed, signals) from None
@@ -388,7 +310,7 @@ def ready_first(notebooks: list[FigureNotebook], profile: str, target: Path, ove
 
 
 def _stop(nb: FigureNotebook | None, finished: list[str], left: list[FigureNotebook], budget: Budget | None,
-          committed: bool, signals: _Signals | None = None, saved: bool = False) -> KeyboardInterrupt:
+          committed: bool, signals: Signals | None = None, saved: bool = False) -> KeyboardInterrupt:
     """The exception that ends the batch in ``nb`` (None: between two notebooks; ``saved``: its runs in flight
     saved at their round boundary): ``BudgetSpent`` once the time budget is spent, ``Terminated`` on SIGTERM,
     else (Ctrl-C) ``Interrupted``; a signal that came after the budget stopped the batch leaves it the budget's."""

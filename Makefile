@@ -71,11 +71,10 @@ test-library: setup $(VENV)/.ray
 # nbval leaves the twelve notebooks of tests/substituted.py to the official-data end-to-end test, which runs them
 # once, on fabricated downloads, and copies their figures for the first-look test
 E2E := tests/test_official_data_e2e.py
-# what the notebooks' smoke figures show: a measured point in every panel (issue #37 item 9)
+# what the notebooks' smoke figures show: a measured point in every panel
 FIRST_LOOK := tests/test_first_look.py
 # and the arena's tests (they run its notebook four times) and two slow library files: here, which balances the
-# halves (measured 2026-12-01 on the 2-core AMD EPYC: the library half 812 s, the notebooks half 631 s before the
-# two files, which take 88 s, moved)
+# halves (their measured times: docs/CHANGELOG.md)
 ARENA := tests/test_arena.py
 MOVED := tests/test_data_variants.py tests/test_khanduri2021.py
 # the documentation site, built in strict mode by `make docs` (≈ 8 s on 2 cores), then opened in headless Chromium (≈ 7 s)

@@ -3,7 +3,7 @@
 PyTorch's ``torch.save`` writes a pickle, and loading a pickle may call anything its author chose: a file whose
 ``__reduce__`` names ``open`` (or ``os.system``) runs it when loaded. Checkpoints are now data only (a JSON tree
 and raw tensor bytes); these tests plant crafted files where a user's machine would meet them (its own cache,
-and a pack imported as this project's GPU sessions carry them, ``.ci/gpu/queue.py checkpoints-in``), resume and plan from them, and check that the crafted code
+and a pack imported as this project's GPU sessions carry them, ``.ci/gpu/gpu_queue.py checkpoints-in``), resume and plan from them, and check that the crafted code
 never ran and that the run recomputed equals the clean one.
 """
 import hashlib
@@ -29,7 +29,7 @@ GPU = Path(__file__).resolve().parents[1] / ".ci" / "gpu"  # the packs this proj
 sys.path.insert(0, str(GPU))
 import travel  # noqa: E402
 
-_spec = importlib.util.spec_from_file_location("gpu_queue", GPU / "queue.py")
+_spec = importlib.util.spec_from_file_location("gpu_queue", GPU / "gpu_queue.py")
 gpu_queue = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gpu_queue)
 

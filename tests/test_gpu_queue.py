@@ -1,4 +1,4 @@
-"""This project's own GPU queue (``.ci/gpu/queue.py``): the order, a session's cut of it, its commands.
+"""This project's own GPU queue (``.ci/gpu/gpu_queue.py``): the order, a session's cut of it, its commands.
 
 Not part of the package (a user runs ``figures --estimate``); tested here because ``.ci/device-check`` runs it
 on every lent GPU, where a broken queue would waste the session.
@@ -14,7 +14,7 @@ from replicate.experiments import estimate
 
 GPU = Path(__file__).resolve().parents[1] / ".ci" / "gpu"
 sys.path.insert(0, str(GPU))
-_spec = importlib.util.spec_from_file_location("gpu_queue", GPU / "queue.py")
+_spec = importlib.util.spec_from_file_location("gpu_queue", GPU / "gpu_queue.py")
 gpu_queue = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gpu_queue)
 
@@ -93,3 +93,10 @@ def test_the_queues_commands_are_figure_commands(monkeypatch):
     rows = gpu_queue.rows("cuda")  # the queue: every unit not done whose round fits the session
     assert len(lines) == sum(not row.done and row.round_s <= 600 for row in rows) >= len(gpu_queue.session(rows, 600.0, 1.0))
     assert all("--set 'data_source=\"stand-in\"'" in line for line in lines if "khanduri2021/fig2" in line)
+
+
+def test_no_module_of_the_gpu_scripts_shadows_the_standard_library():
+    """The scripts put their folder on ``sys.path`` (and the tests load them in the suite's process, whose worker
+    processes inherit that path): a ``queue.py`` there once hid the standard ``queue`` that torch imports."""
+    names = {path.stem for path in GPU.glob("*.py")}
+    assert not names & set(sys.stdlib_module_names)

@@ -232,7 +232,7 @@ def test_a_gpu_session_gives_each_command_the_time_it_has_left(tmp_path):
     fake = tmp_path / "python"
     fake.write_text("#!/usr/bin/env bash\n"
                     f"echo \"$*\" >> {calls}\n"
-                    "case \"$*\" in *'queue.py commands'*)\n"
+                    "case \"$*\" in *'gpu_queue.py commands'*)\n"
                     "  echo \"python -m replicate figures a/fig1 --profile paper --time-budget 100s\"\n"
                     "  echo \"python -m replicate figures b/fig2 --profile paper --time-budget 30s\";;\n"
                     "  *'replicate figures '*) cat > /dev/null;;\n"  # a command that reads its stdin

@@ -1,4 +1,4 @@
-"""Checkpoints of cut-off runs carried from one borrowed GPU session to the next (``.ci/gpu/queue.py``).
+"""Checkpoints of cut-off runs carried from one borrowed GPU session to the next (``.ci/gpu/gpu_queue.py``).
 
 A session stops its runs at a round boundary and saves each run in flight (``replicate.runs.checkpoints``);
 what it finished goes back as a run archive (``cache export``), and what it did not as its checkpoints:

@@ -6,10 +6,10 @@ borrows GPU time in short sessions (minutes, on a machine that keeps nothing, re
 files), so it needs an order, a cut of that order to a session's minutes, and the runs a session cut off
 carried to the next one. `.ci/device-check` calls it:
 
-    python .ci/gpu/queue.py plan --time-budget 10m             # what the next session computes, and why
-    python .ci/gpu/queue.py commands --time-budget 10m         # the figure commands of its queue, one a line
-    python .ci/gpu/queue.py checkpoints-out DIR                # the cut-off runs' checkpoints, packed
-    python .ci/gpu/queue.py checkpoints-in PACK...             # unpacked into this cache, each member checked
+    python .ci/gpu/gpu_queue.py plan --time-budget 10m             # what the next session computes, and why
+    python .ci/gpu/gpu_queue.py commands --time-budget 10m         # the figure commands of its queue, one a line
+    python .ci/gpu/gpu_queue.py checkpoints-out DIR                # the cut-off runs' checkpoints, packed
+    python .ci/gpu/gpu_queue.py checkpoints-in PACK...             # unpacked into this cache, each member checked
 
 The order (``PRIORITY``): STEM Figures 5 and 2–4 first (their runs are minutes each), then Charles &
 Konečný's Figure 12 on FEMNIST, FedProx's Sent140 panels, Figure 13, FedProx's Shakespeare panels, Figure 6.
@@ -124,7 +124,7 @@ def plan(budget_s: float, device: str = "cuda", commands: bool = False) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python .ci/gpu/queue.py", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python .ci/gpu/gpu_queue.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=["plan", "commands", "checkpoints-out", "checkpoints-in"])
     parser.add_argument("paths", nargs="*", help="checkpoints-out: the folder; checkpoints-in: the packs")
     parser.add_argument("--time-budget", default="10m", help="the session's time (plan, commands)")

@@ -112,16 +112,16 @@ def test_bad_settings_fail_before_any_run(cls, overrides, match):
 
 
 def test_run_configs_follow_the_paper():
-    config = common.run_config("mnist", mu=1.0, epochs=20, seed=3, drop=0.5)
+    config = common.run_config("mnist", prox_mu=1.0, epochs=20, seed=3, drop=0.5)
     assert (config.dataset, config.client_lr, config.clients_per_round, config.batch_size, config.local_epochs,
             config.rounds, config.weight_decay, config.clip_norm, config.lr_schedule) == \
         ("mnist_fedprox", 0.03, 10, 10, 20, 100, 0.0, None, "constant")
     assert config.algorithm == FedProx(1.0, 10, sampling="uniform", straggler_fraction=0.5)
-    fedavg = common.run_config("synthetic(1,1)", mu=0.0, epochs=20, seed=0, drop=0.9, algorithm="fedavg")
+    fedavg = common.run_config("synthetic(1,1)", prox_mu=0.0, epochs=20, seed=0, drop=0.9, algorithm="fedavg")
     assert (fedavg.algorithm, fedavg.num_clients, fedavg.client_lr, fedavg.rounds) == \
         (FedAvg("weighted", 10, straggler_fraction=0.9), 30, 0.01, 200)
     with pytest.raises(ReplicateError, match="FedAvg has no proximal term"):
-        common.run_config("mnist", mu=1.0, epochs=20, seed=0, algorithm="fedavg")
+        common.run_config("mnist", prox_mu=1.0, epochs=20, seed=0, algorithm="fedavg")
 
 
 def _tiny_text(name, vocabulary, classes, seq, seed=0):
@@ -149,8 +149,8 @@ def test_lstm_panels_build_the_authors_models_from_a_run_config(monkeypatch, key
         text.meta["vocab_size"] = 50  # the builder's unknown/padding index
     monkeypatch.setattr(run_configs, "dataset", lambda *args: text)
     setting = common.SETTINGS[key]
-    config = common.run_config(key, mu=setting.mu, epochs=1, seed=0, rounds=2)
-    assert (config.model, config.client_lr, config.clients_per_round) == (setting.model, setting.lr, 10)
+    config = common.run_config(key, prox_mu=setting.prox_mu, epochs=1, seed=0, rounds=2)
+    assert (config.model, config.client_lr, config.clients_per_round) == (setting.model, setting.client_lr, 10)
     problem = run_configs.build(config, device="cpu")[0]
     named = problem.model.unflatten(problem.init(0))
     assert {name: tuple(named[name].shape) for name in shapes} == shapes

@@ -25,8 +25,7 @@ import torch
 
 from replicate.core import rng
 from replicate.core.errors import ReplicateError
-from replicate.fl.algorithms.protocol import (APART, ClientState, LocalWork, Population, RoundContext, RoundPlan,
-                                              fused_update)
+from replicate.fl.algorithms.protocol import ClientState, LocalWork, Population, RoundContext, RoundPlan, fused_update
 from replicate.fl.batches import Batches
 
 
@@ -73,13 +72,13 @@ class Round:
     noise: Callable | None  # noise(s, batch): step s's dropout noise for every row, or None
     sizes: list[int] = field(default_factory=list)  # rows per part
     masked: list[bool] = field(default_factory=list)  # per part: its own mini-batches had a mask
-    updates: list = field(default_factory=list)  # per part: its algorithm's ``fused_update`` (its own μ)
+    plain_sgd: list = field(default_factory=list)  # per part: its algorithm's ``plain_sgd`` (``fused_update``)
 
     @property
-    def runs(self):
-        """Each part's (rows, masked, plain_sgd), for a fused solver (``SampleProblem.local_sgd``); None for one
-        part."""
-        return None if len(self.sizes) == 1 else list(zip(self.sizes, self.masked, self.updates))
+    def runs(self) -> list[tuple]:
+        """Each part's (rows, masked, plain_sgd), for a fused solver (``SampleProblem.local_sgd``): its own
+        declared update, so its rows keep their own μ."""
+        return list(zip(self.sizes, self.masked, self.plain_sgd))
 
     def split(self, state: ClientState) -> list[ClientState]:
         if len(self.sizes) == 1:
@@ -123,23 +122,19 @@ def merge(parts: list[Part], problem, steps: int | None = None) -> Round:
     sizes = [p.clients.numel() for p in parts]
     masked = [p.batches is not None and p.batches.mask is not None for p in parts]
     noise = _noise(parts, problem, sizes)
-    updates = [fused_update(p.run.algorithm) for p in parts]
+    plain_sgd = [fused_update(p.run.algorithm) for p in parts]
     if len(parts) == 1:
         p = parts[0]
-        return Round(p.ctx, p.clients, p.batches, p.state, noise, sizes, masked, updates)
+        return Round(p.ctx, p.clients, p.batches, p.state, noise, sizes, masked, plain_sgd)
     first = parts[0]
     keys = first.state.keys()
     if any(p.state.keys() != keys or p.ctx.warmup != first.ctx.warmup for p in parts):
         raise ReplicateError("runs batched together must build the same client state and warm-up rounds; "
                              "batch only runs whose algorithms share their client settings")
-    rounds, steps_at = {p.ctx.round for p in parts}, {p.ctx.step for p in parts}  # at their own pace: may differ
-    ctx = RoundContext(round=first.ctx.round if len(rounds) == 1 else APART,
-                       params=torch.cat([p.ctx.params.expand(m, -1) for p, m in zip(parts, sizes)]),
-                       steps=torch.cat([p.ctx.steps for p in parts]), lr=torch.cat([p.ctx.lr for p in parts]),
-                       step=first.ctx.step if len(steps_at) == 1 else APART, warmup=first.ctx.warmup)
+    ctx = RoundContext.stack([p.ctx for p in parts])  # at their own pace, rounds and steps may differ
     state = {k: torch.cat([p.state[k] for p in parts]) for k in keys}
     return Round(ctx, torch.cat([p.clients for p in parts]), merge_batches([p.batches for p in parts]), state,
-                 noise, sizes, masked, updates)
+                 noise, sizes, masked, plain_sgd)
 
 
 def merge_batches(parts: list[Batches | None]) -> Batches | None:

@@ -241,13 +241,13 @@ class _Batch:
         run.part = _begin(run, self.problem, self.population, self.sizes, self.work, self.trainer, self.objective, r)
         run.next = r + 1
 
-    def train(self, parts: list[batching.Part], steps: int | None, solver, plain) -> None:
+    def train(self, parts: list[batching.Part], steps: int | None, solver) -> None:
         """Step 4: the parts' clients take their next ``steps`` local steps together, as one stack of rows (None:
         the rest of their rounds; ``batching.merge``)."""
         if steps != 0:  # 0: a part's clients have no step to take this round (every one straggled to none)
             round_ = batching.merge(parts, self.problem, steps)
             state = local_steps(self.problem, parts[0].run.algorithm, round_, self.trainer, self.objective,
-                                self.execution, solver, plain)
+                                self.execution, solver)
             for part, rows in zip(parts, round_.split(state)):
                 part.state = rows
         taken = steps if steps is not None else max(p.left for p in parts)
@@ -275,8 +275,8 @@ def _run(problem, specs, work, options, execution, trainer, extra_metrics, retur
     server step. At their own pace runs never wait for each other; in lockstep (``RunOptions.pace``, an algorithm
     that reads the round's step or warm-up flag, or a fused solver, which trains whole rounds) a pass is one round
     of every run, a run resumed further on joining at its round."""
-    plain = fused_update(specs[0].algorithm)  # one client half for all (run_batch checked)
-    solver = problem.fused_sgd if options.fused and trainer.fuses and plain is not None else None
+    plain_sgd = fused_update(specs[0].algorithm)  # one client half for all (run_batch checked)
+    solver = problem.fused_sgd if options.fused and trainer.fuses and plain_sgd is not None else None
     own = options.pace == "own" and solver is None and protocol.own_pace(specs[0].algorithm)
     population = problem.population()
     runs = [_Run(spec, problem, population, options.rounds) for spec in specs]
@@ -310,7 +310,7 @@ def _run(problem, specs, work, options, execution, trainer, extra_metrics, retur
         if not parts and all(run.done for run in runs):
             break
         if parts:
-            batch.train(parts, min(p.left for p in parts) if own else None, solver, plain)  # 4. local steps
+            batch.train(parts, min(p.left for p in parts) if own else None, solver)  # 4. local steps
             for part in parts:
                 if part.left <= 0:
                     _server_step(part)  # 5. client message, server step

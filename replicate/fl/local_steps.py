@@ -130,21 +130,19 @@ class Trainer:
     fuses: bool = True  # may hand plain-SGD rounds to a problem's fused solver
 
 
-
-
 STACKED = Trainer(train_clients, full_gradients)
 
 
 def local_steps(problem, algorithm, round_, trainer: Trainer, objective: LocalObjective, execution: str,
-                solver=None, plain=None):
+                solver=None):
     """Every client of the merged round ``round_`` (``batching.Round``) takes its local steps of ``algorithm``;
-    their new client state. ``solver`` (``problem.fused_sgd``, or None) runs them in one fused solve of the declared
-    update ``plain`` where the rule allows (``accelerator``); else ``trainer`` (the engine's, or the oracle's) steps
-    them with the algorithm's own ``client_step``, by ``execution``."""
+    their new client state. ``solver`` (``problem.fused_sgd``, or None) runs them in one fused solve of each run's
+    declared update (``Round.runs``) where the rule allows (``accelerator``); else ``trainer`` (the engine's, or the
+    oracle's) steps them with the algorithm's own ``client_step``, by ``execution``."""
     state, ctx = round_.state, round_.ctx
     if accelerator(solver, round_, execution) == "fused":
-        state["w"] = solver(ctx.params, round_.clients, ctx.steps, ctx.lr.squeeze(1), round_.batches, objective,
-                            plain, runs=round_.runs)
+        state["w"] = solver(ctx.params, round_.clients, ctx.steps, ctx.lr, round_.batches, objective,
+                            runs=round_.runs)
         return state
     return trainer.train(problem, algorithm, state, ctx, round_.clients, round_.batches, objective, round_.noise,
                          execution)

@@ -20,7 +20,6 @@ from replicate.fl import batches
 from replicate.fl.algorithms.protocol import PlainSGD, Population
 from replicate.fl.batches import Batches
 from replicate.fl.models import Model, clip_may_act
-from replicate.fl.sgd import RunRows
 
 
 @runtime_checkable
@@ -30,7 +29,7 @@ class Problem(Protocol):
     device: torch.device
     dtype: torch.dtype
     single_threaded: bool  # tiny per-step ops: run with one intra-op thread (core.threads, in engine.run_batch)
-    # (params (P,) or (m, P), clients, steps, lr (m,), batches, objective, PlainSGD) -> (m, P)
+    # (params (P,) or (m, P), clients, steps, lr (m, 1), batches, objective, PlainSGD, runs) -> (m, P)
     fused_sgd: Callable | None
 
     def population(self) -> Population: ...
@@ -142,13 +141,13 @@ class SampleProblem:
         return self.model.grad(flat, x, y, mask, noise)
 
     def local_sgd(self, global_flat: torch.Tensor, clients: torch.Tensor, steps: torch.Tensor, lr: torch.Tensor,
-                  batches: Batches, objective, update: PlainSGD = PlainSGD(), runs=None):
-        """All clients' local (proximal) SGD through the model's fused solver (``fused_sgd``).
+                  batches: Batches, objective, plain_sgd: PlainSGD = PlainSGD(), runs=None):
+        """All clients' local (proximal) SGD through the model's fused solver (``fused_sgd``), each row at its
+        rate ``lr`` (``RoundContext.lr``).
 
-        ``runs``: when several runs are batched (``fl/batching``), each run's ``(rows, masked, update)`` in
-        row order — its client count, whether its own mini-batches had a mask and its algorithm's
-        ``PlainSGD`` (its own μ) — so the solver computes every row as that run alone would
-        (``sgd.RunRows``); None: one run, with ``update``.
+        ``runs``: each run's ``(rows, masked, plain_sgd)`` in row order (``batching.Round.runs``) — its client
+        count, whether its own mini-batches had a mask and its algorithm's declared update (its own μ) — so the
+        solver computes every row as that run alone would (``PlainSGD.fused``); None: one run, ``plain_sgd``.
 
         Clipping is dropped when the model proves it can never act on this data (every
         mini-batch gradient's norm is below ``objective.clip_norm``): a no-op then either way.
@@ -171,10 +170,10 @@ class SampleProblem:
         # each row starts from its run's global model: (m, P) when runs are batched (fl/batching), else (P,)
         start = global_flat if global_flat.dim() == 2 else global_flat.unsqueeze(0).expand(clients.numel(), -1)
         equal = bool((steps == steps[0]).all())
-        # a run's rates, one float when all its rows share it (then its decay and update stay one fused baddbmm)
-        bounds = [0, *itertools.accumulate(size for size, *_ in runs)] if runs else [0, lr.numel()]
-        rows = [RunRows.of(lr[lo:hi], own, objective.weight_decay, masked)
-                for (lo, hi), (_, masked, own) in zip(itertools.pairwise(bounds), runs or [(lr.numel(), True, update)])]
+        runs = runs or [(lr.numel(), True, plain_sgd)]
+        bounds = itertools.pairwise([0, *itertools.accumulate(size for size, *_ in runs)])
+        rows = [plain_sgd.fused(lr[lo:hi], objective.weight_decay, masked)
+                for (lo, hi), (_, masked, plain_sgd) in zip(bounds, runs)]
         return self.model.sgd(start, batch, int(steps[0]) if equal else steps, rows, clip)
 
     @torch.no_grad()

@@ -1,14 +1,22 @@
-"""The pieces of a local (proximal) SGD step, written once for every execution path.
+"""The local (proximal) SGD step, stated once: its declaration, its pieces, and the forms it takes.
 
-Li et al.'s local solver (spec §2.1) clips the loss gradient's norm as
+Li et al.'s local solver (ICLR 2020, spec §2.1) clips the loss gradient's norm as
 ``torch.nn.utils.clip_grad_norm_`` does (with its 1e-6 guard) and adds weight decay λw;
-FedProx (draft eq. 2) and LocalUpdate's α add the proximal pull μ(w − w_t). As one update,
+FedProx (Li, Sahu et al., draft eq. 2) and LocalUpdate's α add the proximal pull μ(w − w_t). As one update,
 
-    w ← w − η(clip(∇f(w)) + λw + μ(w − w_t)) = (1 − η(λ + μ))·w + ημ·w_t − η·clip(∇f(w)),
+    w ← w − η(clip(∇f(w)) + λw + μ(w − w_t)) = (1 − η(λ + μ))·w + ημ·w_t − η·clip(∇f(w)).
 
-which the generic step applies as a gradient step and a fused solver as the coefficients
-(``coefficients``) of its last form. Symbols → names: η ``lr``, λ ``weight_decay``,
-μ ``prox_mu``, w_t ``anchor``.
+An algorithm declares it with ``PlainSGD`` (its ``plain_sgd``; μ = 0 is FedAvg's step, as in fedjax's
+FedProx, which adds μ in the client's gradient and keeps the rest of FedAvg). η arrives as the round's
+per-client rates ``RoundContext.lr``, an (m, 1) column the engine forms from the schedule; every other form
+of μ and η that the update's execution paths need is derived here, once, from the declaration:
+
+- the generic step (``PlainSGD.step``) takes the first form, with μ as an (m, 1) column of the client state
+  (``PlainSGD.client_init``: a row per client, so that runs of other μ share a batch);
+- a fused solver takes the last: ``PlainSGD.fused`` folds a run's η, λ and μ into its coefficients
+  (``RunRows``: decay = 1 − η(λ + μ), pull = ημ, and ``RunRows.pull_term``, pull·w_t).
+
+Symbols → names: η ``lr``, λ ``weight_decay``, μ ``prox_mu``, w_t ``anchor`` (``RoundContext.params``).
 """
 from __future__ import annotations
 
@@ -37,32 +45,28 @@ def proximal_(g: torch.Tensor, w: torch.Tensor, anchor: torch.Tensor, prox_mu: t
     return g.addcmul_(w - anchor, prox_mu)
 
 
-def coefficients(lr, weight_decay: float, prox_mu: float):
-    """(1 − η(λ + μ), ημ): the update as w ← decay·w + pull·w_t − η·clip(∇f(w))."""
-    return 1.0 - lr * (weight_decay + prox_mu), lr * prox_mu
+def descend_(w: torch.Tensor, g: torch.Tensor, lr: torch.Tensor) -> torch.Tensor:
+    """w ← w − η·g in place, with ``lr`` the (m, 1) per-client rates η (``RoundContext.lr``)."""
+    return w.addcmul_(lr, g, value=-1.0)
 
 
 @dataclass(frozen=True)
 class RunRows:
-    """One run's rows in a fused solve of several runs (``fl/batching``), with what that run alone
-    would solve with: its rate η, ``coefficients`` (decay, pull rate) and whether its own mini-batches
-    carried a mask. A fused solver's arithmetic depends on them (a rate shared by all of a run's rows
-    stays a float, so its decay fits inside one GEMM), so each row computes bitwise what it computes
-    alone only when the solver knows them."""
+    """One run's rows in a fused solve, with the coefficients that run alone solves with (``PlainSGD.fused``)
+    and whether its own mini-batches carried a mask. A fused solver's arithmetic depends on them (a rate
+    shared by all of a run's rows stays a float, so its decay fits inside one GEMM), so each row computes
+    bitwise what it computes alone only when the solver knows them (``fl/models/fused_runs.py``)."""
 
     size: int  # rows (clients) of this run
     lr: float | torch.Tensor  # η: a float when every row of the run shares it, else (size, 1, 1)
     decay: float | torch.Tensor  # 1 − η(λ + μ), of the same kind as ``lr``
-    pull_rate: float | torch.Tensor | None  # ημ; None without a proximal term
+    pull: float | torch.Tensor | None  # ημ, of the same kind; None without a proximal term
     masked: bool = True  # its own batches had a mask (masked means weigh by m/Σm, else divide by the width)
 
-    @classmethod
-    def of(cls, lr: torch.Tensor, update, weight_decay: float, masked: bool = True) -> "RunRows":
-        """A run's rows given its (size,) rates and its algorithm's ``PlainSGD`` update: one float rate
-        when they are all equal, as a run alone computes."""
-        rate = float(lr[0]) if bool((lr == lr[0]).all()) else lr.view(-1, 1, 1)
-        decay, pull = update.coefficients(rate, weight_decay)
-        return cls(lr.numel(), rate, decay, pull if update.prox_mu else None, masked)
+    def pull_term(self, start: torch.Tensor) -> torch.Tensor | None:
+        """pull·w_t for this run's rows, from their start w_t (a row each, in the solver's layout): what each
+        step adds; None without a proximal term."""
+        return None if self.pull is None else start * self.pull
 
     def column(self, value, like: torch.Tensor) -> torch.Tensor:
         """``value`` (one of this run's coefficients) as a (size, 1, 1) tensor of ``like``'s dtype: a float
@@ -70,6 +74,41 @@ class RunRows:
         if torch.is_tensor(value):
             return value.to(like.dtype).view(-1, 1, 1)
         return torch.full((self.size, 1, 1), value, dtype=like.dtype, device=like.device)
+
+
+@dataclass(frozen=True)
+class PlainSGD:
+    """Declares a client update to be w ← w − η(∇f(w) + μ(w − w_t)) from w = w_t, message w (∇f includes
+    the local objective's clipping and λ), so that a problem's fused solver may run the whole local solve
+    (``fused``) where the algorithm's client step is this declaration's (``protocol.fused_update``)."""
+
+    prox_mu: float = 0.0  # μ; 0 is FedAvg's step
+
+    def client_init(self, params: torch.Tensor, clients: int) -> dict:
+        """The state of ``clients`` clients at the broadcast model w_t: ``"w"``, its copies, and where μ > 0
+        ``"prox_mu"``, μ as an (m, 1) column (a row each, so that runs of other μ share a batch)."""
+        state = {"w": params.unsqueeze(0).repeat(clients, 1)}
+        if self.prox_mu > 0:
+            state["prox_mu"] = params.new_full((clients, 1), self.prox_mu)
+        return state
+
+    def step(self, state: dict, grad, ctx) -> dict:
+        """One generic local step on ``state["w"]`` (every execution path but a fused solver): the gradient,
+        μ(w − w_t) added where μ > 0 with each row's ``state["prox_mu"]``, then w ← w − η·g."""
+        w = state["w"]
+        g = grad(w)
+        if self.prox_mu > 0:
+            proximal_(g, w, ctx.params, state["prox_mu"])
+        descend_(w, g, ctx.lr)
+        return state
+
+    def fused(self, lr: torch.Tensor, weight_decay: float, masked: bool = True) -> RunRows:
+        """The update as a fused solver runs one run's rows, at their rates ``lr`` (one a row: (size,) or
+        (size, 1), as ``RoundContext.lr``) with weight decay λ: one float rate when all are equal, as a run
+        alone computes, and the coefficients decay = 1 − η(λ + μ), pull = ημ of the same kind."""
+        rate = float(lr[0]) if bool((lr == lr[0]).all()) else lr.view(-1, 1, 1)
+        pull = rate * self.prox_mu if self.prox_mu else None
+        return RunRows(lr.numel(), rate, 1.0 - rate * (weight_decay + self.prox_mu), pull, masked)
 
 
 @dataclass(frozen=True)

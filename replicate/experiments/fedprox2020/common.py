@@ -42,10 +42,10 @@ class Setting:
 
     label: str  # as the paper's panels name it
     dataset: str  # ``RunConfig.dataset``
-    lr: float  # η, constant
+    client_lr: float  # η, constant (``RunConfig.client_lr``)
     clients_per_round: int  # K (the draft's "ratio of active devices" × N; 10 in the final paper)
     rounds: int  # x-limit of the panels (the final paper's; the draft states none for real data)
-    mu: float  # the final code's μ > 0 (straggler grid)
+    prox_mu: float  # μ, the final code's μ > 0 (straggler grid; ``FedProx.prox_mu``)
     num_clients: int | None = None  # N for the synthetic sets (30)
     model: str = "logistic"  # ``RunConfig.model``: multinomial logistic regression, or the authors' LSTMs
     eval_every: int = 1  # rounds between evaluations (the authors: every round)
@@ -142,22 +142,23 @@ LSTM_DEVIATION = (
     "listed above.")
 
 
-def run_config(key: str, *, mu: float, epochs: int, seed: int, drop: float = 0.0, algorithm: str = "fedprox",
+def run_config(key: str, *, prox_mu: float, epochs: int, seed: int, drop: float = 0.0, algorithm: str = "fedprox",
                rounds: int | None = None, clients_per_round: int | None = None,
                data: str = variants.OFFICIAL) -> RunConfig:
-    """A FedProx-paper run on dataset ``key`` (see ``SETTINGS``), read from the official data or its stand-in."""
+    """A FedProx-paper run on dataset ``key`` (see ``SETTINGS``) with proximal weight μ = ``prox_mu``, read from the
+    official data or its stand-in."""
     s = SETTINGS[key]
     loader = variants.loader(s.dataset, data)
     k = clients_per_round or (STAND_IN_CLIENTS_PER_ROUND.get(key, s.clients_per_round) if loader != s.dataset
                               else s.clients_per_round)
     if algorithm == "fedavg":  # the FedProx code's FedAvg: n_k-weighted, stragglers dropped
-        if mu:
+        if prox_mu:
             raise ReplicateError("FedAvg has no proximal term: μ needs algorithm='fedprox'")
         settings = FedAvg("weighted", k, straggler_fraction=drop)
     else:
-        settings = FedProx(mu, k, sampling="uniform", straggler_fraction=drop)
+        settings = FedProx(prox_mu, k, sampling="uniform", straggler_fraction=drop)
     return RunConfig(dataset=loader, num_clients=s.num_clients, model=s.model, algorithm=settings,
-                     local_steps=None, local_epochs=epochs, batch_size=BATCH_SIZE, client_lr=s.lr,
+                     local_steps=None, local_epochs=epochs, batch_size=BATCH_SIZE, client_lr=s.client_lr,
                      lr_schedule="constant", weight_decay=0.0, clip_norm=None,
                      rounds=rounds or s.rounds, seed=seed, eval_every=s.eval_every,
                      execution="stacked" if s.model == "logistic" else "auto")  # LSTMs: engine.preferred_execution

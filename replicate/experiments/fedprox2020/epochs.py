@@ -54,7 +54,7 @@ class Fig2Config(DatasetDeviations, knobs.FigureConfig):
 
     def configs(self):
         return [({"dataset": LABELS[d], "E": e, "seed": s},
-                 run_config(d, mu=0.0, epochs=e, seed=s, rounds=self.rounds, data=self.data_source))
+                 run_config(d, prox_mu=0.0, epochs=e, seed=s, rounds=self.rounds, data=self.data_source))
                 for d in self.datasets for e in sorted(self.epochs) for s in self.seeds]
 
 

@@ -66,9 +66,9 @@ class Fig1Config(DatasetDeviations, knobs.FigureConfig):
         return [d for d in SYNTHETIC if d in self.datasets]
 
     def configs(self):
-        return [({"dataset": LABELS[d], "mu": mu, "seed": s},
-                 run_config(d, mu=mu, epochs=self.epochs, seed=s, rounds=self.rounds, data=self.data_source))
-                for d in self.ordered() for mu in self.mus for s in self.seeds]
+        return [({"dataset": LABELS[d], "mu": prox_mu, "seed": s},
+                 run_config(d, prox_mu=prox_mu, epochs=self.epochs, seed=s, rounds=self.rounds, data=self.data_source))
+                for d in self.ordered() for prox_mu in self.mus for s in self.seeds]
 
 
 def fig1(config: Fig1Config, progress: bool = True, workers: int = 2, log=None) -> pd.DataFrame:

@@ -61,13 +61,14 @@ class Fig3Config(DatasetDeviations, knobs.FigureConfig):
             raise ReplicateError(f"{type(self).__name__}.mus is the grid of μ > 0 (μ = 0 always runs), got {self.mus}")
         self.zero(), self.grid().tuning()
 
-    def run(self, key: str, mu: float, seed: int):
-        return run_config(key, mu=mu, epochs=self.epochs, seed=seed, rounds=self.rounds, data=self.data_source)
+    def run(self, key: str, prox_mu: float, seed: int):
+        return run_config(key, prox_mu=prox_mu, epochs=self.epochs, seed=seed, rounds=self.rounds,
+                          data=self.data_source)
 
     @staticmethod
-    def label(key: str, mu: float, seed: int) -> dict:
-        """A run's columns in the figure's data (``runs.tune.Tuned.frame``)."""
-        return {"dataset": LABELS[key], "mu": mu, "seed": seed}
+    def label(key: str, prox_mu: float, seed: int) -> dict:
+        """A run's columns in the figure's data (``runs.tune.Tuned.frame``; μ's column is "mu")."""
+        return {"dataset": LABELS[key], "mu": prox_mu, "seed": seed}
 
     def grid(self) -> Grid:
         """Each dataset's μ grid, tuned on the first seeds (``runs.tune.Grid``: the figure tunes it and labels its

@@ -77,8 +77,8 @@ class StragglersConfig(DatasetDeviations, knobs.FigureConfig):
             raise ReplicateError(f"StragglersConfig.drops must lie in [0, 1), got {self.drops}")
         self.configs()
 
-    def _config(self, key, algorithm, mu, drop, seed, rounds=None):
-        return run_config(key, mu=mu, epochs=self.epochs, seed=seed, drop=drop, algorithm=algorithm,
+    def _config(self, key, algorithm, prox_mu, drop, seed, rounds=None):
+        return run_config(key, prox_mu=prox_mu, epochs=self.epochs, seed=seed, drop=drop, algorithm=algorithm,
                           rounds=rounds or self.rounds, clients_per_round=self.clients_per_round,
                           data=self.data_source)
 

@@ -5,9 +5,12 @@ Each selected device k approximately minimises the proximal local objective (dra
     h_k(w; w_t) = F_k(w) + (μ/2) ‖w − w_t‖²
 
 with E epochs of mini-batch SGD of batch b (the final code's PGD): w ← w − η(∇F_k(w; ξ)
-+ μ(w − w_t)), where the anchor w_t is the round's global model. μ = ``prox_mu``;
-μ = 0 is FedAvg (a test checks they are equal, bit for bit). Local work, counted in
-epochs of ⌈n_k/b⌉ steps (last batch smaller), is the engine's ``LocalWork``.
++ μ(w − w_t)), where the anchor w_t is the round's global model. μ = ``prox_mu``, the
+weight of the proximal term; μ = 0 is FedAvg (a test checks they are equal, bit for bit).
+As in fedjax, μ enters once, in the client step: ``plain_sgd`` declares the update with μ
+(``replicate.fl.sgd.PlainSGD``, where every form of μ the execution paths use is derived)
+and the rest is FedAvg's. Local work, counted in epochs of ⌈n_k/b⌉ steps (last batch
+smaller), is the engine's ``LocalWork``.
 
 Sampling (``sampling``):
 - ``uniform`` (the final code, spec §2.2): K devices uniformly without replacement,
@@ -37,9 +40,9 @@ SAMPLING = ("uniform", "proportional")
 
 @register("fedprox", example=dict(prox_mu=0.1, clients_per_round=4, straggler_fraction=0.5))
 @dataclass(frozen=True)
-class FedProx(LocalSGDClients):  # its declared update (plain_sgd) adds the proximal pull
-    # μ travels in the client state (a row each), so runs of other μ share a batch; only whether there is a
-    # proximal term at all is the client step's (μ = 0 skips it, bit for bit FedAvg)
+class FedProx(LocalSGDClients):  # FedAvg's client half, its declared update (plain_sgd) with μ
+    # μ travels in the client state (a row each: PlainSGD.client_init), so runs of other μ share a batch; only
+    # whether there is a proximal term at all is the client step's (μ = 0 skips it, bit for bit FedAvg)
     client_fields: ClassVar[tuple[str, ...]] = ("proximal",)
     prox_mu: float = 0.0  # μ
     clients_per_round: int = 10  # K
@@ -82,11 +85,6 @@ class FedProx(LocalSGDClients):  # its declared update (plain_sgd) adds the prox
         if self.straggler_fraction:
             units = sampling.stragglers(clients.numel(), self.straggler_fraction, work.amount, seed, round_)
         return RoundPlan(clients, weights, work=units)
-
-    def client_init(self, server_state, params, plan, ctx):
-        state = super().client_init(server_state, params, plan, ctx)
-        state["mu"] = params.new_full((plan.clients.numel(), 1), self.prox_mu)  # each row's μ
-        return state
 
     def server_step(self, server_state, params, message, plan: RoundPlan, ctx):
         return server_move(params, plan.aggregate(params, message["w"]), self.server_lr), server_state

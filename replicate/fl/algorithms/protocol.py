@@ -60,7 +60,8 @@ from typing import Any, Callable, Protocol, runtime_checkable
 import torch
 
 from replicate.core.errors import ReplicateError
-from replicate.fl import sgd
+# the declared plain-SGD update and the step an algorithm's client step descends with (``fl/sgd.py``)
+from replicate.fl.sgd import PlainSGD, descend_ as descend_
 
 ClientState = dict[str, torch.Tensor]  # every entry stacked over the round's clients: (m, ...)
 Message = dict[str, torch.Tensor]
@@ -166,6 +167,18 @@ class RoundContext:
                        lr=self.lr.index_select(0, index.to(self.lr.device)),
                        params=params.index_select(0, index.to(params.device)) if params.dim() == 2 else params)
 
+    @classmethod
+    def stack(cls, contexts: list["RoundContext"]) -> "RoundContext":
+        """The contexts of several runs' rounds as one, their rows in order (the inverse of ``rows``): each row's
+        broadcast model, step count and rate; the round and local step where they share one, else ``APART``
+        (runs at their own pace, ``engine``)."""
+        first = contexts[0]
+        rounds, steps_at = {c.round for c in contexts}, {c.step for c in contexts}
+        return cls(round=first.round if len(rounds) == 1 else APART,
+                   params=torch.cat([c.params.expand(c.steps.numel(), -1) for c in contexts]),
+                   steps=torch.cat([c.steps for c in contexts]), lr=torch.cat([c.lr for c in contexts]),
+                   step=first.step if len(steps_at) == 1 else APART, warmup=first.warmup)
+
 
 # Every algorithm by the name a RunConfig gives it, and the settings of one instance of each that exercise its
 # options: filled by ``register`` where each algorithm is defined.
@@ -189,32 +202,6 @@ def register(name: str, example: dict):
 def example(name: str):
     """The registered example of the algorithm ``name`` (``register``)."""
     return ALGORITHMS[name](**EXAMPLES[name])
-
-
-@dataclass(frozen=True)
-class PlainSGD:
-    """Declares a client update to be w ← w − η(∇f(w) + μ(w − w_t)) from w = w_t, message w, so a
-    problem's fused solver may run the whole local solve with this algorithm's step coefficients
-    (``replicate.fl.sgd``: w ← (1 − η(λ + μ))·w + ημ·w_t − η·clip(∇f(w))), λ and clipping being the
-    local objective's."""
-
-    prox_mu: float = 0.0  # μ
-
-    def coefficients(self, lr, weight_decay: float):
-        """(decay, pull) of the update for rates ``lr`` and weight decay λ (the fused solver's form)."""
-        return sgd.coefficients(lr, weight_decay, self.prox_mu)
-
-    def step(self, state: dict, grad, ctx) -> dict:
-        """The same update as one generic local step on ``state["w"]`` (every other execution path): the
-        gradient, μ(w − w_t) added where μ > 0 (μ from the state's ``"mu"`` column when there is one: a row
-        per client, so that runs of other μ share a batch), then w ← w − η·g."""
-        w = state["w"]
-        g = grad(w)
-        if self.prox_mu > 0:
-            mu = state.get("mu")
-            sgd.proximal_(g, w, ctx.params, mu if mu is not None else w.new_full((w.shape[0], 1), self.prox_mu))
-        descend_(w, g, ctx.lr)
-        return state
 
 
 def fused_update(algorithm) -> PlainSGD | None:
@@ -282,7 +269,7 @@ class LocalSGDClients:
         return PlainSGD()
 
     def client_init(self, server_state, params, plan, ctx):
-        return {"w": params.unsqueeze(0).repeat(plan.clients.numel(), 1)}
+        return self.plain_sgd.client_init(params, plan.clients.numel())
 
     def client_step(self, state, grad, ctx):
         return self.plain_sgd.step(state, grad, ctx)
@@ -311,11 +298,6 @@ class Algorithm(Protocol):
 
     def server_step(self, server_state: Any, params: torch.Tensor, message: Message, plan: RoundPlan,
                     ctx: RoundContext) -> tuple[torch.Tensor, Any]: ...
-
-
-def descend_(w: torch.Tensor, g: torch.Tensor, lr: torch.Tensor) -> torch.Tensor:
-    """w ← w − lr·g in place, with lr the (m, 1) per-client rates."""
-    return w.addcmul_(lr, g, value=-1.0)
 
 
 def server_move(params: torch.Tensor, target: torch.Tensor, server_lr: float) -> torch.Tensor:

@@ -31,30 +31,30 @@ class Step:
         self.run_of = torch.repeat_interleave(torch.arange(len(runs), device=w.device), sizes)  # (K,) each row's run
         self.lr = torch.cat([r.column(r.lr, w) for r in runs])  # (K, 1, 1)
         self.decay = torch.cat([r.column(r.decay, w) for r in runs])
-        pulls = [r.pull_rate for r in runs]
-        if len({p is None for p in pulls}) > 1:  # a zero pull would add +0: not what a run without one computes
+        if len({r.pull is None for r in runs}) > 1:  # a zero pull would add +0: not what a run without one computes
             raise ReplicateError("runs with and without a proximal term train in separate batches "
                                  "(their algorithms' client_settings differ)")
-        self.pull = None if pulls[0] is None else w * torch.cat([r.column(p, w) for r, p in zip(runs, pulls)])
+        starts = w.split([r.size for r in runs])
+        self.pull_term = None if runs[0].pull is None else torch.cat([r.pull_term(s) for r, s in zip(runs, starts)])
         self.masked = torch.tensor([r.masked for r in runs], device=w.device)[self.run_of]
         # a run's baddbmm form: its decay as the GEMM's beta (a float) or multiplied first (a tensor)
-        self.beta = [None if torch.is_tensor(r.decay) else r.decay for r in runs]
+        self.forms = ["multiply" if torch.is_tensor(r.decay) else r.decay for r in runs]
         self._rows_key, self._rows = None, None
 
     def _select(self, rows):
         """Per-row tensors and per-run row counts for the rows still working (cached while they stay)."""
         if rows is None:
-            return self.lr, self.decay, self.pull, self.masked, self.run_of, [r.size for r in self.runs]
+            return self.lr, self.decay, self.pull_term, self.masked, self.run_of, [r.size for r in self.runs]
         if self._rows_key is not rows:
             run_of = self.run_of.index_select(0, rows)
             pick = [None if t is None else t.index_select(0, rows)
-                    for t in (self.lr, self.decay, self.pull, self.masked)]
+                    for t in (self.lr, self.decay, self.pull_term, self.masked)]
             counts = torch.bincount(run_of, minlength=len(self.runs)).tolist()
             self._rows_key, self._rows = rows, (*pick, run_of, counts)
         return self._rows
 
     def __call__(self, w, x, onehot, mask, row_norms, *, clip_norm, rows=None) -> None:
-        lr, decay, pull, masked, run_of, counts = self._select(rows)
+        lr, decay, pull_term, masked, run_of, counts = self._select(rows)
         spans = _spans(counts)
         cpu = w.device.type == "cpu"
         logits = torch.cat([torch.bmm(_own(w[lo:hi]), _own(x[lo:hi]).transpose(1, 2)) for lo, hi in spans]) \
@@ -66,7 +66,7 @@ class Step:
                                                                         may_clip(g, row_norms, clip_norm).float())
             clipped = (hits > 0).tolist()
         lo = 0
-        for kind, size in _slices(counts, clipped, self.beta):
+        for kind, size in _slices(counts, clipped, self.forms):
             hi = lo + size
             ws, gs, xs = w[lo:hi], g[lo:hi], x[lo:hi]
             if kind == "explicit":
@@ -86,8 +86,8 @@ class Step:
             for a, b in [span for span in spans if lo <= span[0] < hi] if cpu else []:
                 _in_own_block(update, w[a:b], g[a:b], x[a:b], a, b)
             lo = hi
-        if pull is not None:
-            w.add_(pull)
+        if pull_term is not None:
+            w.add_(pull_term)
 
 
 ALIGN = 64  # bytes: where the CPU allocator starts every tensor (c10's gAlignment, enough for AVX-512)
@@ -121,14 +121,15 @@ def _spans(counts: list[int]) -> list[tuple[int, int]]:
     return out
 
 
-def _slices(counts: list[int], clipped: list[bool], beta: list) -> list[tuple]:
-    """(kind, rows) of consecutive runs that compute alike: "explicit" (clipping may act), "multiply"
-    (per-row rates) or the float beta they share; runs with no rows left are skipped."""
+def _slices(counts: list[int], clipped: list[bool], forms: list) -> list[tuple]:
+    """(kind, rows) of consecutive runs that compute alike: "explicit" (clipping may act), else the run's
+    baddbmm form, "multiply" (per-row rates) or the float decay they share as beta; runs with no rows left
+    are skipped."""
     out: list[list] = []
-    for count, clip, b in zip(counts, clipped, beta):
+    for count, clip, form in zip(counts, clipped, forms):
         if not count:
             continue
-        kind = "explicit" if clip else ("multiply" if b is None else b)
+        kind = "explicit" if clip else form
         if out and out[-1][0] == kind:
             out[-1][1] += count
         else:

@@ -6,7 +6,6 @@ the layout CPU batched GEMM likes best; it is the fast path that plain-SGD algor
 """
 from __future__ import annotations
 
-import functools
 import math
 
 import torch
@@ -14,7 +13,8 @@ import torch.nn.functional as F
 
 from replicate.fl.models import fused_runs
 from replicate.fl.models.base import Model
-from replicate.fl.models.linear_step import sgd_step
+from replicate.fl.models.linear_step import run_step
+
 
 class LogisticRegression(Model):
     """Multinomial logistic regression ``logits = x W + b`` (the papers' convex model)."""
@@ -84,7 +84,7 @@ class LogisticRegression(Model):
         count is left as it is while the others go on. ``batches(s, rows=None)`` gives step s's prepared
         ``(x_aug (K, b, d+1), onehot (K, b, C), mask, row_norms)`` with ``row_norms`` (K, b) =
         ‖x_i‖ (needed only with ``clip_norm``), for the given rows only. The update is the algorithm's
-        (``replicate.fl.sgd``): w ← decay·w + pull_rate·w₀ − lr·clip(∇), with each run's rows, rate and
+        (``replicate.fl.sgd``): w ← decay·w + pull·w₀ − lr·clip(∇), with each run's rows, rate and
         coefficients in ``runs`` (``sgd.RunRows``, one per run: one unless runs are batched). Same maths as
         the generic step (tests check they agree).
 
@@ -99,11 +99,7 @@ class LogisticRegression(Model):
         """
         k = flat.shape[0]
         w = flat.reshape(k, self.d + 1, self.c).transpose(1, 2).contiguous()
-        if len(runs) == 1:
-            lr, decay, pull_rate = runs[0].lr, runs[0].decay, runs[0].pull_rate
-            step = functools.partial(sgd_step, lr=lr, decay=decay, pull=None if pull_rate is None else w * pull_rate)
-        else:
-            step = fused_runs.Step(w, runs)
+        step = run_step(w, runs[0]) if len(runs) == 1 else fused_runs.Step(w, runs)
         counts = steps if torch.is_tensor(steps) else None
         live = k  # rows still working; counts only change at a row's last step, so track them lazily
         idx = None

@@ -1,8 +1,12 @@
-"""The linear model's fused SGD step, one run's rows (``sgd_step``), and the pieces it shares with the
-step for several batched runs (``fused_runs.Step``): the mini-batch's gradient weights, the clip bound
-and the explicit clipped update. ``LogisticRegression.sgd`` (``linear.py``) drives either step.
+"""The linear model's fused SGD step, one run's rows (``sgd_step``, its coefficients bound by ``run_step``), and
+the pieces it shares with the step for several batched runs (``fused_runs.Step``): the mini-batch's gradient
+weights, the clip bound and the explicit clipped update. ``LogisticRegression.sgd`` (``linear.py``) drives
+either step. The coefficients are the declared update's (``sgd.PlainSGD.fused``): w ← decay·w + pull·w_t −
+lr·clip(∇), decay = 1 − η(λ + μ), pull = ημ, the start w_t being the round's broadcast model.
 """
 from __future__ import annotations
+
+import functools
 
 import torch
 
@@ -21,11 +25,17 @@ def _within_margin(bound: torch.Tensor, clip_norm: float) -> torch.Tensor:
     return bound * (1 + 1e-4) + 1e-6 >= clip_norm
 
 
-def sgd_step(w, x, onehot, mask, row_norms, *, lr, decay, pull, clip_norm, rows=None) -> None:
+def run_step(w, run: sgd.RunRows):
+    """``sgd_step`` for one run's rows from their start ``w`` (K, C, d+1), its coefficients bound."""
+    return functools.partial(sgd_step, lr=run.lr, decay=run.decay, pull_term=run.pull_term(w))
+
+
+def sgd_step(w, x, onehot, mask, row_norms, *, lr, decay, pull_term, clip_norm, rows=None) -> None:
     """One fused SGD step on class-major parameters ``w`` (K, C, d+1), in place (``rows``: the
     rows of the round's K that ``w`` holds, when only some still work)."""
     if rows is not None:
-        lr, decay, pull = (t.index_select(0, rows) if torch.is_tensor(t) and t.dim() else t for t in (lr, decay, pull))
+        lr, decay, pull_term = (t.index_select(0, rows) if torch.is_tensor(t) and t.dim() else t
+                                for t in (lr, decay, pull_term))
     g = gradient_weights(w, x, onehot, mask)
     if clip_norm is not None and may_clip(g, row_norms, clip_norm).any():
         explicit_(w, g, x, lr, decay, clip_norm)
@@ -35,8 +45,8 @@ def sgd_step(w, x, onehot, mask, row_norms, *, lr, decay, pull, clip_norm, rows=
             w.mul_(decay).baddbmm_(g, x, alpha=-1.0)
         else:
             w.baddbmm_(g, x, beta=decay, alpha=-1.0)
-    if pull is not None:
-        w.add_(pull)
+    if pull_term is not None:
+        w.add_(pull_term)
 
 
 def gradient_weights(w, x, onehot, mask, masked=None, logits=None) -> torch.Tensor:

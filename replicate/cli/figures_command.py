@@ -125,15 +125,16 @@ def _check(args, overrides) -> int:
     from replicate.cli import check, runner
     from replicate.core import paths, settings
 
-    # A reduced-scale command of report/reduced.py (its --set ... out_dir=figures/cpu_scale) is checked against
-    # figures/cpu_scale: regenerated with the same knobs into build/check/cpu_scale (so it is labelled reduced).
+    # A reduced-scale command of report/reduced.py (its --set ... out_dir=figures/cpu_scale, or a folder of it) is
+    # checked against that folder: regenerated with the same knobs into build/check/<it> (so it is labelled reduced).
     out_dir = overrides.get("out_dir")
-    reduced = out_dir is not None and Path(out_dir).resolve() == paths.figures_dir().resolve() / "cpu_scale"
+    figures = paths.figures_dir().resolve()
+    reduced = out_dir is not None and paths.within(Path(out_dir).resolve(), figures / "cpu_scale")
     if args.profile != "paper" or (overrides and not reduced):
         raise ReplicateError("--check regenerates the committed figures: use it with --profile paper and no --set, "
                              "or with a reduced-scale command of REPLICATION.md (its --set out_dir=figures/cpu_scale)")
-    committed = paths.figures_dir() / "cpu_scale" if reduced else paths.figures_dir()
-    fresh = settings.current().build / "check" / ("cpu_scale" if reduced else "")
+    folder = Path(out_dir).resolve().relative_to(figures) if reduced else Path()
+    committed, fresh = paths.figures_dir() / folder, settings.current().build / "check" / folder
     failed = runner.run(args.names, "paper", {**overrides, "out_dir": str(fresh)}, log_output=args.verbose,
                         time_budget=args.time_budget)
     results = [check.compare(nb.key, committed, fresh, scale="reduced" if reduced else "paper")

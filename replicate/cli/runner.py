@@ -73,14 +73,17 @@ def parameters(notebook: FigureNotebook, profile: str, out_dir: Path, overrides:
 
 def _reduced_scale(target: Path, profile: str, notebooks: list[FigureNotebook]) -> bool:
     """A documented reduced-scale command (``report.reduced.REDUCED``): a paper-profile run with ``--set``
-    into ``figures/cpu_scale`` of figures listed there. Those committed runs are labelled in
-    REPLICATION.md and never counted; anything else inside ``figures/`` is refused."""
+    into ``figures/cpu_scale`` (or a folder of it, e.g. ``figures/cpu_scale/second_grid``) of figures listed
+    there. Those committed runs are labelled in REPLICATION.md and never counted; anything else inside
+    ``figures/`` is refused."""
     from replicate.report.reduced import REDUCED
 
     listed = {item.key for item in REDUCED}
-    folder = paths.figures_dir().resolve() / "cpu_scale"
-    return (profile == "paper" and target == folder
-            and all(f"cpu_scale/{nb.key}" in listed for nb in notebooks))
+    figures = paths.figures_dir().resolve()
+    if profile != "paper" or not paths.within(target, figures / "cpu_scale"):
+        return False
+    folder = target.relative_to(figures).as_posix()
+    return all(f"{folder}/{nb.key}" in listed for nb in notebooks)
 
 
 def _promote(staged: Path, destination: Path) -> list[Path]:

@@ -228,4 +228,16 @@ REDUCED: tuple[Reduced, ...] = (
           ("fig3", "STEM Figure 3 (CIFAR-10, moderate heterogeneity, b = 64, I = 7; against Figure 2)",
            _STEM_CIFAR_NOTES["fig3"]),
           ("fig4", "STEM Figure 4 (CIFAR-10, high heterogeneity, b = 8, I = 61)", _STEM_CIFAR_NOTES["fig4"]))),
+    # STEM's second grid (spec §6.7, docs/stem_grid.md): the same run as the record above but for STEM's momentum
+    # axis, so that the two grids' outcomes stand side by side
+    Reduced("cpu_scale/second_grid/khanduri2021/fig5", "STEM Figure 5 under the second grid (κ̄ × the first-epoch "
+            "momentum weight a₀; spec §6.7)",
+            "as STEM Figure 5 at CPU scale above (3,200 of 30,000 samples per worker, 20 evaluations, seeds 0 and 1, "
+            "rates tuned on seed 0, FedAvg and SCAFFOLD η ∈ {0.01, 0.02, 0.05, 0.1, 0.2}), but STEM's grid is the "
+            "second: κ̄ ∈ {0.05, 0.1, 0.2, 0.5} × a₀ ∈ {0.1, 0.3, 0.5, 0.9}, c = a₀/η_1² = 2^(2/3)·a₀/κ̄² (16 pairs, "
+            "PROPOSED, stated before its runs)",
+            "python -m replicate figures khanduri2021/fig5 --profile paper --set samples_per_worker=3200 "
+            "--set 'stem_lr=[0.05,0.1,0.2,0.5]' --set stem_momentum=a0 "
+            "--set 'client_lr=[0.01,0.02,0.05,0.1,0.2]' --set evals=20 --set 'seeds=[0,1]' --set workers=2 "
+            "--set out_dir=figures/cpu_scale/second_grid"),
 )

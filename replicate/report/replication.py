@@ -179,7 +179,7 @@ def summary_rows(records: list[dict], root: Path) -> dict[str, list[tuple[str, d
                 for key, r in by_key.items() if r["paper"] == paper]
         mine += [(item.key, json.loads((root / f"{item.key}.claims.json").read_text()), item.what)
                  for item in reduced.REDUCED
-                 if item.key.split("/")[1] == paper and (root / f"{item.key}.claims.json").is_file()]
+                 if item.key.split("/")[-2] == paper and (root / f"{item.key}.claims.json").is_file()]
         if mine:
             rows[paper] = mine
     return rows

@@ -4,8 +4,13 @@ on every seed, and the "STEM ends best" comparison. Figure 5 (``samples``, MNIST
 (``cifar``, CIFAR-10) build on it.
 
 A figure config mixes in :class:`StemRuns` and provides ``dataset_name()``, ``rounds(I)``, ``MODEL``,
-``TRAIN_PER_WORKER`` and the knobs ``batch_size``, ``stem_lr``, ``stem_c``, ``client_lr``, ``seeds``,
-``tune_seeds``, ``evals`` and ``tail``.
+``TRAIN_PER_WORKER`` and the knobs ``batch_size``, ``stem_lr``, ``stem_momentum``, ``stem_c``, ``stem_a0``,
+``client_lr``, ``seeds``, ``tune_seeds``, ``evals`` and ``tail``.
+
+STEM's grid has two forms (``stem_momentum``), both PROPOSED: ``"c"``, the spec's first grid (§6.5), κ̄ × c with the
+pairs whose first-epoch momentum weight a = c·η_1² reaches 1 dropped, the default; ``"a0"``, the second grid (§6.7,
+2026-12-02), κ̄ × the first-epoch weight a₀ itself, c = a₀/η_1². η_1 = κ̄/2^(1/3) is eq. (2)'s rate in the first
+epoch (``fl.schedules``' ``epoch_cube_root`` at round 0); later epochs keep a = c·η².
 """
 from __future__ import annotations
 
@@ -16,12 +21,15 @@ import pandas as pd
 from replicate.core.errors import ReplicateError
 from replicate.data.shards import WORKERS
 from replicate.fl.algorithms import FedAvg, Scaffold, Stem
+from replicate.fl.schedules import LRSchedule
 from replicate.runs.tune import Grid, at_grid_edge
 from replicate.runs.config import RunConfig
 from replicate.runs.measures import final
 
 ALGORITHMS = ("stem", "fedavg", "scaffold")
 LABELS = {"stem": "STEM", "fedavg": "FedAvg", "scaffold": "SCAFFOLD"}
+STEM_MOMENTUM = ("c", "a0")  # the momentum axis of STEM's grid: c (the first grid) or a₀ (the second, c = a₀/η_1²)
+STEM_A0 = (0.1, 0.3, 0.5, 0.9)  # the second grid's first-epoch momentum weights a₀ (spec §6.7)
 
 
 class StemRuns:
@@ -42,8 +50,14 @@ class StemRuns:
         """Further ``RunConfig`` fields (e.g. the execution) where the figure sets them."""
         return {}
 
+    def __post_init__(self):
+        add_grid_deviation(self)
+
     def stem_grid(self) -> list[tuple[float, float]]:
-        """(κ̄, c) pairs whose first-epoch momentum weight a = c·η_1² stays below 1 (spec §6.5)."""
+        """(κ̄, c) pairs: under the first grid those of ``stem_lr`` × ``stem_c`` whose first-epoch momentum weight
+        a = c·η_1² stays below 1 (spec §6.5); under the second, ``stem_lr`` × ``stem_a0`` with c = a₀/η_1² (§6.7)."""
+        if self.stem_momentum == "a0":
+            return second_grid(self.stem_lr, self.stem_a0)
         return [(k, c) for k in self.stem_lr for c in self.stem_c if first_momentum_weight(k, c) < 1]
 
     def run_config(self, algorithm: str, local_updates: int, seed: int, lr: float, c: float = 1.0) -> RunConfig:
@@ -74,9 +88,44 @@ class StemRuns:
                     lambda g, h, s: self.run_config(g[0], g[1], s, **h), tuple(self.seeds), self.tune_seeds)
 
 
+def first_rate(kappa: float) -> float:
+    """η_1 = κ̄/(w + σ²·1)^(1/3) = κ̄/2^(1/3): eq. (2)'s rate in the first epoch, as the runs' schedule gives it."""
+    return LRSchedule("epoch_cube_root", kappa)(0)
+
+
 def first_momentum_weight(kappa: float, c: float) -> float:
     """STEM's momentum weight a = c·η_1² in the first epoch, η_1 = κ̄/2^(1/3) (spec §6.5: must stay below 1)."""
-    return c * (kappa / 2 ** (1 / 3)) ** 2
+    return c * first_rate(kappa) ** 2
+
+
+def momentum_constant(kappa: float, a0: float) -> float:
+    """The c whose first-epoch momentum weight is a₀: c = a₀/η_1² (the second grid, spec §6.7)."""
+    return a0 / first_rate(kappa) ** 2
+
+
+def second_grid(kappas, weights) -> list[tuple[float, float]]:
+    """The second grid's (κ̄, c) pairs: every κ̄ with every first-epoch weight a₀, in that order (spec §6.7)."""
+    return [(k, momentum_constant(k, a0)) for k in kappas for a0 in weights]
+
+
+def check_stem_momentum(config) -> None:
+    """The second grid's a₀ lie in (0, 1): a₀ = 1 would make every first-epoch step plain SGD, no momentum left."""
+    if config.stem_momentum == "a0" and not all(0 < a0 < 1 for a0 in config.stem_a0):
+        raise ReplicateError(f"{type(config).__name__}.stem_a0: first-epoch momentum weights a₀ must lie in (0, 1), "
+                             f"got {list(config.stem_a0)}")
+
+
+def add_grid_deviation(config) -> None:
+    """Name the second grid among the config's deviations when it is chosen (its records then say so); the first
+    grid's deviations stay as they were."""
+    if config.stem_momentum != "a0":
+        return
+    note = ("STEM's grid is the second grid (spec §6.7, PROPOSED 2026-12-02, after the first grid's a = c·η² "
+            "collapsed: at κ̄ ≤ 0.05 its c ≤ 200 left a first-epoch weight of 6e-5 to 0.31): κ̄ × the first-epoch "
+            "momentum weight a₀ ∈ {" + ", ".join(f"{a0:g}" for a0 in config.stem_a0) + "}, c = a₀/η_1² = "
+            "2^(2/3)·a₀/κ̄²; later epochs keep a = c·η².")
+    if note not in config.deviations:
+        object.__setattr__(config, "deviations", tuple(config.deviations) + (note,))
 
 
 def grid_edges(candidates: list[dict], chosen: dict) -> str:

@@ -14,13 +14,14 @@ participation, STEM's eq. (2) step per epoch. As the paper does for its figures,
 per (b, I): over ``stem_grid`` on the first ``tune_seeds`` seeds, by the samples each needed to reach the
 target (``rank``), and the claims are tested on the other seeds only, so no claim is checked on the runs
 that chose its settings. The default grid steps κ̄ along a first-epoch momentum weight a = c·η_1² ≈ 0.9,
-where Figure 5's tuning found STEM best (PROPOSED). Samples per worker at round r: b·I·r plus the initial
-batch B = b·I read before the first step (Figure 5 counts B among its gradients, not its samples);
-evaluations every ``eval_samples`` samples per worker (every round where b·I is larger), so a pair's
-count is known to that grain.
+where Figure 5's tuning found STEM best (PROPOSED); ``stem_momentum = "a0"`` takes the second grid instead
+(spec §6.7, PROPOSED): ``stem_lr`` × the first-epoch weights ``stem_a0``, c = a₀/η_1². Samples per worker at
+round r: b·I·r plus the initial batch B = b·I read before the first step (Figure 5 counts B among its
+gradients, not its samples); evaluations every ``eval_samples`` samples per worker (every round where b·I
+is larger), so a pair's count is known to that grain.
 
 Symbols → names: b → ``b``, I → ``I``, P → ``product``, (κ̄, c) → ``stem_grid``'s pairs (``stem_lr``,
-``stem_c`` in the data).
+``stem_c`` in the data), a₀ → ``stem_a0``.
 """
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ import pandas as pd
 from replicate.core.errors import ReplicateError
 from replicate.data.shards import HETEROGENEITY, WORKERS
 from replicate.experiments import knobs
-from replicate.experiments.khanduri2021.common import first_momentum_weight, grid_edges, seeds_text
+from replicate.experiments.khanduri2021.common import (STEM_A0, STEM_MOMENTUM, add_grid_deviation, check_stem_momentum,
+                                                       first_momentum_weight, grid_edges, second_grid, seeds_text)
 from replicate.experiments.khanduri2021.samples import Fig5Config
 from replicate.experiments.khanduri2021.tradeoff import REMARK2, REMARK3_OFF
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
@@ -64,6 +66,9 @@ class Fig1MeasuredConfig(knobs.FigureConfig):
     eval_samples: int = 160  # samples per worker between evaluations (at least one round)
     stem_grid: tuple[tuple[float, float], ...] = ((0.02, 3570.0), (0.03, 1590.0), (0.05, 570.0), (0.1, 150.0),
                                                   (0.2, 35.0), (0.4, 9.0))  # (κ̄, c), a ≈ 0.9
+    stem_momentum: str = "c"  # STEM's grid: "c" (the pairs of stem_grid) or "a0" (stem_lr × stem_a0, spec §6.7)
+    stem_lr: tuple[float, ...] = (0.02, 0.03, 0.05, 0.1, 0.2, 0.4)  # the second grid's κ̄ (those of stem_grid)
+    stem_a0: tuple[float, ...] = STEM_A0  # the second grid's first-epoch momentum weights a₀ (c = a₀/η_1²)
     tune_seeds: int = 1  # the first seeds choose (κ̄, c) per pair; the claims test the others
     seeds: tuple[int, ...] = (0, 1, 2)
     equal_factor: float = 2.0  # "similar along the curve": every split within this factor of the others
@@ -72,12 +77,16 @@ class Fig1MeasuredConfig(knobs.FigureConfig):
     workers: int = 2  # processes computing runs side by side
     deviations: tuple[str, ...] = DEVIATIONS
 
-    CHOICES: ClassVar[dict] = {"heterogeneity": HETEROGENEITY}
+    CHOICES: ClassVar[dict] = {"heterogeneity": HETEROGENEITY, "stem_momentum": STEM_MOMENTUM}
+
+    def __post_init__(self):
+        add_grid_deviation(self)
 
     @classmethod
     def smoke(cls):
         return cls(product=4, pairs=((1, 2), (2, 2), (4, 4)), target_loss=2.25, samples_per_worker=16,
-                   eval_samples=8, stem_grid=((0.1, 150.0), (0.2, 35.0)), seeds=(0, 1), num_clients=10, workers=1)
+                   eval_samples=8, stem_grid=((0.1, 150.0), (0.2, 35.0)), stem_lr=(0.1, 0.2), seeds=(0, 1),
+                   num_clients=10, workers=1)
 
     def validate(self) -> None:
         products = {b * i for b, i in self.pairs}
@@ -85,6 +94,7 @@ class Fig1MeasuredConfig(knobs.FigureConfig):
             raise ReplicateError("Fig1MeasuredConfig: pairs must include b·I = product and a larger product")
         if any(b < 1 or i < 1 for b, i in self.pairs) or not self.target_loss > 0 or self.equal_factor < 1:
             raise ReplicateError("Fig1MeasuredConfig: b, I ≥ 1, target_loss > 0 and equal_factor ≥ 1")
+        check_stem_momentum(self)
         if not self.stem_grid or any(len(kc) != 2 or first_momentum_weight(*kc) >= 1 for kc in self.stem_grid):
             raise ReplicateError("Fig1MeasuredConfig: stem_grid needs (κ̄, c) pairs with c·η² < 1 in the first epoch "
                                  "(no momentum left otherwise)")
@@ -94,9 +104,14 @@ class Fig1MeasuredConfig(knobs.FigureConfig):
             raise ReplicateError(f"Fig1MeasuredConfig: tune_seeds = {self.tune_seeds} leaves no seed of {self.seeds} "
                                  "to test the claims on (they use only seeds that did not tune)")
 
+    def settings(self) -> list[tuple[float, float]]:
+        """The (κ̄, c) settings tried per (b, I): ``stem_grid``'s pairs (the first grid), or ``stem_lr`` ×
+        ``stem_a0`` with c = a₀/η_1² (the second, spec §6.7)."""
+        return second_grid(self.stem_lr, self.stem_a0) if self.stem_momentum == "a0" else list(self.stem_grid)
+
     def tuning_seeds(self) -> tuple[int, ...]:
         """The seeds that choose (κ̄, c) per pair (none when the grid has one setting)."""
-        return tuple(self.seeds[:self.tune_seeds]) if len(self.stem_grid) > 1 else ()
+        return tuple(self.seeds[:self.tune_seeds]) if len(self.settings()) > 1 else ()
 
     def test_seeds(self) -> tuple[int, ...]:
         """The seeds the claims are tested on: those that did not tune."""
@@ -105,7 +120,7 @@ class Fig1MeasuredConfig(knobs.FigureConfig):
     def grid(self) -> tune.Grid:
         """Per (b, I) pair, the (κ̄, c) settings, chosen on the tuning seeds and tested on the others
         (``runs.tune.Grid``)."""
-        settings = [{"stem_lr": k, "stem_c": c} for k, c in self.stem_grid]
+        settings = [{"stem_lr": k, "stem_c": c} for k, c in self.settings()]
         return tune.Grid({pair: settings for pair in self.pairs},
                          lambda pair, setting, seed: self.run_config(*pair, seed, **setting),
                          self.tuning_seeds() + self.test_seeds(), len(self.tuning_seeds()))
@@ -256,8 +271,11 @@ def plot_measured(data: pd.DataFrame, config: Fig1MeasuredConfig):
         text = f"{row.samples.iloc[0]:,.0f} / {row.rounds.iloc[0]:.0f}" if hits else failure
         # a line of its own: beside it, a neighbour's label
         text += f"\n({hits}/{runs} seeds)" if 0 < hits < runs else ""
-        if "stem_lr" in tuned:  # the tuned κ̄ (c follows it along the grid); † at the grid's edge
-            text += f"\nκ̄ {tuned.stem_lr[(bb, ii)]:g}" + (" †" if tuned.at_edge[(bb, ii)] else "")
+        if "stem_lr" in tuned:  # the tuned κ̄ (the first grid's c follows it; the second's a₀ is shown); † at an edge
+            kappa = tuned.stem_lr[(bb, ii)]
+            text += (f"\nκ̄ {kappa:g}" + (f", a₀ {first_momentum_weight(kappa, tuned.stem_c[(bb, ii)]):.2g}"
+                                          if config.stem_momentum == "a0" else "")
+                     + (" †" if tuned.at_edge[(bb, ii)] else ""))
         if not hits:
             ax.scatter([bb], [ii], marker="x", color="0.3", zorder=3)
         ax.annotate(text, (bb, ii), textcoords="offset points", xytext=(-8, 7), fontsize=6)
@@ -290,8 +308,9 @@ def plot_measured(data: pd.DataFrame, config: Fig1MeasuredConfig):
     fig.suptitle(f"Khanduri et al. 2021, Figure 1 measured (beyond the paper): STEM on MNIST "
                  f"({config.heterogeneity} heterogeneity, K = {config.num_clients}) to training loss "
                  f"{config.target_loss:g};\n"
-                 f"(κ̄, c) tuned per (b, I) on seeds {list(config.tuning_seeds())} over {len(config.stem_grid)} "
-                 f"settings; shown: test seeds {list(config.test_seeds())}, mean and range", fontsize=10)
+                 f"(κ̄, c) tuned per (b, I) on seeds {list(config.tuning_seeds())} over {len(config.settings())} "
+                 f"settings{' (second grid: κ̄ × a₀)' if config.stem_momentum == 'a0' else ''}; "
+                 f"shown: test seeds {list(config.test_seeds())}, mean and range", fontsize=10)
     fig.tight_layout()
     return fig
 

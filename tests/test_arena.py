@@ -285,13 +285,15 @@ def test_the_gpu_arena_is_sized_and_its_documented_command_is_its_settings():
     from replicate.experiments import work
 
     sized = json.loads((paths.figures_dir() / work.FILE).read_text())["arena"]
-    assert sized["settings"] == {k: list(v) for k, v in ArenaConfig.GPU.items()}
+    assert sized["settings"] == {k: list(v) if isinstance(v, tuple) else v for k, v in ArenaConfig.GPU.items()}
     assert sized["runs"] == sized["tuning_runs"] + sized["final_runs"] > 0
     assert 0 < sized["batched_steps"] <= sized["sequential_steps"]
     assert "docs/arena.md" in (paths.REPO / "README.md").read_text()  # the README links the arena's page
     page = (paths.REPO / "docs" / "arena.md").read_text()
-    command = re.search(r"`python -m replicate arena --profile paper --set 'datasets=(\[.*?\])'`", page)
-    assert command and json.loads(command[1]) == list(ArenaConfig.GPU["datasets"])
+    command = re.search(r"`python -m replicate arena --profile paper --set budget=(\d+) --set 'datasets=(\[.*?\])'`",
+                        page)
+    assert command and json.loads(command[2]) == list(ArenaConfig.GPU["datasets"])
+    assert int(command[1]) == ArenaConfig.GPU["budget"]
     assert (f"{sized['runs']:,} runs counted as" in page and f"{sized['sequential_steps']:,} sequential" in page
             and f"{sized['batched_steps']:,} as batched runs" in page)
 
@@ -316,3 +318,31 @@ def test_sampled_neural_datasets_run_end_to_end_and_too_few_clients_are_refused(
     assert set(curves.algorithm) == {"FedAvg", "FedProx"} and curves.train_loss.notna().all()
     first = curves[curves["round"] == 0].groupby(["dataset", "seed"]).train_loss.nunique()
     assert (first == 1).all()  # every entry starts from its seed's one initial model
+
+
+def test_the_default_arena_covers_mnist_under_dirichlet_label_skew_by_registered_names():
+    """Four datasets by default, among them MNIST under Dirichlet(α) label skew (Hsu et al. 2019) at α = 0.1 and 1:
+    registered builders (so their runs are cached by name), 100 clients of at least 10 samples, partition seed 0,
+    the very partition ``load_dataset("mnist", partition=dirichlet(α, 100, 10), seed=0)`` draws."""
+    from replicate import data
+    from replicate.data import partitions
+    from replicate.data.pooled import load_dataset
+    from replicate.data.registry import READS
+
+    default = ArenaConfig().datasets
+    assert len(default) >= 4 and {"mnist_dirichlet0.1", "mnist_dirichlet1"} <= set(default)
+    assert all(d in TASKS for d in default)
+    assert not {"mnist_dirichlet0.1", "mnist_dirichlet1"} & set(ArenaConfig.GPU["datasets"])  # the documents' sets
+    assert READS["mnist_dirichlet0.1"] == READS["mnist_dirichlet1"] == ("mnist",)
+    assert data.parameters("mnist_dirichlet1") == {"seed": 0}  # the partition's seed, fixed unless data_seed says
+    if not _staged("mnist_dirichlet1"):
+        pytest.skip("MNIST is not staged")
+    for alpha in (0.1, 1.0):
+        named = data.load(f"mnist_dirichlet{alpha:g}")
+        drawn = load_dataset("mnist", partition=partitions.dirichlet(alpha, clients=100, min_size=10), seed=0)
+        assert named.name == f"mnist_dirichlet{alpha:g}" and named.num_clients == 100
+        assert int(named.train.sizes.min()) >= 10 and named.meta["partition"]["alpha"] == alpha
+        assert all(bool((getattr(named.train, f) == getattr(drawn.train, f)).all()) for f in ("x", "y", "offsets"))
+        assert named.test.num_clients == 1 and len(named.test.y) == 10_000  # the official test split, pooled
+    skewed = partitions.describe(data.load("mnist_dirichlet0.1"))["classes_per_client"]
+    assert skewed.mean() < 7 and partitions.describe(data.load("mnist_dirichlet1"))["classes_per_client"].mean() > 9

@@ -16,7 +16,7 @@ def test_available_names():
         "femnist_fedprox", "shakespeare", "sent140", "sent140_leaf", "mnist_stem", "mnist_stem_high",
         "mnist_stem_moderate", "cifar10_stem_high", "cifar10_stem_moderate", "cifar10_jpg_stem_high",
         "cifar10_jpg_stem_moderate", "shakespeare_tff", "emnist_tff", "emnist_draft_tff", "emnist_star_tff",
-        "femnist_fedprox_tff"])
+        "femnist_fedprox_tff", "mnist_dirichlet0.1", "mnist_dirichlet1"])
 
 
 def test_every_builder_registered_itself_with_the_downloads_it_reads():

@@ -72,11 +72,11 @@ def test_official_and_stand_in_runs_never_share_a_loader(key, official):
 def test_run_configs_follow_the_choice():
     from replicate.experiments.fedprox2020 import common
 
-    official = common.run_config("emnist", mu=0.0, epochs=1, seed=0)
-    offline = common.run_config("emnist", mu=0.0, epochs=1, seed=0, data=variants.STAND_IN)
+    official = common.run_config("emnist", prox_mu=0.0, epochs=1, seed=0)
+    offline = common.run_config("emnist", prox_mu=0.0, epochs=1, seed=0, data=variants.STAND_IN)
     assert (official.dataset, official.clients_per_round) == ("emnist_draft_tff", 45)  # 5% of 900 writers
     assert (offline.dataset, offline.clients_per_round) == ("femnist", 5)  # 5% of the copy's 105
-    assert common.run_config("sent140", mu=0.0, epochs=1, seed=0).dataset == "sent140_leaf"
+    assert common.run_config("sent140", prox_mu=0.0, epochs=1, seed=0).dataset == "sent140_leaf"
 
 
 def test_a_figure_on_a_stand_in_says_so_and_its_row_is_data_limited(tmp_path, stand_ins):

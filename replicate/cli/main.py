@@ -68,13 +68,16 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("arena", help="every algorithm on the same datasets at one budget, tuned alike",
                    description="python -m replicate arena [--algorithm path/to/file.py:ClassName] [--algorithm NAME "
+                               "...] [--model path/to/file.py:NAME] [--dataset path/to/file.py:NAME] [--dataset NAME "
                                "...] [--profile paper] [--set NAME=VALUE ...] [figures' options]: runs "
                                "notebooks/arena_leaderboard.ipynb as `figures arena/leaderboard` does (the "
                                "leaderboard, its curves and trials as CSVs, the curves and rank map in "
                                "build/figures/arena, or figures/arena at the paper profile). --algorithm FILE:Class "
                                "adds your registered algorithm; --algorithm NAME (repeatable) picks the entries to run "
-                               "(default all). Its knobs: replicate/experiments/arena/board.py (ArenaConfig); e.g. "
-                               "--set budget_kind=samples.")
+                               "(default all). --model FILE:NAME trains your torch.nn.Module on every dataset; "
+                               "--dataset FILE:NAME adds your FederatedDataset; --dataset NAME (repeatable) picks the "
+                               "datasets (default the arena's). Its knobs: replicate/experiments/arena/board.py "
+                               "(ArenaConfig); e.g. --set budget_kind=samples.")
     figures_command.add_parser(sub)
     bench_command.add_parser(sub)
     data_command.add_parsers(sub)

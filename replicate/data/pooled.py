@@ -4,8 +4,15 @@ The papers' own federated datasets are registered builders (``replicate.data.loa
 starts instead from a pooled dataset and a partition of one's choice (``data.partitions``). Images keep their
 shape, ``(C, H, W)`` float32 in [0, 1], so a convolutional ``torch.nn.Module`` takes them as they are; the
 official test split is pooled as one client (evaluation only).
+
+A partition that runs cite by name is registered as a builder here, so that its runs are cached like the
+papers' (keyed by the full config): ``mnist_dirichlet0.1`` and ``mnist_dirichlet1`` are MNIST under Dirichlet
+label skew (Hsu, Qi & Brown 2019, §3) at α = 0.1 and α = 1, 100 clients of at least 10 samples each, drawn with
+partition seed 0 (``data_seed`` draws another), the official test split pooled.
 """
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
@@ -36,6 +43,39 @@ def _cifar10():
 POOLED = {"mnist": _mnist, "cifar10": _cifar10}
 
 
+DIRICHLET_CLIENTS = 100  # N, as Li et al.'s and STEM's MNIST partitions
+DIRICHLET_MIN_SIZE = 10  # every client holds at least this many samples (the draw is repeated until it does)
+DIRICHLET_SEED = 0  # the partition's seed, fixed: every run of the named set reads the same clients
+
+
+def dirichlet_name(alpha: float) -> str:
+    """The registered name of MNIST under Dirichlet(α) label skew: ``mnist_dirichlet0.1``, ``mnist_dirichlet1``."""
+    return f"mnist_dirichlet{alpha:g}"
+
+
+def _register_dirichlet(alpha: float) -> None:
+    from replicate.data.partitions import dirichlet
+
+    name = dirichlet_name(alpha)
+
+    @registry.builder(name, reads=("mnist",))
+    def build(seed: int = DIRICHLET_SEED) -> FederatedDataset:
+        data = load_dataset("mnist", partition=dirichlet(alpha, DIRICHLET_CLIENTS, DIRICHLET_MIN_SIZE), seed=seed)
+        return dataclasses.replace(data, name=name, meta={
+            **data.meta, "paper": "Hsu, Qi & Brown 2019, §3 (Dirichlet label skew); per class, as Li et al. 2022",
+            "source": "MNIST IDX files: 60,000 train / 10,000 test (pooled, evaluation only)",
+            "features": "x/255 as (1, 28, 28) float32 images in [0, 1]"})
+
+    build.__name__ = build.__qualname__ = name.replace(".", "_")
+    build.__doc__ = (f"MNIST under Dirichlet(α = {alpha:g}) label skew (Hsu et al. 2019): {DIRICHLET_CLIENTS} clients "
+                     f"of at least {DIRICHLET_MIN_SIZE} samples, partition seed ``seed`` ({DIRICHLET_SEED}: the "
+                     "registered set); the official test split pooled.")
+
+
+for _alpha in (0.1, 1.0):
+    _register_dirichlet(_alpha)
+
+
 def load_dataset(name: str, partition: Partition | None = None, seed: int = 0, **params) -> FederatedDataset:
     """A federated dataset: a pooled one (``POOLED``: mnist, cifar10) cut by ``partition`` with ``seed``, or,
     without a partition, a registered builder's (``replicate.data.load(name, **params)``: the papers' own)."""
@@ -55,4 +95,4 @@ def load_dataset(name: str, partition: Partition | None = None, seed: int = 0, *
     return federate(x, y, partition, seed=seed, test=(x_test, y_test), name=name, num_classes=classes)
 
 
-__all__ = ["POOLED", "load_dataset"]
+__all__ = ["POOLED", "dirichlet_name", "load_dataset"]

@@ -2,12 +2,13 @@
 
 The comparison none of the five documents makes. Each entry (``entries.ENTRIES`` and a user's file) trains on
 each dataset with the model its paper uses there and the clients its paper has take part (``tasks.TASKS``:
-logistic regression on the synthetic sets and the MNISTs, Reddi et al.'s CNN on EMNIST-62, FedProx's LSTMs on
-Shakespeare and Sent140, STEM's LeNet-5 on CIFAR-10), for the rounds its budget buys (``entries.rounds``: equal rounds,
-bytes or samples). Tuning is the same for all: ``trials`` points of each entry's declared ranges, searched by
-successive halving (``runs.tune.Halving``) on the first ``tune_seeds`` seeds by final training loss; every number
-reported comes from the other seeds only, with their range. Runs are ordinary cached runs (batched, resumable,
-``--executor ray``, ``--time-budget``).
+logistic regression on the synthetic sets and the MNISTs, Li et al.'s and those under Dirichlet label skew after Hsu
+et al. 2019, Reddi et al.'s CNN on EMNIST-62, FedProx's LSTMs on Shakespeare and Sent140, STEM's LeNet-5 on CIFAR-10;
+a user's model in their place and a user's dataset beside them: ``yours``), for the rounds its budget buys
+(``entries.rounds``: equal rounds, bytes or samples). Tuning is the same for all: ``trials`` points of each entry's
+declared ranges, searched by successive halving (``runs.tune.Halving``) on the first ``tune_seeds`` seeds by final
+training loss; every number reported comes from the other seeds only, with their range. Runs are ordinary cached
+runs (batched, resumable, ``--executor ray``, ``--time-budget``).
 
 Output: a leaderboard per dataset (final and best-so-far training loss, final test accuracy; mean and range over
 the held-out seeds; rank), training loss against the budget spent, a rank heat map across datasets; and
@@ -28,7 +29,8 @@ from replicate.data import parameters as builder_parameters
 from replicate.core.errors import ReplicateError
 from replicate.experiments import knobs
 from replicate.experiments.arena.entries import BUDGET_KINDS, ENTRIES, Entry, cost, rounds, trials, user_entry
-from replicate.experiments.arena.tasks import TASKS, partial
+from replicate.experiments.arena import yours
+from replicate.experiments.arena.tasks import TASKS, Task, partial
 from replicate.runs import config as run_config
 from replicate.runs.config import RunConfig
 from replicate.runs.measures import final
@@ -37,6 +39,8 @@ from replicate.report import plotting  # noqa: F401  (applies the project's plot
 from replicate.report.claims import check
 
 _SKIPPED = "Not run:"
+_YOURS = "A model of yours:"
+USER_BATCH_SIZE = RunConfig.batch_size  # b on a user's dataset: a run config's default
 DEVIATIONS = (
     "Not a replication: no document runs this comparison. Every entry trains the clients its dataset's paper "
     "has take part (all of them every round on the convex sets and STEM's CIFAR-10; K = 10 sampled uniformly, "
@@ -52,10 +56,14 @@ class ArenaConfig(knobs.DataChoice, knobs.FigureConfig):
 
     algorithms: tuple[str, ...] = tuple(ENTRIES)  # entries.ENTRIES names
     user_algorithm: str | None = None  # "path/to/file.py:ClassName", a registered algorithm class, joins them
-    datasets: tuple[str, ...] = ("synthetic(1,1)", "mnist_balanced")  # tasks.TASKS names, each with its paper's model
+    # tasks.TASKS names, each with its paper's model, or "path/to/file.py:NAME": a FederatedDataset of yours
+    datasets: tuple[str, ...] = ("synthetic(1,1)", "mnist_balanced", "mnist_dirichlet0.1", "mnist_dirichlet1")
+    user_model: str | None = None  # "path/to/file.py:NAME", an nn.Module of yours, trains on every dataset
     num_clients: int | None = None  # the first N clients where the builder takes it (not Li's or FedProx's MNIST)
     budget_kind: str = "bytes"  # "rounds", "bytes" (vectors sent and received) or "samples" (read by a client)
-    budget: int = 100  # in rounds of FedAvg: every entry gets the rounds that cost as much
+    # in rounds of FedAvg: every entry gets the rounds that cost as much; 50, so that the four default datasets
+    # fit about 20 minutes on 2 cores (docs/arena.md)
+    budget: int = 50
     local_steps: int = 20  # E, local SGD steps a round
     trials: int = 8  # points of each entry's ranges tried (the same number for every entry)
     halving_rungs: int = 3  # successive halving: rungs a factor 3 apart (1: every trial runs the whole budget)
@@ -69,9 +77,9 @@ class ArenaConfig(knobs.DataChoice, knobs.FigureConfig):
     CHOICES: ClassVar[dict] = {"budget_kind": BUDGET_KINDS}
     ZERO_ALLOWED: ClassVar[tuple] = ()
 
-    # The arena on a GPU: every dataset of the five documents at the default budget and tuning
+    # The arena on a GPU: every dataset of the five documents at the default tuning and 100 rounds of FedAvg
     # (``experiments.work`` sizes it in figures/gpu_work.json; docs/arena.md: the command)
-    GPU: ClassVar[dict] = {"datasets": tuple(TASKS)}
+    GPU: ClassVar[dict] = {"datasets": tuple(d for d in TASKS if not d.startswith("mnist_dirichlet")), "budget": 100}
 
     @classmethod
     def smoke(cls):
@@ -79,12 +87,14 @@ class ArenaConfig(knobs.DataChoice, knobs.FigureConfig):
                    evals=3, workers=1)
 
     def __post_init__(self):  # the pairs it does not run are one of its deviations (derived, never set)
-        kept = tuple(d for d in self.deviations if not d.startswith(_SKIPPED))
+        kept = tuple(d for d in self.deviations if not d.startswith((_SKIPPED, _YOURS)))
         skipped = self.skipped()
         note = (f"{_SKIPPED} " + "; ".join(f"{n} on {', '.join(ds)}" for n, ds in skipped.items())
                 + ": every client takes part each round in its algorithm, where the others sample K of N, so no "
                   "budget would be equal") if skipped else None
-        object.__setattr__(self, "deviations", kept + ((note,) if note else ()))
+        model = (f"{_YOURS} {self.user_model} trains on every dataset in place of its paper's model",) \
+            if self.user_model else ()
+        object.__setattr__(self, "deviations", kept + ((note,) if note else ()) + model)
 
     def skipped(self) -> dict[str, list[str]]:
         """Entry → the datasets it does not run on: those whose paper samples clients, for an algorithm that
@@ -98,8 +108,9 @@ class ArenaConfig(knobs.DataChoice, knobs.FigureConfig):
 
     def pairs(self) -> list[tuple[str, str]]:
         """(entry, dataset) pairs the arena runs: every one but where the entry cannot sample the clients."""
-        return [(name, d) for name, entry in self.entries().items() for d in self.datasets
-                if not (partial(TASKS[d]) and not entry.samples())]
+        tasks = self.tasks()
+        return [(name, d) for name, entry in self.entries().items() for d in tasks
+                if not (partial(tasks[d]) and not entry.samples())]
 
     def validate(self) -> None:
         knobs.check_tune_seeds(self)
@@ -107,16 +118,20 @@ class ArenaConfig(knobs.DataChoice, knobs.FigureConfig):
         if unknown:
             raise ReplicateError(f"ArenaConfig.algorithms: unknown {', '.join(unknown)}; choose from "
                                  + ", ".join(ENTRIES))
-        unknown = [d for d in self.datasets if d not in TASKS]
+        unknown = [d for d in self.datasets if d not in TASKS and not yours.is_file(d)]
         if unknown:
             raise ReplicateError(f"ArenaConfig.datasets: unknown {', '.join(unknown)}; choose from "
-                                 + ", ".join(TASKS))
+                                 + ", ".join(TASKS) + ", or name a dataset of yours as path/to/file.py:NAME")
         if not 0 < self.tail <= 1:
             raise ReplicateError("ArenaConfig.tail must lie in (0, 1]")
-        self.entries()  # a user's file is checked here, before anything runs
-        for d in self.datasets:  # and every data draw the runs read (e.g. a partition a seed cannot make)
+        self.entries()  # a user's files are checked here, before anything runs
+        tasks = self.tasks()
+        for d, task in tasks.items():  # and every data draw the runs read (e.g. a partition a seed cannot make)
+            if self.user_model:
+                yours.check_fits(task.model, run_config.dataset(self.loaded(d), data_seed(d, self.seeds[0]),
+                                                                self.clients_of(d)), task.label)
             for seed in self.seeds:
-                clients, k = len(self.sizes(d, seed)), TASKS[d].clients_per_round
+                clients, k = len(self.sizes(d, seed)), task.clients_per_round
                 if k is not None and clients < k:  # found as a user: it failed in the first run's first round
                     raise ReplicateError(f"ArenaConfig.num_clients = {self.num_clients} leaves {d} {clients} "
                                          f"clients, fewer than the {k} its paper samples each round: set "
@@ -129,18 +144,28 @@ class ArenaConfig(knobs.DataChoice, knobs.FigureConfig):
             chosen[name] = entry
         return chosen
 
+    def tasks(self) -> dict[str, Task]:
+        """Every dataset the arena runs on → its task: ``tasks.TASKS``'s, or for a file of yours
+        (``yours.user_dataset``) every client every round, b = 64 and logistic regression; with a model of yours,
+        that model on every one (``yours.user_model``)."""
+        tasks = {d: TASKS[d] if d in TASKS else _user_task(d) for d in self.datasets}
+        if self.user_model:
+            model = yours.user_model(self.user_model)
+            tasks = {d: task._replace(model=model) for d, task in tasks.items()}
+        return tasks
+
     def dataset_names(self) -> tuple[str, ...]:
-        """The datasets its runs load (``replicate.experiments.requirements``)."""
-        return tuple(self.loaded(d) for d in self.datasets if not d.startswith("synthetic"))
+        """The staged datasets' loaders its runs read (``replicate.experiments.requirements``): not a user's."""
+        return tuple(self.loaded(d) for d in self.datasets if d in TASKS and not d.startswith("synthetic"))
 
     def loaded(self, dataset: str) -> str:
         """The loader ``dataset``'s runs read: its official one, or its stand-in (``data_source``)."""
-        return self.loader(TASKS[dataset].official)
+        return self.loader(self.tasks()[dataset].official)
 
     def clients_of(self, dataset: str) -> int | None:
         """``num_clients`` where ``dataset``'s builder takes the first N of its clients (not a synthetic set's
         draw, whose N would make another set), else None: every client."""
-        if self.num_clients is None or dataset.startswith("synthetic"):
+        if self.num_clients is None or _synthetic(dataset):
             return None
         return self.num_clients if "num_clients" in builder_parameters(self.loaded(dataset)) else None
 
@@ -148,7 +173,7 @@ class ArenaConfig(knobs.DataChoice, knobs.FigureConfig):
         return _sizes(self.loaded(dataset), data_seed(dataset, seed), self.clients_of(dataset))
 
     def rounds(self, entry: Entry, dataset: str) -> int:
-        return rounds(entry, self.budget_kind, self.budget, self.local_steps, TASKS[dataset].batch_size)
+        return rounds(entry, self.budget_kind, self.budget, self.local_steps, self.tasks()[dataset].batch_size)
 
     def grid(self) -> Grid:
         """Every entry's trial points on every dataset, tuned on the first seeds (``runs.tune.Grid``)."""
@@ -158,7 +183,7 @@ class ArenaConfig(knobs.DataChoice, knobs.FigureConfig):
                     self.tune_seeds)
 
     def run_config(self, entry: Entry, dataset: str, seed: int, point: dict) -> RunConfig:
-        task, total, sizes = TASKS[dataset], self.rounds(entry, dataset), self.sizes(dataset, seed)
+        task, total, sizes = self.tasks()[dataset], self.rounds(entry, dataset), self.sizes(dataset, seed)
         decay = self.local_steps * task.batch_size / float(sizes.double().mean())  # epochs a round
         return RunConfig(dataset=self.loaded(dataset), data_seed=data_seed(dataset, seed),
                          num_clients=self.clients_of(dataset), model=task.model,
@@ -172,7 +197,16 @@ class ArenaConfig(knobs.DataChoice, knobs.FigureConfig):
 def data_seed(dataset: str, seed: int) -> int | None:
     """A synthetic set's draw is the seed's own (another draw per seed, as Li et al.'s figures use several);
     MNIST keeps its one partition (the builder's, the paper's) and the seed varies the rest."""
-    return seed if dataset.startswith("synthetic") else None
+    return seed if _synthetic(dataset) else None
+
+
+def _user_task(spec: str) -> Task:
+    name = yours.user_dataset(spec)
+    return Task(name, "logistic", USER_BATCH_SIZE, None, f"{name.partition('@')[0]} (yours)", spec)
+
+
+def _synthetic(dataset: str) -> bool:
+    return dataset in TASKS and dataset.startswith("synthetic")
 
 
 @functools.lru_cache(maxsize=None)
@@ -183,23 +217,23 @@ def _sizes(loader: str, seed: int | None, num_clients: int | None):
 def arena(config: ArenaConfig, log=None) -> pd.DataFrame:
     """Tidy rows: ``kind`` = trial (one per point tried, its score and the rounds it was scored at) and curve
     (every evaluation of every entry's chosen point on every seed, with ``held_out``)."""
-    entries = config.entries()
+    entries, tasks = config.entries(), config.tasks()
     halving = Halving(eta=3, levels=config.halving_rungs) if config.halving_rungs > 1 else None
     found = config.grid().tune(lambda run: final(run, "train_loss", fraction=config.tail), workers=config.workers,
                                log=log, halving=halving)
     scored_at = {(g, tuple(sorted(p.items()))): r for g, p, r in found.scored_at}
-    rows = [{"kind": "trial", "algorithm": name, "dataset": TASKS[d].label, **point, "score": score,
+    rows = [{"kind": "trial", "algorithm": name, "dataset": tasks[d].label, **point, "score": score,
              "scored_at_round": scored_at.get(((name, d), tuple(sorted(point.items()))))}
             for (name, d), point, score in found.scores]
     frames = [pd.DataFrame(rows)]
     tuning = set(config.seeds[:config.tune_seeds])
     for (name, d), seed, history in found.runs:
         point, entry = found.chosen[(name, d)], entries[name]
-        b = TASKS[d].batch_size  # a round's cost in rounds of FedAvg
+        b = tasks[d].batch_size  # a round's cost in rounds of FedAvg
         per_round = cost(entry, config.budget_kind, config.local_steps, b) / cost(
             ENTRIES["FedAvg"], config.budget_kind, config.local_steps, b)
         edges = [k for k in point if entry.space[k].at_edge(point[k])]
-        frames.append(history.assign(kind="curve", algorithm=name, dataset=TASKS[d].label, seed=seed,
+        frames.append(history.assign(kind="curve", algorithm=name, dataset=tasks[d].label, seed=seed,
                                      held_out=seed not in tuning, budget_spent=history["round"] * per_round,
                                      chosen=", ".join(f"{k}={v:g}" for k, v in point.items()),
                                      at_edge=", ".join(edges)))

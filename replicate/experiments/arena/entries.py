@@ -19,17 +19,15 @@ Budgets (``rounds``): every entry gets the rounds that cost what ``budget`` roun
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import math
-import sys
 import zlib
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from replicate.core import rng
 from replicate.core.errors import ReplicateError
+from replicate.experiments.arena.yours import imported
 from replicate.fl.algorithms import ALGORITHMS
 
 BUDGET_KINDS = ("rounds", "bytes", "samples")
@@ -135,21 +133,8 @@ def rounds(entry: Entry, kind: str, budget: int, local_steps: int, batch_size: i
 def user_entry(spec: str) -> tuple[str, Entry]:
     """``path/to/file.py:Name``: the file imported as a module (its folder put on ``sys.path``, so worker
     processes import it too) and its class ``Name``, which must be registered (``fl.algorithms.register``)."""
-    path, _, name = spec.rpartition(":")
-    file = Path(path)
-    if not path or not name or file.suffix != ".py" or not file.is_file():
-        raise ReplicateError(f"user_algorithm takes path/to/file.py:ClassName, got {spec!r}"
-                             + ("" if not path or file.is_file() else f" ({path} is not a file)"))
-    folder = str(file.resolve().parent)
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    try:
-        module = importlib.import_module(file.stem)
-    except Exception as exc:  # noqa: BLE001 - the user's file: whatever it raises, one line naming it
-        raise ReplicateError(f"{file} could not be imported: {type(exc).__name__}: {exc}") from None
-    cls = getattr(module, name, None)
-    if cls is None:
-        raise ReplicateError(f"{file} defines no {name!r}")
+    file, cls = imported(spec, "user_algorithm", "ClassName")
+    name = spec.rpartition(":")[2]
     registered = [key for key, value in ALGORITHMS.items() if value is cls]
     if not registered:
         raise ReplicateError(f"{file}:{name} is not registered: decorate it with "

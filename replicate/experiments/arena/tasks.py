@@ -25,6 +25,11 @@ TASKS: dict[str, Task] = {
     "synthetic(1,1)": Task("synthetic(1,1)", "logistic", 24, None, "synthetic(1,1)", "Li et al. App. D.2"),
     "synthetic(0,0)": Task("synthetic(0,0)", "logistic", 24, None, "synthetic(0,0)", "Li et al. App. D.2"),
     "mnist_balanced": Task("mnist_balanced", "logistic", 64, None, "mnist balanced", "Li et al. App. D.2"),
+    # MNIST under Dirichlet label skew (Hsu et al. 2019 §3; replicate.data.pooled): trained as Li et al.'s MNIST
+    "mnist_dirichlet0.1": Task("mnist_dirichlet0.1", "logistic", 64, None, "MNIST Dir(0.1)",
+                               "Hsu et al. 2019 §3, α = 0.1 (Li et al.'s model and b)"),
+    "mnist_dirichlet1": Task("mnist_dirichlet1", "logistic", 64, None, "MNIST Dir(1)",
+                             "Hsu et al. 2019 §3, α = 1 (Li et al.'s model and b)"),
     "mnist_fedprox": Task("mnist_fedprox", "logistic", 10, 10, "MNIST (FedProx)", "FedProx §5.1, Table 1"),
     "emnist_tff": Task("emnist_tff", "conv_dropout", 20, 10, "EMNIST-62 (TFF)",
                        "Charles & Konečný §6 (Reddi et al.'s CNN, M = 10, B = 20)"),

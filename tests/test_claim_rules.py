@@ -265,7 +265,7 @@ def test_the_papers_coverage_table_holds_only_items_of_the_five_documents():
 def test_stale_figures_are_listed_with_their_command(tmp_path, monkeypatch):
     from replicate.report import coverage, replication
 
-    monkeypatch.setattr(coverage, "STALE", {  # none is stale today: the mechanism, on two made-up entries
+    monkeypatch.setattr(coverage, "STALE", {  # the mechanism, on two made-up entries
         "fedprox2020/fig3": "the claims changed. Republish: `python -m replicate figures fedprox2020/fig3 --profile paper`",
         "fedprox2020/fig4": "the labels changed. Republish: `python -m replicate figures fedprox2020/fig4 --profile paper`"})
     publish(None, pd.DataFrame({"x": [0]}), [check("a", True, "1")], paper="fedprox2020", figure="fig3",
@@ -585,3 +585,45 @@ def test_reduced_notes_of_fedprox_stragglers_and_stem_cifar_follow_their_outputs
         (tmp_path / f"{key}.csv").unlink()
     assert "degrades (final training loss ? without stragglers, ? at 90 %" in notes[stragglers].text(tmp_path)
     assert "STEM ends behind FedAvg (?) by ? in training loss (? vs ?" in notes[cifar].text(tmp_path)
+
+
+def test_the_counting_rule_holds_for_every_committed_claim():
+    """KIND_RULE's context clause, applied to every committed record: a claim on data we hold only in part (a
+    stand-in loader), on a source outside the five documents, or under the arena's protocol is counted nowhere.
+    A record computed on stand-ins names, for each of its replication claims, the loaders that claim reads, and
+    none is a stand-in; a record published before claims named their data is listed as stale, with the command
+    that republishes it."""
+    from replicate.data import variants
+    from replicate.report import coverage
+
+    for path in sorted(paths.figures_dir().glob("**/*.claims.json")):
+        record = json.loads(path.read_text())
+        key = path.relative_to(paths.figures_dir()).as_posix()[:-len(".claims.json")]
+        stand_ins = set((record.get("data") or {}).get("loaders", []))
+        for c in record["claims"]:
+            if c.get("basis") in ("external", "partial-data", "cross-check"):
+                assert c["kind"] == "context", (key, c["claim"])
+            if key.startswith("arena/"):
+                assert c.get("basis") == "cross-check" and c["kind"] == "context", c["claim"]
+            if "data" in c and any(variants.is_stand_in(n) for n in c["data"]):  # context, or fitted: never counted
+                assert c["kind"] != "replication" and c["basis"] != "measured", (key, c["claim"])
+            # (a run below the paper's scale, under figures/cpu_scale, is counted nowhere whatever its claims' kind)
+            if stand_ins and c.get("kind", "replication") == "replication" and "data" not in c \
+                    and not key.startswith("cpu_scale/"):
+                assert key in coverage.STALE and "Republish: `python -m replicate figures" in coverage.STALE[key], (
+                    key, c["claim"])
+
+
+def test_a_fedprox_claim_on_a_stand_in_is_context_and_on_official_data_is_counted():
+    """The FedProx figures' claims name the loaders they read (``knobs.DataChoice.rests_on``): the partial LEAF copy
+    standing in for EMNIST* makes its claim context; official data keeps it a replication claim."""
+    from replicate.experiments.fedprox2020.common import rests_on
+    from replicate.experiments.fedprox2020.mu import Fig3Config
+
+    official, offline = Fig3Config(data_source="official"), Fig3Config(data_source="stand-in")
+    assert rests_on(official, ["EMNIST*"]) == {"data": ("emnist_star_tff",), "basis": "measured"}
+    assert rests_on(offline, ["EMNIST*"]) == {"data": ("emnist_star",), "basis": "partial-data"}
+    assert rests_on(offline, ["MNIST"])["basis"] == "measured"
+    assert rests_on(offline, ["MNIST", "EMNIST*"])["basis"] == "partial-data"  # one partial dataset is enough
+    made = check("EMNIST*: x", True, "1", **rests_on(offline, ["EMNIST*"]))
+    assert made.kind == "context" and made.data == ("emnist_star",)

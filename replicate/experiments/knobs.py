@@ -157,6 +157,16 @@ class DataChoice:
 
         return variants.loader(official, self.data_source)
 
+    def rests_on(self, officials) -> dict:
+        """A claim's ``data`` and ``basis`` (``report.claims.check``) when its verdict reads the official datasets
+        ``officials``: the loaders its runs read, and "partial-data" where any is a stand-in (a partial or lossy
+        copy: the claim is context, shown and counted nowhere, ``report.claims.KIND_RULE``), else "measured"."""
+        from replicate.data import variants
+
+        loaders = tuple(dict.fromkeys(self.loader(name) for name in officials))
+        return {"data": loaders,
+                "basis": "partial-data" if any(variants.is_stand_in(n) for n in loaders) else "measured"}
+
     def stand_in_loaders(self) -> list[str]:
         """The stand-in loaders its runs read (``report.claims.publish`` labels the figure and record with them)."""
         from replicate.data import variants

@@ -96,6 +96,7 @@ class Claim:
     deviations: tuple[str, ...] = field(default_factory=tuple)
     basis: str = "measured"  # what the verdict rests on (BASES); fixes the kind (KIND_RULE)
     source: str = ""  # the seed sentence the claim tests, quoted, with its section
+    data: tuple[str, ...] = field(default_factory=tuple)  # the loaders its verdict reads, where a figure says
 
     def verdict(self, profile: str) -> str:
         """PASS/FAIL for replication claims, holds/VIOLATED for consistency checks; at smoke scale
@@ -110,7 +111,7 @@ class Claim:
 
 
 def check(claim: str, passed, result: str, deviations=(), *, kind: str | None = None, basis: str = "measured",
-          paper_value: str = "", margin: str = "", source: str = "") -> Claim:
+          paper_value: str = "", margin: str = "", source: str = "", data=()) -> Claim:
     """A claim whose kind follows from its ``basis`` (``KIND_RULE``); see :class:`Claim`. A ``kind`` given
     explicitly must agree with the basis."""
     expected = kind_for(basis)
@@ -119,7 +120,7 @@ def check(claim: str, passed, result: str, deviations=(), *, kind: str | None = 
     if kind is not None and kind != expected:
         raise ReplicateError(f"a claim on a {basis!r} basis is a {expected} claim, not {kind!r} ({claim!r})")
     return Claim(claim=claim, passed=bool(passed), result=result, kind=expected, paper_value=paper_value,
-                 margin=margin, deviations=tuple(deviations), basis=basis, source=source)
+                 margin=margin, deviations=tuple(deviations), basis=basis, source=source, data=tuple(data))
 
 
 def consistency(claim: str, passed, result: str, deviations=(), *, basis: str = "closed-form",
@@ -231,7 +232,8 @@ def publish(fig, data: pd.DataFrame, claims: list[Claim], *, paper: str, figure:
         "figure": figure,
         "profile": profile,
         "scale": scale,
-        "claims": [asdict(c) | {"deviations": list(c.deviations), "verdict": c.verdict(profile)} for c in claims],
+        "claims": [asdict(c) | {"deviations": list(c.deviations), "data": list(c.data), "verdict": c.verdict(profile)}
+                   for c in claims],
         "deviations": list(deviations),
         "notes": notes,
     }

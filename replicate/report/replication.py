@@ -278,8 +278,26 @@ def render(root: Path | None = None) -> str:
             lines += ["Deviations:", ""] + [f"- **{fig}**: {_cell(d)}" for fig, d in deviations] + [""]
         notes = [(r["figure"], r["notes"]) for r in mine if r.get("notes")]
         lines += [f"- **{fig}** note: {_cell(n)}" for fig, n in notes] + ([""] if notes else [])
-    lines += _reduced(root)
+    lines += _arena(root) + _reduced(root)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _arena(root: Path) -> list[str]:
+    """The arena (``figures/arena``): no document runs it, so it is in no count; its cross-checks, statements of
+    the documents tested under its protocol, are shown here beside it."""
+    path = root / "arena" / "leaderboard.claims.json"
+    if not path.is_file():
+        return []
+    record = json.loads(path.read_text())
+    lines = ["## The arena (not a replication; its cross-checks counted nowhere)", "",
+             '<img src="figures/arena/leaderboard.png" width="100%" alt="arena/leaderboard">', "",
+             "Every algorithm at one budget and one tuning protocol ([docs/arena.md](docs/arena.md)). Where it "
+             "overlaps a statement of the five documents, that statement is tested under the arena's budgets, "
+             "tuning and data, not the paper's: context, shown here and in no count above.", "",
+             "| claim | ours | margin | verdict |", "|---|---|---|---|"]
+    lines += [f"| {_cell(_claim_text(c))} | {_cell(c['result'])} | {_cell(c.get('margin', ''))} | "
+              + (verdict_of(c) if c["passed"] else f"**{verdict_of(c)}**") + " |" for c in record["claims"]]
+    return lines + ["", f"Wall time: {_wall(record)}", ""]
 
 
 def _reduced(root: Path) -> list[str]:

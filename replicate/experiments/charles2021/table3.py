@@ -88,6 +88,7 @@ def table3_claims(data: pd.DataFrame, config: Table3Config) -> list:
             f"{key}: train / test clients and examples as Table 3", exact,
             "ours: " + " / ".join(f"{v:,.0f}" for v in part.ours) + f"; why: {part.why.iloc[0]}",
             basis="partial-data" if variants.is_stand_in(part.ours_name.iloc[0]) else "measured",
+            data=(part.ours_name.iloc[0],),
             paper_value=" / ".join(f"{v:,.0f}" for v in part.paper), margin="every count exact",
             source="App. E.1, Table 3: the datasets' train / test clients and examples"))
     return claims

@@ -120,6 +120,13 @@ STAND_IN_DEVIATIONS = {
 }
 
 
+def rests_on(config, labels) -> dict:
+    """``data`` and ``basis`` of a claim whose verdict reads the datasets labelled ``labels`` (``LABELS``'s values,
+    as the figures' data name them): "partial-data" where any is read from a stand-in (``knobs.DataChoice``)."""
+    keys = [key for key, label in LABELS.items() if label in set(labels)]
+    return config.rests_on([SETTINGS[key].dataset for key in keys])
+
+
 def data_deviation(key: str, data: str) -> str:
     """The data deviation of dataset ``key`` when the runs read ``data`` (official or stand-in)."""
     if data == variants.STAND_IN and key in STAND_IN_DEVIATIONS:

@@ -18,7 +18,7 @@ from replicate.experiments.fedprox2020.common import (data_deviation, LABELS, SE
                                                        curves_grid, fmt_seeds, run_config, runs)
 from replicate.runs.measures import fluctuations
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
-from replicate.experiments.fedprox2020.common import quoted
+from replicate.experiments.fedprox2020.common import quoted, rests_on
 from replicate.report.claims import check
 
 REAL = ("mnist", "emnist", "emnist_star")
@@ -89,7 +89,8 @@ def fig2_claims(data: pd.DataFrame, config: Fig2Config) -> list:
             f"E = {hi}: {fmt_seeds(wiggle[d][hi])} ({seeds})",
             margin=f"E = {hi} fluctuates > {config.margin:.0%} more than E = {lo}, and above {config.unstable:g}, "
                    "in every seed",
-            paper_value="qualitative (Fig. 2)", deviations=(data_deviation(key, config.data_source),)))
+            paper_value="qualitative (Fig. 2)", deviations=(data_deviation(key, config.data_source),),
+            **rests_on(config, [d])))
     first_half = data[data["round"] <= data.groupby("dataset")["round"].transform("max") / 2]
     early = first_half.groupby(list(by))["train_loss"].mean()
     for key in [d for d in FASTER if d in config.datasets]:
@@ -100,7 +101,8 @@ def fig2_claims(data: pd.DataFrame, config: Fig2Config) -> list:
             f"mean training loss over the first half of the rounds: E = {lo}: {fmt_seeds(early[d][lo])}, "
             f"E = {hi}: {fmt_seeds(early[d][hi])} ({seeds})",
             margin=f"E = {hi} below E = {lo} by > {config.margin:.0%} in every seed",
-            paper_value="qualitative (Fig. 2)", deviations=(data_deviation(key, config.data_source),)))
+            paper_value="qualitative (Fig. 2)", deviations=(data_deviation(key, config.data_source),),
+            **rests_on(config, [d])))
     dis = data.groupby(list(by))["dissimilarity"].mean()
     names = list(pd.unique(data["dataset"]))
     ok = all(bool((dis[d][lo] < dis[d][hi]).all()) for d in names)
@@ -108,5 +110,6 @@ def fig2_claims(data: pd.DataFrame, config: Fig2Config) -> list:
         "Decreasing E makes the local functions more similar (smaller dissimilarity; §5.4, Fig. 6)", ok,
         "mean dissimilarity over rounds, E = {} vs E = {}: ".format(lo, hi)
         + "; ".join(f"{d}: {fmt_seeds(dis[d][lo])} vs {fmt_seeds(dis[d][hi])}" for d in names) + f" ({seeds})",
-        margin=f"E = {lo} below E = {hi} in every dataset and seed", paper_value="qualitative (Fig. 6)"))
+        margin=f"E = {lo} below E = {hi} in every dataset and seed", paper_value="qualitative (Fig. 6)",
+        **rests_on(config, names)))
     return claims

@@ -23,7 +23,7 @@ from replicate.experiments.fedprox2020.common import (LABELS, METRICS, SETTINGS,
 from replicate.runs.measures import final, finals, fluctuations
 from replicate.runs.tune import Grid
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
-from replicate.experiments.fedprox2020.common import quoted
+from replicate.experiments.fedprox2020.common import quoted, rests_on
 from replicate.report.claims import check
 
 FIG3_DATASETS = ("mnist", "emnist_star")
@@ -188,13 +188,13 @@ def fig3_claims(data: pd.DataFrame, config: Fig3Config) -> list:
                 trains and not lower, f"{result}; μ = 0 at its first evaluation {fmt_seeds(start)}",
                 margin=f"μ = 0 ends > {config.margin:.0%} below its first evaluation on every seed, and not on "
                        f"every seed does the best μ end > {config.margin:.0%} below μ = 0{seeds}",
-                paper_value="qualitative (Fig. 3, §5.3)", source=MU_NO_HELP))
+                paper_value="qualitative (Fig. 3, §5.3)", source=MU_NO_HELP, **rests_on(config, [d])))
             continue
         claims.append(check(
             f"{d}: an appropriate μ makes the unstable (μ = 0) training stable and converge",
             bool((wb < w0).all()) and lower, result,
             margin=f"in every seed, the best μ fluctuates less and ends > {config.margin:.0%} lower than μ = 0{seeds}",
-            paper_value="qualitative (Fig. 3, §5.3)", source=MU_HELPS))
+            paper_value="qualitative (Fig. 3, §5.3)", source=MU_HELPS, **rests_on(config, [d])))
     return claims
 
 
@@ -212,7 +212,7 @@ def fig4_claims(data: pd.DataFrame, config: Fig3Config) -> list:
         "; ".join(f"{d} (best μ = {best[d]:g}): mean over rounds μ = 0: {fmt_seeds(z)} vs {fmt_seeds(b)}"
                   for d, (z, b) in pairs.items()),
         margin=f"best μ below μ = 0 by > {config.margin:.0%} in every dataset and seed{seeds}",
-        paper_value="qualitative (Fig. 4)"))
+        paper_value="qualitative (Fig. 4)", **rests_on(config, pairs)))
     # Both series fall as training goes on, so their levels correlate whatever the dissimilarity measures (a
     # claim that could barely fail): "tracks" is tested on their round-to-round changes, which move together
     # only where the dissimilarity follows the loss's rises and falls. The margin was fixed before the
@@ -227,7 +227,8 @@ def fig4_claims(data: pd.DataFrame, config: Fig3Config) -> list:
         f"Spearman correlation over rounds of the round-to-round changes of dissimilarity and training loss, per "
         f"run (μ = 0 and best μ): median {steps.median():.2f}, min {steps.min():.2f} over {len(steps)} runs "
         f"(of the levels, which both fall: median {levels.median():.2f})",
-        margin=f"positive in every run, median ≥ 0.3{seeds}", paper_value="qualitative (Fig. 4 vs Fig. 3)"))
+        margin=f"positive in every run, median ≥ 0.3{seeds}", paper_value="qualitative (Fig. 4 vs Fig. 3)",
+        **rests_on(config, pd.unique(tested["dataset"]))))
     tune = data[data.seed.isin(config.seeds[:config.tune_seeds])]
     across = {}
     for d in pd.unique(tune["dataset"]):
@@ -240,5 +241,5 @@ def fig4_claims(data: pd.DataFrame, config: Fig3Config) -> list:
         all(np.isfinite(r) and r > 0 for r in across.values()),
         "Spearman correlation, over the μ grid (tuning seed), of mean dissimilarity and final training loss: "
         + ", ".join(f"{d}: {r:.2f}" for d, r in across.items()),
-        margin="positive on every dataset", paper_value="qualitative (§5.4)"))
+        margin="positive on every dataset", paper_value="qualitative (§5.4)", **rests_on(config, across)))
     return claims

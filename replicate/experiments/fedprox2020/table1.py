@@ -171,6 +171,7 @@ def table1_claims(data: pd.DataFrame, config: Table1Config) -> list:
                 "ours: " + " / ".join(f"{ours[s]:,.0f}" for s in STATISTICS)
                 + f" (samples {signed['samples']:+.1%}, {std}); why: {why}",
                 basis=basis_of(key, column, variants.is_stand_in(part["ours_name"].iloc[0])),
+                data=(part["ours_name"].iloc[0],),
                 paper_value=" / ".join(f"{ref[s]:,.0f}" if pd.notna(ref[s]) else "–" for s in STATISTICS),
                 margin=f"devices exact, samples and mean within {config.samples_tolerance:.0%}, stdev within "
                        f"{config.std_tolerance:.0%}" + (" (seed fitted to these numbers: not counted)"

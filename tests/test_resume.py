@@ -247,19 +247,35 @@ def _cut_off(monkeypatch):
     return checkpoints.folder() / f"{cache.entry(CONFIG)}.pt"
 
 
-def test_a_cut_off_run_travels_to_the_next_slot_and_resumes_there(monkeypatch, tmp_path, capsys):
-    """Issue #36: a slot packs its cut-off runs' checkpoints (`cache checkpoints-out`), the next slot, with an
-    empty cache, unpacks them (`cache checkpoints-in`) and the run goes on from the round it reached, storing
+def _gpu_scripts():
+    """This project's GPU-session scripts (``.ci/gpu``: the queue and its checkpoint packs), not the package's."""
+    import importlib.util
+    import sys
+
+    folder = paths.REPO / ".ci" / "gpu"
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+    import travel
+
+    spec = importlib.util.spec_from_file_location("gpu_queue", folder / "gpu_queue.py")
+    queue = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(queue)
+    return queue, travel
+
+
+def test_a_cut_off_run_travels_to_the_next_gpu_session_and_resumes_there(monkeypatch, tmp_path, capsys):
+    """A GPU session packs its cut-off runs' checkpoints (``.ci/gpu/gpu_queue.py checkpoints-out``), the next, with
+    an empty cache, unpacks them (``checkpoints-in``) and the run goes on from the round it reached, storing
     what it computes in one go, bitwise."""
-    from replicate.cli.main import main
+    main = _gpu_scripts()[0].main
 
     whole = cache.compute(CONFIG)[0]
     saved = _cut_off(monkeypatch)
-    assert main(["cache", "checkpoints-out", str(tmp_path / "out")]) == 0
+    assert main(["checkpoints-out", str(tmp_path / "out")]) == 0
     assert "checkpoints-1.tar" in capsys.readouterr().out
     monkeypatch.setenv("REPLICATE_BUILD", str(tmp_path / "next_slot"))  # another machine: an empty cache
     assert not checkpoints.folder().exists()
-    assert main(["cache", "checkpoints-in", str(tmp_path / "out" / "checkpoints-1.tar")]) == 0
+    assert main(["checkpoints-in", str(tmp_path / "out" / "checkpoints-1.tar")]) == 0
     assert "unpacked 1 checkpoints" in capsys.readouterr().out
     assert (checkpoints.folder() / saved.name).read_bytes() == saved.read_bytes()
     from replicate.fl import engine
@@ -275,7 +291,8 @@ def test_a_damaged_or_foreign_checkpoint_pack_is_refused_whole(monkeypatch, tmp_
     import tarfile
 
     from replicate.core.errors import ReplicateError
-    from replicate.runs import travel
+
+    travel = _gpu_scripts()[1]
 
     saved = _cut_off(monkeypatch)
     (pack,), left = travel.pack(tmp_path)
@@ -314,8 +331,8 @@ def test_a_damaged_or_foreign_checkpoint_pack_is_refused_whole(monkeypatch, tmp_
     assert travel.reached() == {} and travel.unpack(pack) == [saved.stem] and saved.read_bytes() == good
 
 
-def test_checkpoint_packs_stay_under_the_size_a_slot_returns(monkeypatch, tmp_path):
-    from replicate.runs import travel
+def test_checkpoint_packs_stay_under_the_size_a_session_returns(monkeypatch, tmp_path):
+    travel = _gpu_scripts()[1]
 
     folder = checkpoints.folder()
     folder.mkdir(parents=True)
@@ -328,12 +345,13 @@ def test_checkpoint_packs_stay_under_the_size_a_slot_returns(monkeypatch, tmp_pa
     assert all(p.stat().st_size <= 1000 + 10 * 1024 for p in written)  # the tar's headers aside
 
 
-def test_the_slot_planner_counts_a_checkpointed_run_from_the_round_it_reached(monkeypatch, tmp_path):
-    """Issue #36: a run cut off in one slot costs the next only its rounds left. ``travel.reached`` reads the
+def test_the_estimate_counts_a_checkpointed_run_from_the_round_it_reached(monkeypatch, tmp_path):
+    """A run cut off in one GPU session costs the next only its rounds left. ``travel.reached`` reads the
     round of each checkpoint this machine holds (its cache's, and the packs it will carry; a damaged pack is
-    no head start), and ``plan.progress`` scales that run's projected seconds by the share of rounds left."""
-    from replicate.experiments import plan
-    from replicate.runs import travel
+    no head start), and ``estimate.progress`` scales that run's projected seconds by the share of rounds left."""
+    from replicate.experiments import estimate as plan
+
+    travel = _gpu_scripts()[1]
 
     saved = _cut_off(monkeypatch)
     assert travel.reached() == {saved.stem: 1}

@@ -62,15 +62,59 @@ def test_the_public_api_runs_a_users_module_on_a_users_arrays(monkeypatch):
                                   check_exact=True)
 
 
-def test_a_run_of_ones_own_is_never_cached(tmp_path, monkeypatch):
+def test_a_run_of_ones_own_is_cached_under_its_contents_name(tmp_path, monkeypatch):
+    """A dataset and a module of one's own are keyed by what they are (``runs.own``): the same run again is read
+    back without computing; another label, another layer or another forward names another run."""
     from replicate.core import settings
+    from replicate.runs import cache
 
     x, y = _images()
     data = rp.federate(x, y, rp.partitions.iid(4), seed=0)
-    rp.run(rp.RunConfig(dataset=data, model=nn.Sequential(nn.Flatten(), nn.Linear(36, 3)),
-                        algorithm=rp.FedAvg("weighted", 2), rounds=1, batch_size=10), progress=False)
+    config = rp.RunConfig(dataset=data, model=nn.Sequential(nn.Flatten(), nn.Linear(36, 3)),
+                          algorithm=rp.FedAvg("weighted", 2), rounds=2, batch_size=10)
+    first = rp.run(config, progress=False)
     runs = settings.current().cache / "runs"
-    assert not runs.exists() or not any(runs.iterdir())
+    entries = sorted(p.name for p in runs.rglob("*.csv"))
+    assert len(entries) == 1
+
+    def computed(*args, **kwargs):
+        raise AssertionError("a cached run was computed again")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(cache, "compute", computed)
+        again = rp.run(config.replace(dataset=rp.federate(x, y, rp.partitions.iid(4), seed=0),
+                                      model=nn.Sequential(nn.Flatten(), nn.Linear(36, 3))), progress=False)
+    pd.testing.assert_frame_equal(again, first, check_exact=True)
+    y2 = y.clone()
+    y2[0] = (y2[0] + 1) % 3
+    rp.run(config.replace(dataset=rp.federate(x, y2, rp.partitions.iid(4), seed=0)), progress=False)
+    rp.run(config.replace(model=nn.Sequential(nn.Flatten(), nn.Linear(36, 3), nn.Tanh())), progress=False)
+    assert len(list(runs.rglob("*.csv"))) == 3
+
+
+def _class_from_a_cell(activation: str):
+    """A module class as a notebook cell defines it: in ``__main__``-like code with no file behind it."""
+    namespace = {"nn": nn, "torch": torch, "__name__": "cell"}
+    exec(f"class Net(nn.Module):\n"
+         f"    def __init__(self):\n        super().__init__()\n        self.lin = nn.Linear(36, 3)\n"
+         f"    def forward(self, x):\n        return self.lin(torch.{activation}(x.flatten(1)))\n", namespace)
+    return namespace["Net"]
+
+
+def test_a_module_is_named_by_its_code_even_without_a_file():
+    from replicate.runs import own
+
+    relu, relu_again, tanh = _class_from_a_cell("relu"), _class_from_a_cell("relu"), _class_from_a_cell("tanh")
+    assert own.model_name(relu()) == own.model_name(relu_again())
+    assert own.model_name(relu()) != own.model_name(tanh())  # the same structure and start, another forward
+    assert own.model_name(TwoLayer()) != own.model_name(TwoLayer(features=6))
+
+
+def test_a_partition_seed_applies_to_a_registered_name_only():
+    x, y = _images()
+    data = rp.federate(x, y, rp.partitions.iid(4), seed=0)
+    with pytest.raises(rp.ReplicateError, match="already partitioned"):
+        rp.RunConfig(dataset=data, data_seed=1)
 
 
 @pytest.mark.parametrize("layer, says", [(nn.BatchNorm1d(5), "GroupNorm or LayerNorm"),

@@ -1,8 +1,8 @@
 """The face of the run layer: ``run(config)`` for one history, ``compare({label: config})`` for a tidy frame.
 
 A history has a row per evaluated round (row r: the global model before round r; the last row: the final
-model), with the columns of ``COLUMNS``. Runs of named datasets and models come from the run cache when they
-were computed before (``runs.cache``); a dataset or a ``torch.nn.Module`` of one's own is computed each time.
+model), with the columns of ``COLUMNS``. A run comes from the run cache when it was computed before
+(``runs.cache``), a dataset or a ``torch.nn.Module`` of one's own named by its contents (``runs.own``).
 """
 from __future__ import annotations
 

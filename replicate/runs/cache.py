@@ -30,7 +30,7 @@ from replicate.core import fileio
 from replicate.core.fileio import atomic_write_text, check_writable
 from replicate.core.machine import describe
 from replicate.core.threads import threads
-from replicate.runs import checkpoints
+from replicate.runs import checkpoints, own
 from replicate.runs.config import RunConfig, build, run_device
 from replicate.runs.runlog import RunLog  # noqa: F401  (cache.RunLog: what a notebook passes on)
 # entries are named by runs/keys.py (its versions are read there: keys.VERSION, keys.NUMERICS, keys.DRAWS);
@@ -212,7 +212,9 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
     ``problem`` serves a ``dataset="given"`` config (built by the caller, so never cached).
     """
     log = log if log is not None else RunLog(progress_file=None, display=False)  # e.g. in a worker process
-    use_cache = use_cache and config.cacheable  # a dataset or model of one's own: no key covers its contents
+    if use_cache and problem is None and not config.cacheable:
+        config = own.named(config)  # a dataset or a module of one's own, named by its contents
+    use_cache = use_cache and config.cacheable  # a flat-vector Model object: no key covers it
     if problem is not None and use_cache:
         raise ReplicateError("a run on a given problem cannot be cached: pass use_cache=False")
     entry = _file(config, stop_loss, "", extra_metrics) if use_cache else None

@@ -34,12 +34,13 @@ _SYNTHETIC = re.compile(r"^synthetic\(([0-9.]+),\s*([0-9.]+)\)$")
 @dataclass(frozen=True)
 class RunConfig:
     # a registered dataset's name ("synthetic(1,1)", "mnist_balanced", "quadratic", …, ``data.available()``),
-    # "given" (``build``'s problem), or a FederatedDataset of one's own (``data.federate``: not cached)
+    # "given" (``build``'s problem), or a FederatedDataset of one's own (``data.federate``: cached under
+    # its contents' name, ``runs.own``)
     dataset: str | FederatedDataset
     data_seed: int | None = None  # partition seed; None = the builder's documented default
     num_clients: int | None = None  # N for synthetic sets, the first N writers of femnist; None = builder default
     # a preset's name ("logistic", "mlp", "cnn", "lenet", "lenet5", "conv_dropout", "char_lstm", "sent_lstm"), or
-    # a torch.nn.Module of one's own (``fl.models.module``: not cached)
+    # a torch.nn.Module of one's own (``fl.models.module``; cached under its contents' name, ``runs.own``)
     model: str | torch.nn.Module | models.Model = "logistic"
     hidden: int | None = None  # width of the model's hidden layer / LSTM; None = the model's (authors' code)
     algorithm: object = field(default_factory=FedAvg)  # an algorithm's settings: an instance of an ALGORITHMS class
@@ -60,6 +61,9 @@ class RunConfig:
         if not isinstance(self.dataset, (str, FederatedDataset)):
             raise ReplicateError(f"dataset must be a dataset's name or a FederatedDataset (replicate.federate(x, y, "
                                  f"partition)), got {type(self.dataset).__name__}")
+        if isinstance(self.dataset, FederatedDataset) and (self.data_seed, self.num_clients) != (None, None):
+            raise ReplicateError("data_seed and num_clients choose a registered dataset's partition; a "
+                                 "FederatedDataset is already partitioned: leave them unset")
         if not isinstance(self.model, (str, torch.nn.Module, models.Model)):
             raise ReplicateError(f"model must be a preset's name or a torch.nn.Module, got {type(self.model).__name__}")
         if self.local_steps is None and self.local_epochs is None:
@@ -78,8 +82,8 @@ class RunConfig:
 
     @property
     def cacheable(self) -> bool:
-        """Whether the run cache can name this run: its dataset and model are named, not objects of one's own
-        (whose contents no key covers), so ``cache.run`` computes such a run every time."""
+        """Whether the run cache can name this run as it stands: its dataset and model are named. ``cache.run``
+        names a dataset or a ``torch.nn.Module`` of one's own by its contents first (``runs.own.named``)."""
         return isinstance(self.dataset, str) and isinstance(self.model, str)
 
     @property

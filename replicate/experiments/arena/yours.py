@@ -19,7 +19,6 @@ file and checks that it builds the same digest: data or a model built from unsee
 """
 from __future__ import annotations
 
-import hashlib
 import importlib
 import inspect
 import sys
@@ -29,8 +28,7 @@ import numpy as np
 import torch
 
 from replicate.core.errors import ReplicateError
-
-DIGEST = 12  # hex digits of the SHA-256 kept in a registered name
+from replicate.runs import own
 
 
 def is_file(spec: str) -> bool:
@@ -95,17 +93,6 @@ def _made(value, cls, spec: str, knob: str, what: str):
     return value
 
 
-def _digest(*parts) -> str:
-    h = hashlib.sha256()
-    for part in parts:
-        if isinstance(part, torch.Tensor):
-            part = part.detach().cpu().contiguous()
-            h.update(f"{part.dtype}{tuple(part.shape)}".encode())
-            part = part.numpy().tobytes()
-        h.update(part if isinstance(part, bytes) else str(part).encode())
-    return h.hexdigest()[:DIGEST]
-
-
 _REGISTERED: dict[tuple[str, str], Entered] = {}  # (kind, spec) → its name, once per process
 
 
@@ -113,48 +100,22 @@ def user_dataset(spec: str) -> Entered:
     """Register the dataset ``path/to/file.py:NAME`` (``replicate.data.registry``) and return its name."""
     if ("dataset", spec) in _REGISTERED:
         return _REGISTERED[("dataset", spec)]
-    from replicate.data import registry
     from replicate.data.federated import FederatedDataset
 
     file, value = imported(spec, "datasets")
     data = _made(value, FederatedDataset, spec, "dataset", "a FederatedDataset (replicate.federate)")
-    splits = [s for s in (data.train, data.test) if s is not None]
-    name = f"{spec.rpartition(':')[2]}@" + _digest(data.num_classes, *(t for s in splits for t in (s.x, s.y,
-                                                                                                   s.offsets)))
-    if name not in registry.BUILDERS:
-        registry.builder(name)(lambda: data)
+    name = own.dataset_name(data, spec.rpartition(":")[2])
     _REGISTERED[("dataset", spec)] = entered = Entered(name, "dataset", spec)
     return entered
-
-
-class _Preset:
-    """A user's module as the model registry's entries are called: ``(features, classes)`` → a ``Model``."""
-
-    batch_exact = False
-
-    def __init__(self, module: torch.nn.Module):
-        from replicate.fl.models.module import TorchModule
-
-        self.model = TorchModule(module)  # refuses buffers and dropout here, before anything runs
-
-    def __call__(self, num_features: int, num_classes: int, **options):
-        return self.model
 
 
 def user_model(spec: str) -> Entered:
     """Register the model ``path/to/file.py:NAME`` (``replicate.fl.models.MODELS``) and return its name."""
     if ("model", spec) in _REGISTERED:
         return _REGISTERED[("model", spec)]
-    from replicate.fl import models
-
     file, value = imported(spec, "user_model")
-    preset = _Preset(_made(value, torch.nn.Module, spec, "user_model", "a torch.nn.Module"))
-    model = preset.model  # its initial parameters stand for the values it starts from (a run's seed draws others)
-    fixed = [(key, t) for key, t in model.module.named_parameters() if not t.requires_grad]
-    name = f"{spec.rpartition(':')[2]}@" + _digest(file.read_bytes(), repr(model.module),
-                                                   model.init(torch.Generator().manual_seed(0)),
-                                                   *(part for pair in fixed for part in pair))
-    models.MODELS.setdefault(name, preset)
+    module = _made(value, torch.nn.Module, spec, "user_model", "a torch.nn.Module")
+    name = own.model_name(module, spec.rpartition(":")[2], code=file.read_bytes())
     _REGISTERED[("model", spec)] = entered = Entered(name, "model", spec)
     return entered
 

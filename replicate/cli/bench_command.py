@@ -12,7 +12,7 @@ def add_parser(sub) -> None:
                     "(synthetic(1,1) K = 10 and 100, the MNIST Figure 1a workload, FedProx with 90% stragglers), "
                     "the FedProx LSTMs stacked vs client by client vs the oracle, the ops of one stacked local "
                     "step per model, the local pool vs Ray, STEM's CIFAR-10 round stacked vs client loop and runs "
-                    "batched as a tensor dimension (R = 1, 4, 16), each section printed as it is timed (about "
+                    "batched as a tensor dimension (R = 1, 4, 16) and how fast bad input is refused, each section printed as it is timed (about "
                     "15-30 min on 2 idle cores); --record writes them to BENCHMARKS.md. Speed is measured here, "
                     "never asserted in tests.")
     bench.add_argument("--rounds", type=int, default=5, help="rounds timed per workload (default 5)")
@@ -21,12 +21,13 @@ def add_parser(sub) -> None:
                        help="write the result to BENCHMARKS.md (on CUDA: docs/BENCHMARKS.cuda.md)")
     bench.add_argument("--sections", nargs="+", metavar="NAME",
                        help="time only these sections, in this order: engine, profile, lstm, ops, executors, "
-                            "stem, batched, noise, pace (default: all, in that order)")
+                            "stem, batched, noise, pace, refusals (default: all, in that order)")
     bench.set_defaults(func=_bench)
 
 
 def _bench(args) -> int:
-    from replicate.cli import bench, bench_batched, bench_executors, bench_noise, bench_pace, bench_stem
+    from replicate.cli import (bench, bench_batched, bench_executors, bench_noise, bench_pace, bench_refusals,
+                               bench_stem)
     from replicate.core import paths
     from replicate.runs.config import run_device
 
@@ -41,6 +42,8 @@ def _bench(args) -> int:
                     lambda: bench_batched.table(bench_batched.run(device=args.device))),
         "noise": (bench_noise.__doc__.strip(), lambda: bench_noise.table(bench_noise.run(device=args.device))),
         "pace": (bench_pace.__doc__.strip(), lambda: bench_pace.table(bench_pace.run(device=args.device))),
+        "refusals": ("## Bad input, refused\n\n" + bench_refusals.__doc__.strip(),
+                     lambda: bench_refusals.table(bench_refusals.run())),
     }
     chosen = args.sections or list(sections)
     unknown = [name for name in chosen if name not in sections]

@@ -12,9 +12,9 @@ def add_parser(sub) -> None:
                     "(synthetic(1,1) K = 10 and 100, the MNIST Figure 1a workload, FedProx with 90% stragglers), "
                     "the FedProx LSTMs stacked vs client by client vs the oracle, the ops of one stacked local "
                     "step per model, the local pool vs Ray, STEM's CIFAR-10 round stacked vs client loop and runs "
-                    "batched as a tensor dimension (R = 1, 4, 16) and how fast bad input is refused, each section printed as it is timed (about "
-                    "15-30 min on 2 idle cores); --record writes them to BENCHMARKS.md. Speed is measured here, "
-                    "never asserted in tests.")
+                    "batched as a tensor dimension (R = 1, 4, 16) and how fast bad input is refused, each "
+                    "section printed as it is timed (about 15-30 min on 2 idle cores); --record writes them to "
+                    "BENCHMARKS.md. Speed is measured here, never asserted in tests.")
     bench.add_argument("--rounds", type=int, default=5, help="rounds timed per workload (default 5)")
     bench.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     bench.add_argument("--record", action="store_true",

@@ -55,7 +55,7 @@ def synthetic(alpha: float, beta: float, num_clients: int = 100, iid: bool = Fal
     """
     _validate(alpha, beta, num_clients, iid, seed)
     rng = np.random.RandomState(seed)
-    n = rng.lognormal(4, 2, num_clients).astype(int) + 50
+    n = _sizes(rng, num_clients)
     cov_x = np.diag(np.arange(1, DIMENSION + 1, dtype=np.float64) ** -1.2)
     if iid:
         W_global = rng.normal(0, 1, (DIMENSION, NUM_CLASSES))
@@ -76,7 +76,7 @@ def synthetic(alpha: float, beta: float, num_clients: int = 100, iid: bool = Fal
         X = rng.multivariate_normal(v[k], cov_x, n[k])
         y = np.argmax(X @ W + b, axis=1)
         order = shuffle.permutation(n[k])
-        train_len = int(0.9 * n[k])
+        train_len = _train_len(n[k])
         train_x.append(X[order[:train_len]])
         train_y.append(y[order[:train_len]])
         test_x.append(X[order[train_len:]])
@@ -98,6 +98,23 @@ def synthetic(alpha: float, beta: float, num_clients: int = 100, iid: bool = Fal
             ],
         },
     )
+
+
+def _sizes(rng: np.random.RandomState, num_clients: int) -> np.ndarray:
+    """Every device's n_k: the generator's first draw."""
+    return rng.lognormal(4, 2, num_clients).astype(int) + 50
+
+
+def _train_len(n: int) -> int:
+    return int(0.9 * n)
+
+
+def train_sizes(num_clients: int = 100, seed: int = 0) -> np.ndarray:
+    """The training samples of every device of data seed ``seed``, as :func:`synthetic` draws them for every α, β
+    (the sizes are its first draw), without drawing the data: a size statistic over thousands of seeds."""
+    check_positive_int("num_clients", num_clients)
+    check_seed(seed)
+    return np.array([_train_len(n) for n in _sizes(np.random.RandomState(seed), num_clients)])
 
 
 @builder("synthetic_iid", reads=())

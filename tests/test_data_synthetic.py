@@ -91,3 +91,12 @@ def test_alpha_is_inert_as_in_the_reference_generator():
     assert torch.equal(a.test.y, b.test.y)
     c = synthetic(1.0, 0.0, num_clients=8, seed=3)  # β does change the data
     assert not torch.equal(b.train.x, c.train.x)
+
+
+def test_the_sizes_alone_are_the_built_datasets_training_sizes():
+    """``train_sizes`` (Table 2's thousands of draws) is the generator's first draw: the sizes of the set built."""
+    from replicate.data.synthetic import synthetic, train_sizes
+
+    for seed, clients in ((0, 100), (7, 30)):
+        built = synthetic(1, 1, num_clients=clients, seed=seed)
+        assert built.train.sizes.tolist() == train_sizes(clients, seed).tolist()

@@ -115,11 +115,14 @@ def fig3_claims(data: pd.DataFrame, config: Fig3Config, overlap: float = 0.05, c
     final = data[data["round"] == last].groupby(["dataset", "K"])["train_loss"].mean()
     window = data[data["round"].between(*config.inset)].groupby(["dataset", "K"])["train_loss"].mean()
     wiggle = data.sort_values("round").groupby(["dataset", "K", "seed"])["train_loss"].apply(fluctuation)
+    # the paper shows one run a curve: the claim tests the curve our seeds estimate, their mean (per-seed beside it)
+    mean_curve = data.groupby(["dataset", "K", "round"])["train_loss"].mean().reset_index()
+    mean_wiggle = mean_curve.sort_values("round").groupby(["dataset", "K"])["train_loss"].apply(fluctuation)
     start = data[data["round"] == 0].groupby("dataset")["train_loss"].mean()
     ran = list(pd.unique(data["dataset"]))
     seeds = (f" (means over seeds: {len(config.mnist_seeds)} on MNIST, {len(config.seeds)} on synthetic)"
              if max(len(config.seeds), len(config.mnist_seeds)) > 1 else "")
-    converge = {d: bool((final[d] < 0.6 * start[d]).all() and (wiggle[d] < converged).all()) for d in ran}
+    converge = {d: bool((final[d] < 0.6 * start[d]).all() and (mean_wiggle[d] < converged).all()) for d in ran}
     spread = {d: float((final[d].max() - final[d].min()) / final[d].mean()) for d in ran}
     k_lo, k_hi = min(config.clients_per_round), max(config.clients_per_round)
     better = {d: float(window[d][k_hi] - window[d][k_lo]) for d in ran}
@@ -131,17 +134,22 @@ def fig3_claims(data: pd.DataFrame, config: Fig3Config, overlap: float = 0.05, c
         claims += [
             check(f"{statement}: FedAvg converges for every K",
                   all(converge[d] for d in datasets),
-                  f"final loss < 60% of the initial and fluctuation (total rise / total fall) < {converged:g} for all "
-                  "curves: " + ", ".join(f"{d}: {'yes' if converge[d] else 'no'} (max fluct. {wiggle[d].max():.2f})"
-                                         for d in datasets)),
+                  f"the seed-mean curve of every K{seeds}: "
+                  + ", ".join(f"{d}: {'yes' if converge[d] else 'no'} (fluct. {mean_wiggle[d].max():.2f} at worst; "
+                              f"single seeds {wiggle[d].min():.2f}–{wiggle[d].max():.2f})" for d in datasets),
+                  margin=f"for every K, the mean over seeds ends below 60% of the initial loss with fluctuation "
+                         f"(total rise / total fall) below {converged:g}"),
             check(f"{statement}: The curves for different K overlap a lot",
                   all(spread[d] < overlap for d in datasets),
-                  f"spread of the final loss across K, relative to its mean (overlap = below {overlap:.0%}){seeds}: "
-                  + ", ".join(f"{d}: {spread[d]:.1%}" for d in datasets)),
+                  f"spread of the final loss across K, relative to its mean{seeds}: "
+                  + ", ".join(f"{d}: {spread[d]:.1%}" for d in datasets),
+                  margin=f"(max − min) of the seed-mean final losses across K below {overlap:.0%} of their mean"),
             check(f"{statement}: A large K is slightly better: K = {k_hi} ends below K = {k_lo} in the zoomed rounds "
                   f"{config.inset[0]}–{config.inset[1]}",
                   all(better[d] < 0 for d in datasets),
                   f"mean loss K={k_hi} minus K={k_lo} over the zoom window{seeds}: "
-                  + ", ".join(f"{d}: {better[d]:+.4f}" for d in datasets)),
+                  + ", ".join(f"{d}: {better[d]:+.4f}" for d in datasets),
+                  margin=f"K = {k_hi}'s mean loss over the zoomed rounds below K = {k_lo}'s, on every dataset "
+                         "(any amount)"),
         ]
     return claims

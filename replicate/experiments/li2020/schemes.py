@@ -54,7 +54,7 @@ class SchemesConfig(knobs.FigureConfig):
     last: int = 10  # logged rounds averaged for "final loss" (tuning and claims)
     inset: int = 30  # last rounds shown zoomed, as the authors' plot
     fluctuating: float = 0.2  # "unstable" = total rise / total fall of the curve above this
-    margin: float = 0.01  # an ordering "a below b" needs mean(b) ≥ (1 + margin)·mean(a) and a < b in every seed
+    margin: float = 0.01  # an ordering "a below b" needs mean(b) ≥ (1 + margin)·mean(a), over the seeds
 
     CHOICES: ClassVar[dict] = {"datasets": DATASETS}
     ZERO_ALLOWED: ClassVar[tuple] = ("fluctuating",)
@@ -164,13 +164,16 @@ def _ranked(final: pd.Series, dataset: str) -> tuple[list[str], pd.DataFrame]:
 
 
 def _below(per_seed: pd.DataFrame, a: str, others: list[str], margin: float) -> tuple[bool, str]:
-    """Whether scheme ``a`` ends below every scheme in ``others`` by the margin: the mean final loss
-    of each other scheme is at least (1 + margin) times a's, and a is lower in every seed."""
+    """Whether scheme ``a`` ends below every scheme in ``others`` by the margin, on the seed means: the mean final
+    loss of each other scheme is at least (1 + margin) times a's. The paper shows one run a curve, the curve our
+    seeds estimate is their mean; each gap's range over single seeds, and in how many a was lower, are shown."""
     gaps = {o: per_seed[o].mean() / per_seed[a].mean() - 1 for o in others}
+    single = {o: per_seed[o] / per_seed[a] - 1 for o in others}
     seeds = int((per_seed[a].to_numpy()[:, None] < per_seed[others].to_numpy()).all(axis=1).sum())
-    ok = min(gaps.values()) >= margin and seeds == len(per_seed)
-    text = (", ".join(f"{SCHEME_LABELS[o]} +{g:.1%}" for o, g in gaps.items())
-            + f" above {SCHEME_LABELS[a]} (margin {margin:.0%}); lower in {seeds}/{len(per_seed)} seeds")
+    ok = min(gaps.values()) >= margin
+    text = (", ".join(f"{SCHEME_LABELS[o]} +{g:.1%} (single seeds {single[o].min():+.1%} to {single[o].max():+.1%})"
+                      for o, g in gaps.items())
+            + f" above {SCHEME_LABELS[a]}, seed means (margin {margin:.0%}); lower in {seeds}/{len(per_seed)} seeds")
     return ok, text
 
 
@@ -216,7 +219,7 @@ def fig1cd_claims(data: pd.DataFrame, config: Fig1cdConfig, equal: float = 0.05)
                   margin=f"relative difference of the mean final losses below {equal:.0%}"),
             check("mnist balanced: Schemes I and II both beat the (tuned) Original",
                   beat1 and beat2, f"{_tuned_text(lr[d], config)}; {seeds}{_order_text(final, d)}; {text1}; {text2}",
-                  margin=f"the Original's final loss ≥ {1 + config.margin:g}× each scheme's, in every seed"),
+                  margin=f"the Original's mean final loss ≥ {1 + config.margin:g}× each scheme's"),
         ]
         curves = data[data.chosen & (data.dataset == d)].pivot_table(index=["seed", "round"], columns="scheme",
                                                                     values="train_loss")
@@ -233,18 +236,19 @@ def fig1cd_claims(data: pd.DataFrame, config: Fig1cdConfig, equal: float = 0.05)
         claims += [
             check("mnist unbalanced: Scheme I performs best",
                   best, f"Original η0 = {lr[d]:g}; {seeds}{_order_text(final, d)}; {best_text}",
-                  margin=f"every other scheme's final loss ≥ {1 + config.margin:g}× Scheme I's, in every seed"),
+                  margin=f"every other scheme's mean final loss ≥ {1 + config.margin:g}× Scheme I's"),
             check("mnist unbalanced: Scheme II suffers from instability",
                   bool(w.scheme2.median() > config.fluctuating),
                   f"fluctuation (total rise / total fall) of Scheme II {w.scheme2.median():.2f} vs Scheme I "
-                  f"{w.scheme1.median():.2f} (median over seeds; unstable = above {config.fluctuating:g})"),
+                  f"{w.scheme1.median():.2f} (median over seeds)",
+                  margin=f"Scheme II's median fluctuation over seeds above {config.fluctuating:g}"),
             check("mnist unbalanced: T-Scheme II is stable but converges more slowly than Scheme I",
                   bool(w.transformed2.median() <= config.fluctuating) and slower,
                   f"T-Scheme II fluctuation {w.transformed2.median():.2f} (stable = at most {config.fluctuating:g}); "
                   f"final loss T-II {per_seed.transformed2.mean():.4g} vs Scheme I {per_seed.scheme1.mean():.4g}; "
                   f"{slower_text}",
                   margin=f"fluctuation ≤ {config.fluctuating:g}; "
-                         f"T-II's final loss ≥ {1 + config.margin:g}× Scheme I's, in every seed"),
+                         f"T-II's mean final loss ≥ {1 + config.margin:g}× Scheme I's"),
         ]
     return claims
 
@@ -288,19 +292,20 @@ def fig4_claims(data: pd.DataFrame, config: Fig4Config) -> list:
                   best and bool(w.scheme1.median() <= config.fluctuating),
                   f"{seeds}{_order_text(final, d)}; Scheme I fluctuation {w.scheme1.median():.2f} "
                   f"(stable = at most {config.fluctuating:g}); {best_text}",
-                  margin=f"every other scheme's final loss ≥ {1 + config.margin:g}× Scheme I's in every seed; "
+                  margin=f"every other scheme's mean final loss ≥ {1 + config.margin:g}× Scheme I's; "
                          f"fluctuation ≤ {config.fluctuating:g}"),
             check(f"{d}: the (tuned) Original performs second", len(order) > 1 and order[1] == "original" and second,
                   f"{_tuned_text(lr[d], config)}; order {' < '.join(SCHEME_LABELS[s] for s in order)}; {second_text}",
-                  margin="second by mean final loss, below the schemes after it by the margin in every seed"),
+                  margin=f"second by mean final loss, the schemes after it ≥ {1 + config.margin:g}× its mean"),
             check(f"{d}: Scheme II fluctuates and shows no sign of convergence",
                   bool(w.scheme2.median() > config.fluctuating) and stalled > 0.5,
                   f"Scheme II fluctuation {w.scheme2.median():.2f} over the run (fluctuates = above "
-                  f"{config.fluctuating:g}), {stalled:.2f} over its second half (no sign of convergence = rises "
-                  "undo more than half of the falls, 0.5)"),
+                  f"{config.fluctuating:g}), {stalled:.2f} over its second half",
+                  margin=f"median fluctuation above {config.fluctuating:g} over the run and above 0.5 over its second "
+                         "half (rises undo more than half of the falls)"),
             check(f"{d}: T-Scheme II converges more slowly than Scheme I", slower,
                   f"final loss T-II {per_seed.transformed2.mean():.4g} vs Scheme I {per_seed.scheme1.mean():.4g}; "
                   f"{slower_text}",
-                  margin=f"T-II's final loss ≥ {1 + config.margin:g}× Scheme I's, in every seed"),
+                  margin=f"T-II's mean final loss ≥ {1 + config.margin:g}× Scheme I's"),
         ]
     return claims

@@ -32,7 +32,7 @@ from replicate.runs import cache
 from replicate.fl.algorithms import FedAvg
 from replicate.runs.config import RunConfig
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
-from replicate.report.claims import bound_claim, check, consistency
+from replicate.report.claims import bound_claim, consistency
 from replicate.theory import bounds
 
 SCHEMES = ("full", "scheme1", "scheme2")
@@ -279,12 +279,20 @@ def convex_claims(data: pd.DataFrame, config: ConvexConfig) -> list:
             rows.append(f"{SERIES_LABELS[series]} {mean:.3f}{interval}")
         t_max = int(runs[runs.dataset == dataset].steps.max())
         gamma = terms.loc[(dataset, "full"), "gamma"]
-        claims.append(check(
-            f"{dataset}: the measured gap decays like 1/T (Theorem 1's O(1/T) rate)", passed,
-            f"log–log slope over T ∈ [{t_max // 10}, {t_max}] (mean over seeds, 95% t-interval): " + "; ".join(rows)
-            + f". γ = 8κ = {gamma:.3g} ≫ T = {t_max}: η_t falls by {100 * (1 - gamma / (gamma + t_max)):.2g}% over the "
-              "run, so the runs are constant-step SGD with η ≈ 1/(4L) and the 1/T regime needs T ≳ γ",
-            margin=f"slope within ±{config.slope_margin:g} of −1", source=RATE_SOURCE))
+        # The bound is v/(γ + T): its own log-log slope over [T/10, T] is what Theorem 1 predicts there. At T ≪ γ it
+        # is flat, so "decays like 1/T" cannot be tested at feasible T: a closed-form check that says so (the bound
+        # itself fails the 1/T test there; on an instance with T ≳ γ it would not, and this check would fail).
+        bound_slope = -float(np.log((gamma + t_max) / (gamma + t_max / 10)) / np.log(10))
+        claims.append(consistency(
+            f"{dataset}: Theorem 1's O(1/T) rate is out of reach at feasible T: its own bound is flat there (γ ≫ T)",
+            abs(bound_slope + 1) > config.slope_margin,
+            f"γ = 8κ = {gamma:.3g} against T = {t_max}: the bound's log–log slope over T ∈ [{t_max // 10}, {t_max}] "
+            f"is {bound_slope:.2g} (1/T: −1), η_t falls by {100 * (1 - gamma / (gamma + t_max)):.2g}% over the run, "
+            "so the runs are constant-step SGD with η ≈ 1/(4L); measured slopes (mean over seeds, 95% t-interval, "
+            "not a test of the rate): " + "; ".join(rows) + f" (measured {'all' if passed else 'not all'} within "
+            f"±{config.slope_margin:g} of −1)",
+            margin=f"the bound's own slope over the window farther than ±{config.slope_margin:g} from −1: the bound "
+                   "itself would fail the 1/T test there", source=RATE_SOURCE))
     full, notes = terms.xs("full", level="series"), terms.xs("notes", level="series")
     claims.append(consistency(
         "Lemma 1 needs η_t ≤ 1/(4L): γ = max{8κ, E} meets it (η0 = 1/(4L)); the notes' max{5κ, E} breaks it",

@@ -15,7 +15,7 @@ import pandas as pd
 from replicate.core.errors import ReplicateError
 from replicate.experiments import knobs
 from replicate.experiments.fedprox2020.common import (LABELS, SYNTHETIC, DatasetDeviations, curves_grid, fmt_seeds,
-                                                       run_config, runs)
+                                                       per_set_seed, run_config, runs)
 from replicate.runs.measures import finals
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.experiments.fedprox2020.common import quoted
@@ -25,8 +25,9 @@ from replicate.report.claims import check
 FIG1_NOTE = (
     "Why our heterogeneity ordering can differ from the paper's: in the authors' generator (every version of "
     "it) α does nothing. b_k is drawn around the same mean u_k as W_k, so u_k adds the same amount to every "
-    "class's logit and the argmax ignores it; with one seed, synthetic(0, β) and synthetic(1, β) are identical "
-    "(tests/test_data_synthetic.py). The sets differ only through β, the per-device offset B_k of the inputs. A "
+    "class's logit and the argmax ignores it; with one data seed, synthetic(0, β) and synthetic(1, β) are identical "
+    "(tests/test_data_synthetic.py; here each set is its own draw). The sets differ only through β, the per-device "
+    "offset B_k of the inputs. A "
     "large offset makes each device's labels concentrate on few classes (majority-class share per device, seed "
     "0, 30 devices: 0.72 for (0,0), 0.87 for (1,1)), which a global linear model separates by the offset, so "
     "our (1,1) ends at a lower FedAvg loss than (0,0) and (0.5,0.5) at paper settings. The paper's unstable "
@@ -47,6 +48,7 @@ class Fig1Config(DatasetDeviations, knobs.FigureConfig):
     deviations: tuple[str, ...] = ()  # derived from datasets (DatasetDeviations)
 
     LSTM_PANELS: ClassVar[bool] = False
+    PER_SET_DRAWS: ClassVar[bool] = True  # the authors' one generator script per set: a draw each (per_set_seed)
 
     CHOICES: ClassVar[dict] = {"datasets": SYNTHETIC}
     ZERO_ALLOWED: ClassVar[tuple] = ("mus", "margin")
@@ -67,7 +69,8 @@ class Fig1Config(DatasetDeviations, knobs.FigureConfig):
 
     def configs(self):
         return [({"dataset": LABELS[d], "mu": prox_mu, "seed": s},
-                 run_config(d, prox_mu=prox_mu, epochs=self.epochs, seed=s, rounds=self.rounds, data=self.data_source))
+                 run_config(d, prox_mu=prox_mu, epochs=self.epochs, seed=s, rounds=self.rounds, data=self.data_source,
+                            data_seed=per_set_seed(d, s)))
                 for d in self.ordered() for prox_mu in self.mus for s in self.seeds]
 
 
@@ -90,7 +93,7 @@ def fig1_claims(data: pd.DataFrame, config: Fig1Config) -> list:
     final = finals(data, "train_loss", ("dataset", "mu", "seed"), fraction=config.tail)
     mu0, mu1 = 0.0, max(config.mus)
     n = len(config.seeds)
-    seeds = f"{n} seed{'s' if n > 1 else ''}: mean [min, max]"
+    seeds = f"{n} seed{'s' if n > 1 else ''}, each with its own draw of every set: mean [min, max]"
     claims = []
 
     def per_mu(mu):

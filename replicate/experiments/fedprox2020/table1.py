@@ -41,7 +41,8 @@ ROWS = {
                 "seed 15, the best fit of seeds 0–199; images from TFF's EMNIST-62"),
     "synthetic": ("synthetic(1,1)", None, "Synthetic",
                   "the authors' generator (n_k = int(lognormal(4, 2)) + 50 over 30 devices, spec §1(a)) is unseeded; "
-                  "our four synthetic sets share one draw of the device sizes (seed 0), 2.2× the paper's total: "
+                  "the straggler figure's draw (seed 0; Figures 1/5 draw each set anew per seed) holds 2.2× the "
+                  "paper's total: "
                   "lognormal(4, 2) is heavy-tailed (its mean, 453 a device, is 13,600 over 30 devices, and one "
                   "device holds 5,162 of our 22,349, 23 %). The authors' committed test files (805-1,084 test samples "
                   "per set, test = n − int(0.9n)) put their sets at ≈ 8,000-11,000 samples, as the paper's 10,204"),

@@ -98,3 +98,16 @@ def test_each_summary_row_says_what_its_claims_record_says():
                                              and claim["result"][len(result) - 2] in ";,"), key
         failing = [c for c in record["claims"] if c.get("kind", "replication") == "replication" and not c["passed"]]
         assert not failing or claim == failing[0], f"{key}: the summary must show a failing replication claim"
+
+
+def test_the_readme_status_table_is_the_records_own():
+    """The front page's counts are rendered from the claims records (``report.status``), never typed: the committed
+    README holds exactly that block, and its totals are the records' replication claims, read here from the JSON."""
+    from replicate.report import status
+
+    readme = (paths.REPO / "README.md").read_text()
+    assert status.block(replication.records_in(paths.figures_dir())) in readme
+    claims = [c for key, r in _records().items() if not key.startswith("cpu_scale/") for c in r["claims"]]
+    replication_claims = [c for c in claims if c.get("kind", "replication") == "replication"]
+    total = f"**{sum(c['passed'] for c in replication_claims)} of {len(replication_claims)}**"
+    assert total in readme.split(status.BEGIN)[1].split(status.END)[0]

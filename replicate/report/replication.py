@@ -6,7 +6,7 @@ from pathlib import Path
 
 from replicate.core import paths
 from replicate.core.fileio import atomic_write_text
-from replicate.report import coverage, gpu_work, history, reduced
+from replicate.report import coverage, gpu_work, history, reduced, status
 from replicate.report.claims import BASES, KIND_RULE, REDUCED_FOLDER
 from replicate.report.gpu_work import cell as _cell
 
@@ -372,6 +372,9 @@ def _split(r: dict) -> str:
 
 
 def write(path: Path | None = None) -> Path:
+    """REPLICATION.md, and the README's status table (``report.status``) when it is the checkout's own."""
     path = path or paths.REPO / "REPLICATION.md"
     atomic_write_text(path, render())
+    if path == paths.REPO / "REPLICATION.md":
+        status.update(paths.REPO / "README.md", records_in(paths.figures_dir()))
     return path

@@ -41,9 +41,9 @@ smoke: setup
 
 ## Unit, equivalence and data tests, every notebook at smoke scale once, and the number guard, as two halves side
 ## by side (each prints when it ends, with its slowest tests: where CI time goes): test-library (tests/, then the
-## guard) and test-notebooks (nbval, then the official-data end-to-end test, the first look and the arena); then
-## test-cluster (the executors' tests, which start a real Ray head node: alone, as a loaded machine makes it
-## miss its health checks). Each half writes its own
+## guard) and test-notebooks (nbval, then the official-data end-to-end test, the first look and the arena, then
+## test-cluster: the executors' tests, which start a real Ray head node, while the other half still runs). Each
+## half writes its own
 ## build folder, never the run cache of your own figures (build/cache), and computes with half the cores'
 ## threads, so the halves do not contend for cores (two 2-thread pools on 2 cores slowed small ops up to 100×).
 HALF_THREADS := $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n > 1 ? n / 2 : 1 )))
@@ -53,9 +53,7 @@ since = $$(( $$(date +%s) - $$(cat build/.time-$(1)) ))
 test: setup $(VENV)/.ray $(VENV)/.docs
 	$(call stamp,test)
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-library test-notebooks
-	$(call stamp,cluster)
-	$(MAKE) --no-print-directory test-cluster
-	@echo "make test: $(call since,test) s (the executors' tests $(call since,cluster) s)"
+	@echo "make test: $(call since,test) s"
 
 test-library: setup $(VENV)/.ray
 	$(call stamp,library)
@@ -79,7 +77,7 @@ ARENA := tests/test_arena.py
 MOVED := tests/test_data_variants.py tests/test_khanduri2021.py
 # the documentation site, built in strict mode by `make docs` (≈ 8 s on 2 cores), then opened in headless Chromium (≈ 7 s)
 SITE := tests/test_site.py
-test-notebooks: setup $(VENV)/.docs
+test-notebooks: setup $(VENV)/.docs $(VENV)/.ray
 	$(call stamp,notebooks)
 	OMP_NUM_THREADS=$(HALF_THREADS) REPLICATE_BUILD=$(CURDIR)/build/test-notebooks \
 	    $(BIN)/python -m pytest -q -rs tests notebooks --nbval-lax --notebooks-on-official-data \
@@ -89,7 +87,10 @@ test-notebooks: setup $(VENV)/.docs
 	OMP_NUM_THREADS=$(HALF_THREADS) REPLICATE_BUILD=$(CURDIR)/build/test-notebooks \
 	REPLICATE_SMOKE_FIGURES=$(CURDIR)/build/test-notebooks/figures REPLICATE_SITE_DIR=$(CURDIR)/build/site \
 	    $(BIN)/python -m pytest -q -rs $(E2E) $(FIRST_LOOK) $(ARENA) $(MOVED) $(SITE) -p no:cacheprovider --durations=5
-	@echo "test-notebooks: $(call since,notebooks) s (the site, end-to-end, first-look and arena tests $(call since,e2e) s)"
+	$(call stamp,cluster)
+	$(MAKE) --no-print-directory test-cluster
+	@echo "test-notebooks: $(call since,notebooks) s (the site, end-to-end, first-look and arena tests, then the \
+	executors' $(call since,e2e) s, the executors' alone $(call since,cluster) s)"
 
 test-cluster: setup $(VENV)/.ray
 	REPLICATE_BUILD=$(CURDIR)/build/test $(BIN)/python -m pytest -q -rs tests/test_executors.py -p no:cacheprovider

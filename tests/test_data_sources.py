@@ -8,10 +8,11 @@ import hashlib
 import io
 import json
 import tarfile
-import urllib.error
 import zipfile
 
 import pytest
+
+import fake_http
 
 from replicate.cli.main import main
 from replicate.core.errors import ReplicateError
@@ -67,15 +68,8 @@ def _register(monkeypatch, spec):
 
 
 def _serve(monkeypatch, payloads, tried=None):
-    """urlopen answering from ``payloads`` {url: bytes}; other URLs are unreachable."""
-    def urlopen(url, timeout):
-        url = getattr(url, "full_url", url)  # archives ask with a Request (a Range header when resuming)
-        if tried is not None:
-            tried.append(url)
-        if url not in payloads:
-            raise urllib.error.URLError("Name or service not known")
-        return io.BytesIO(payloads[url])
-    monkeypatch.setattr(store.urllib.request, "urlopen", urlopen)
+    """The network answering from ``payloads`` {url: bytes}; other URLs are unreachable."""
+    fake_http.serve(monkeypatch, payloads.get, tried)
 
 
 @pytest.mark.parametrize("suffix, mode", [(".tar.bz2", "w:bz2"), (".tar.gz", "w:gz"), (".zip", None)])
@@ -328,12 +322,9 @@ def test_own_mirror_first_then_the_archive_that_holds_the_file(env, monkeypatch)
 
 
 def test_a_download_cut_short_is_named_and_leaves_nothing_but_its_part(env, monkeypatch):
-    class Short(io.BytesIO):
-        headers = {"Content-Length": "1000"}
-
     spec = _spec("toy.zip")
     _register(monkeypatch, spec)
-    monkeypatch.setattr(store.urllib.request, "urlopen", lambda url, timeout: Short(b"partial"))
+    fake_http.serve(monkeypatch, lambda url: (b"partial", 1000))  # 1,000 bytes declared, 7 sent
     with pytest.raises(ReplicateError, match="broke off.*7 of 1,000 bytes"):
         store.fetch("toyarc")
     assert archives.pinned("toyarc/toy.zip") is None

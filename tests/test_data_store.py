@@ -1,10 +1,10 @@
 """Dataset file staging: checksums of uncompressed content, atomic writes, clear errors."""
 import gzip
 import hashlib
-import io
-import urllib.error
 
 import pytest
+
+import fake_http
 
 from replicate.core import settings
 from replicate.data import store
@@ -96,24 +96,15 @@ def test_missing_source_directory_and_missing_file(toy):
 
 def test_download_tries_mirrors_in_order_and_verifies(toy, monkeypatch):
     tried = []
-
-    def urlopen(url, timeout):
-        tried.append(url)
-        if "mirror-a" in url:
-            raise urllib.error.URLError("unreachable")
-        return io.BytesIO(gzip.compress(PAYLOAD))
-
-    monkeypatch.setattr(store.urllib.request, "urlopen", urlopen)
+    fake_http.serve(monkeypatch, lambda url: None if "mirror-a" in url else gzip.compress(PAYLOAD), tried)
     store.fetch("toy")
     assert tried == [m + "labels-idx1-ubyte.gz" for m in TOY.mirrors]
     assert _staged(toy).read_bytes() == PAYLOAD
+    assert not (toy / "data" / "toy" / ".download" / "labels-idx1-ubyte.gz").exists()  # the download is not kept
 
 
 def test_failed_download_lists_urls_and_suggests_local_staging(toy, monkeypatch):
-    def urlopen(url, timeout):
-        raise urllib.error.URLError("no route")
-
-    monkeypatch.setattr(store.urllib.request, "urlopen", urlopen)
+    fake_http.serve(monkeypatch, lambda url: None)
     with pytest.raises(ReplicateError) as err:
         store.fetch("toy")
     assert all(m in str(err.value) for m in TOY.mirrors)

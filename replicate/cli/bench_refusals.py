@@ -26,12 +26,13 @@ CASES = [  # (what, arguments, environment)
 
 def _timed(args: list[str], env: dict, repeats: int) -> tuple[float, int, int]:
     """Median seconds of ``args`` run as a process, its status and how many lines it printed (the last run's)."""
-    import os
+    from replicate.core import settings
 
+    environment = settings.child_environment(settings.current()) | env
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        done = subprocess.run(args, capture_output=True, text=True, timeout=120, env={**os.environ, **env})
+        done = subprocess.run(args, capture_output=True, text=True, timeout=120, env=environment)
         times.append(time.perf_counter() - start)
     lines = (done.stdout + done.stderr).strip().splitlines()
     return statistics.median(times), done.returncode, len(lines)

@@ -1,11 +1,12 @@
-"""Official archives on disk: download, checksums, trust-on-first-use pins, safe unpacking.
+"""Official archives on disk: download (pooch), checksums, trust-on-first-use pins, safe unpacking.
 
 A checksum is either published (the registry entry names where: TFF's loader source, the CIFAR
 page) or, where none was ever published (Sentiment140, GloVe, Project Gutenberg), the SHA-256 of
 the first successful download, recorded in ``data_dir()/checksums.lock`` and required of every
-later download. Unpacking reads ``.tar.gz``, ``.tar.bz2``, ``.zip`` and single-file ``.gz``; it
-writes regular files only, all inside a fresh temporary folder (absolute names, ``..`` and links
-are refused), so a half-unpacked archive is never seen as data.
+later download. Downloads go through pooch's HTTP downloader, resumed after a cut where the server allows.
+Unpacking reads ``.tar.gz``, ``.tar.bz2``, ``.zip`` and single-file ``.gz``; it writes regular files only, all
+inside a fresh temporary folder (absolute names, ``..`` and links are refused), so a half-unpacked archive is
+never seen as data. It is not pooch's: on Python < 3.12 pooch's ``Untar`` extracts without a filter.
 """
 from __future__ import annotations
 
@@ -21,8 +22,6 @@ import sys
 import tarfile
 import tempfile
 import time
-import urllib.error
-import urllib.request
 import zipfile
 import zlib
 from datetime import datetime, timezone
@@ -102,28 +101,57 @@ def mismatch(expected: dict[str, str], actual: dict[str, str]) -> str | None:
 
 def failure(url: str, exc: Exception) -> str:
     """One line saying why ``url`` gave nothing usable."""
-    if isinstance(exc, urllib.error.HTTPError):
-        return f"{url}: HTTP {exc.code} {exc.reason}"
-    if isinstance(exc, (TimeoutError, socket.timeout)) or "timed out" in str(exc):
+    import requests
+
+    response = getattr(exc, "response", None)
+    if isinstance(exc, requests.HTTPError) and response is not None:
+        return f"{url}: HTTP {response.status_code} {response.reason}"
+    if isinstance(exc, (requests.Timeout, TimeoutError, socket.timeout)) or "timed out" in str(exc):
         return f"{url}: the server stopped sending for {TIMEOUT_S} s (a stalled download)"
-    if isinstance(exc, urllib.error.URLError):
-        return f"{url}: host unreachable ({exc.reason}); is this machine offline?"
+    if isinstance(exc, requests.ConnectionError) and not isinstance(exc, requests.exceptions.ChunkedEncodingError):
+        return f"{url}: host unreachable ({_reason(exc)}); is this machine offline?"
     if isinstance(exc, ReplicateError):
         return f"{url}: {exc}"
     return f"{url}: download broke off ({exc})"
 
 
+def _reason(exc: Exception) -> str:
+    """The innermost reason a connection failed (requests nests urllib3's), in a few words."""
+    while exc.__context__ is not None and exc.args and not isinstance(exc.args[0], str):
+        exc = exc.__context__
+    return str(exc.args[0] if exc.args else exc)[:120]
+
+
+def broken() -> tuple[type, ...]:
+    """What a download that gave nothing usable raises (``except archives.broken()``: requests loads only then)."""
+    import requests
+
+    return (OSError, requests.RequestException)
+
+
+# requests hands the body over in pieces of this size; a piece cut short by a broken connection is lost with it
+# (urllib3 keeps it back until the piece is whole), so a resume starts at most this much earlier
+HTTP_CHUNK = 1 << 16
 TIMEOUT_S = 60  # a server silent this long has stalled: one line, and the bytes received are kept for a resume
 _SHOW_EVERY_S = 0.5
 
 
 class _Meter:
-    """Bytes received and the rate, on one self-overwriting stderr line while a terminal watches, then one line."""
+    """pooch's progress bar protocol (``total``, ``update``, ``reset``, ``close``) as the bytes received and the
+    rate: one self-overwriting stderr line while a terminal watches, then one line."""
 
-    def __init__(self, what: str, done: int, total: int | None):
-        self.what, self.start_bytes, self.done, self.total = what, done, done, total
+    def __init__(self, what: str, done: int):
+        self.what, self.start_bytes, self.done, self._total = what, done, done, None
         self.t0 = self.shown = time.monotonic()
         self.live = sys.stderr.isatty()
+
+    @property
+    def total(self) -> int | None:
+        return self._total
+
+    @total.setter
+    def total(self, body: int) -> None:  # pooch sets the response's Content-Length: the bytes after those we hold
+        self._total = self.start_bytes + body if body else None
 
     def line(self) -> str:
         seconds = max(time.monotonic() - self.t0, 1e-9)
@@ -138,61 +166,80 @@ class _Meter:
             self.shown = time.monotonic()
             print("\r" + self.line(), end="", file=sys.stderr, flush=True)
 
-    def finish(self) -> None:
+    def reset(self) -> None:  # pooch, once the body is in: then update(total) fills the bar exactly
+        self.done = self.start_bytes
+
+    def close(self) -> None:
         print(("\r" if self.live else "") + self.line(), file=sys.stderr, flush=True)
 
 
 def _receive(url: str, part: Path, what: str) -> None:
-    """Append ``url``'s body to ``part``, asking the server for the bytes after those ``part`` holds (HTTP Range)
-    and starting afresh where it ignores the request; raises OSError unless the whole body arrived."""
+    """Append ``url``'s body to ``part`` through pooch's HTTP downloader, asking for the bytes after those ``part``
+    holds (HTTP Range: pooch itself never resumes) and starting afresh where the server sends the whole body again;
+    raises unless the whole body arrived."""
+    import pooch
+    import requests
+
     have = part.stat().st_size if part.is_file() else 0
-    request = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
-    try:
-        response = urllib.request.urlopen(request, timeout=TIMEOUT_S)
-    except urllib.error.HTTPError as exc:
-        if exc.code == 416 and have:  # nothing after what we hold: begin again rather than trust it
-            part.unlink()
-            return _receive(url, part, what)
-        raise
-    with response:
-        if have and getattr(response, "status", 200) != 206:  # the server sends the whole body again
-            have = 0
-        headers = getattr(response, "headers", None)
-        length = headers.get("Content-Length") if headers is not None else None
-        total = have + int(length) if length is not None else None
-        meter = _Meter(what, have, total)
-        with open(part, "ab" if have else "wb") as out:
-            out.truncate(have)
-            for chunk in iter(lambda: response.read(_CHUNK), b""):
-                out.write(chunk)
-                meter.update(len(chunk))
-            size = out.tell()
-    meter.finish()
-    if total is not None and size != total:
-        raise OSError(f"connection closed after {size:,} of {total:,} bytes")
+    meter = _Meter(what, have)
+    with open(part, "ab") as out:
+        def answered(response, *args, **kwargs):  # before the body is read: does it continue ours?
+            if have and response.status_code != 206:  # the whole body again
+                out.truncate(0)
+                meter.start_bytes = meter.done = 0
+            return response
+
+        downloader = pooch.HTTPDownloader(progressbar=meter, chunk_size=HTTP_CHUNK, timeout=TIMEOUT_S,
+                                          headers={"Range": f"bytes={have}-"} if have else {},
+                                          hooks={"response": answered})
+        try:
+            downloader(url, out, None)
+        except requests.HTTPError as exc:
+            if exc.response is not None and exc.response.status_code == 416 and have:
+                out.close()  # nothing after what we hold: begin again rather than trust it
+                part.unlink()
+                return _receive(url, part, what)
+            raise
+        except requests.exceptions.ChunkedEncodingError as exc:  # the body ended short: keep it for a resume
+            out.flush()
+            if meter.total:
+                raise OSError(f"connection closed after {part.stat().st_size:,} of {meter.total:,} bytes") from exc
+            raise
 
 
 def download(urls: tuple[str, ...], dest: Path, what: str) -> str:
     """Download the first of ``urls`` that answers into ``dest``; the URL used.
 
-    Bytes arrive in ``dest.part``, which becomes ``dest`` only once the whole body is there; a download that
-    broke off or stalled (``TIMEOUT_S``) keeps it, and the next call resumes after it where the server allows
-    (HTTP Range), else starts again. Every failure is named in one line: an unreachable host (no internet),
-    an HTTP error, a connection that broke off or stalled. The caller verifies the checksum before unpacking.
+    Bytes arrive in ``dest.part`` (through pooch's HTTP downloader, with a progress line), which becomes ``dest``
+    only once the whole body is there; a download that broke off or stalled (``TIMEOUT_S``) keeps it, and the
+    next call resumes after it where the server allows (HTTP Range), else starts again. Every failure is named
+    in one line: an unreachable host (no internet), an HTTP error, a connection that broke off or stalled. The
+    caller verifies the checksum before using it.
     """
-    part = dest.with_name(dest.name + ".part")
-    dest.parent.mkdir(parents=True, exist_ok=True)
     failures = []
     for url in urls:
         try:
-            _receive(url, part, what)
-            part.replace(dest)
+            receive(url, dest, what)
             return url
-        except OSError as exc:  # URLError, HTTPError and socket timeouts are OSErrors
+        except broken() as exc:
             failures.append(failure(url, exc))
-    kept = (f"\n  the {part.stat().st_size:,} bytes received are kept in {part}: the next fetch resumes there"
+    raise ReplicateError(f"could not download {what}:\n  " + "\n  ".join(failures) + kept(dest))
+
+
+def receive(url: str, dest: Path, what: str) -> None:
+    """``url``'s body into ``dest`` (``download`` for one URL); raises one of ``broken()`` (``failure`` says it in
+    a line) unless the whole body arrived."""
+    part = dest.with_name(dest.name + ".part")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    _receive(url, part, what)
+    part.replace(dest)
+
+
+def kept(dest: Path) -> str:
+    """The line saying where the bytes of a broken-off download of ``dest`` wait for the next fetch, if any."""
+    part = dest.with_name(dest.name + ".part")
+    return (f"\n  the {part.stat().st_size:,} bytes received are kept in {part}: the next fetch resumes there"
             if part.is_file() and part.stat().st_size else "")
-    raise ReplicateError(f"could not download {what}:\n  " + "\n  ".join(failures) + kept)
 
 
 def _member_path(name: str, archive: Path) -> PurePosixPath:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import urllib.request
 import zlib
 from functools import partial
 from pathlib import Path
@@ -161,17 +160,24 @@ def _stage_pack(ds: DatasetFiles, path: Path, files: list[FileSpec]) -> None:
 
 
 def _download_file(ds: DatasetFiles, file: FileSpec, dest: Path) -> str:
+    """``file`` from the first of its mirrors that answers, verified (uncompressed) into ``dest``."""
+    tmp = dataset_dir(ds.name) / ".download" / file.published_name
     failures = []
     for base in ds.mirrors:
         url = base + file.published_name
         try:
-            with urllib.request.urlopen(url, timeout=60) as response:
-                stream = gzip.GzipFile(fileobj=response) if file.gzipped else response
+            archives.receive(url, tmp, f"{ds.name} {file.published_name}")
+            with (gzip.open if file.gzipped else open)(tmp, "rb") as stream:
                 _write_verified(dest, stream, ds, file, url)
             return url
-        except (OSError, ReplicateError) as exc:
+        except archives.broken() as exc:
             failures.append(archives.failure(url, exc))
-    raise ReplicateError(f"{ds.name}: could not download {file.published_name}:\n  " + "\n  ".join(failures))
+        except ReplicateError as exc:  # the bytes are not the file's: the next mirror may have it
+            failures.append(f"{url}: {exc}")
+        finally:
+            tmp.unlink(missing_ok=True)
+    raise ReplicateError(f"{ds.name}: could not download {file.published_name}:\n  " + "\n  ".join(failures)
+                         + archives.kept(tmp))
 
 
 def _download_archive(ds: DatasetFiles, archive: Archive) -> str:

@@ -58,7 +58,10 @@ def block(records: list[dict]) -> str:
 
 
 def update(readme: Path, records: list[dict]) -> bool:
-    """Rewrite the table between the markers of ``readme``; whether it changed (False also where it has none)."""
+    """Rewrite the table between the markers of ``readme``; whether it changed (False also where there is no such
+    file or it has no markers)."""
+    if not readme.is_file():
+        return False
     text = readme.read_text()
     start, end = text.find(BEGIN), text.find(END)
     if start < 0 or end < start:

@@ -144,14 +144,16 @@ def test_convex_smoke_run_has_what_the_plot_needs(tiny_datasets):
     config = convex.ConvexConfig.for_profile("smoke", rounds=6, weight_decay=0.01, clients_per_round=3)
     data = convex.convex(config, progress=False)
     runs = data[data.kind == "run"]
-    assert set(runs.series) == {"full", "notes", "scheme1", "scheme2"}
-    assert runs[["gap", "bound", "steps"]].notna().all().all() and (runs.gap > 0).all()
+    assert set(runs.series) == {"full", "notes", "scheme1", "scheme2", "rate"}
+    bounded = runs[runs.series != "rate"]  # the rate instance is measured against its own F*, with no bound drawn
+    assert bounded[["gap", "bound", "steps"]].notna().all().all() and (runs.gap > 0).all()
     terms = data[data.kind == "terms"].set_index("series")
+    assert terms.loc["rate", "kappa"] == pytest.approx(config.rate_kappa, rel=1e-6)  # λ raised until L/μ = κ
     assert terms.loc["scheme2", "engine_scheme"] == "transformed2"  # the toy clients are unbalanced
     assert terms.loc["full", "lemma1_ok"] and not terms.loc["notes", "lemma1_ok"]
     assert convex.plot_convex(data, config) is not None
     claims = convex.convex_claims(data, config)
-    assert len(claims) == 6 and claims[-1].kind == "consistency"
+    assert len(claims) == 7 and claims[-1].kind == "consistency" and "λ raised to κ = 5" in claims[-2].claim
 
 
 def test_optimal_e_smoke_run_has_what_the_plot_needs(tiny_datasets):
@@ -279,3 +281,23 @@ def test_convex_bound_claims_with_huge_slack_are_not_counted(tiny_datasets):
     broken.loc[broken.kind == "run", "gap"] = broken.loc[broken.kind == "run", "bound"] * 2
     assert all(c.kind == "replication" and not c.passed for c in convex.convex_claims(broken, config)
                if "the bound holds" in c.claim)
+
+
+def test_the_rate_is_tested_where_it_is_testable_and_can_fail():
+    """The O(1/T) claim on the rate instance (λ raised until κ = 5): a replication claim on the measured slope, which
+    a gap falling like 1/T passes and one falling like T^-0.3 fails."""
+    config = convex.ConvexConfig(schemes=("full",))
+
+    def with_rate(slope):
+        steps = np.arange(10, 1001, 10)
+        rate = [pd.DataFrame({"kind": "run", "dataset": "d", "series": "rate", "seed": seed, "round": steps // 10,
+                              "steps": steps, "gap": (1 + 0.01 * seed) * steps.astype(float) ** slope,
+                              "bound": np.nan}) for seed in (0, 1)]
+        row = pd.DataFrame([{"kind": "terms", "dataset": "d", "series": "rate", "gamma": 40.0, "kappa": 5.0,
+                             "weight_decay": 3.2, "L": 16.0, "mu": 3.2}])
+        return pd.concat([_convex_frame(-0.3, 0.5, gamma=1e6), *rate, row], ignore_index=True)
+
+    good, bad = (convex.convex_claims(with_rate(s), config) for s in (-1.0, -0.3))
+    assert len(good) == 5 and good[3].kind == "replication" and good[3].passed
+    assert "λ raised to κ = 5" in good[3].claim and "-1.000" in good[3].result and "γ = 40" in good[3].result
+    assert not bad[3].passed and "-0.300" in bad[3].result

@@ -171,7 +171,7 @@ def _below(per_seed: pd.DataFrame, a: str, others: list[str], margin: float) -> 
     single = {o: per_seed[o] / per_seed[a] - 1 for o in others}
     seeds = int((per_seed[a].to_numpy()[:, None] < per_seed[others].to_numpy()).all(axis=1).sum())
     ok = min(gaps.values()) >= margin
-    text = (", ".join(f"{SCHEME_LABELS[o]} +{g:.1%} (single seeds {single[o].min():+.1%} to {single[o].max():+.1%})"
+    text = (", ".join(f"{SCHEME_LABELS[o]} {g:+.1%} (single seeds {single[o].min():+.1%} to {single[o].max():+.1%})"
                       for o, g in gaps.items())
             + f" above {SCHEME_LABELS[a]}, seed means (margin {margin:.0%}); lower in {seeds}/{len(per_seed)} seeds")
     return ok, text

@@ -32,14 +32,18 @@ from replicate.runs import cache
 from replicate.fl.algorithms import FedAvg
 from replicate.runs.config import RunConfig
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
-from replicate.report.claims import bound_claim, consistency
+from replicate.report.claims import bound_claim, check, consistency
 from replicate.theory import bounds
 
 SCHEMES = ("full", "scheme1", "scheme2")
 THEOREM = {"full": "Thm 1", "scheme1": "Thm 2", "scheme2": "Thm 3"}
 SERIES_LABELS = {"full": "full", "notes": "full, notes' 5κ", "scheme1": "Scheme I",
-                 "scheme2": "Scheme II / T-Scheme II"}
+                 "scheme2": "Scheme II / T-Scheme II", "rate": "full, λ raised to κ = 5 (rate test)"}
 
+RATE_DEVIATION = (
+    "The O(1/T) rate is tested on an instance of our choosing (PROPOSED): the same data with λ raised so that "
+    "κ = L/μ = 5 (γ = max{8κ, E} = 40 ≪ T), full participation, Theorem 1's η_t; at the paper's λ = 1e-4, γ = 8κ "
+    "is 1e6-1e7 and the bound itself is flat at any feasible T.")
 DEVIATIONS = (
     "One η per round: the engine applies η0/(1 + (E/γ)·r), the theorem's η_t at the round's first step t = rE; "
     "the round's later steps use at most (1 + E/γ)× the theorem's η_t (a factor 1 + 5e-7 to 1 + 4e-5 here).",
@@ -52,6 +56,7 @@ DEVIATIONS = (
     "Scheme II on the unbalanced synthetic sets runs as T-Scheme II (Li et al. §3.3's transformation) with the "
     "transformed constants, since Theorem 3 needs balanced p_k; mnist balanced runs Scheme II itself.",
     "No gradient clipping (the Li et al. figures' code clips at 60; the theorems do not).",
+    RATE_DEVIATION,
     "Notes vs Li et al. (typographical differences): (a) Theorem 1 prints γ = max{5κ, E} (Li et al.: 8κ), which "
     "gives η0 = 2/(5L) > 1/(4L), against Lemma 1's condition: both are run and evaluated (the 5κ series uses the "
     "notes' step size and their eq. 3); (b) eq. (3) reads κ/(γ+T−1)·(2B/μ + μγ/2·‖w_1 − w*‖²) where Li et al. write "
@@ -78,15 +83,22 @@ class ConvexConfig(knobs.FigureConfig):
     num_clients: int | None = None  # N of the synthetic sets; None = 100 (the paper's)
     probes: int = 8  # rounds per run where σ_k², G² are measured
     slope_margin: float = 0.25  # "decays like 1/T": fitted slope within this of −1
+    # κ of the rate instance: the same data with λ raised until L/μ = rate_kappa, so that γ = max{8κ, E} ≪ T and
+    # Theorem 1's O(1/T) rate is testable (at λ = 1e-4, γ ≈ 1e6-1e7 ≫ any feasible T); 0: no such instance
+    rate_kappa: float = 5.0
     deviations: tuple[str, ...] = DEVIATIONS
 
     CHOICES: ClassVar[dict] = {"datasets": DATASETS, "schemes": SCHEMES}
+    ZERO_ALLOWED: ClassVar[tuple] = ("rate_kappa",)
 
     @classmethod
     def smoke(cls):
         return cls(datasets=("synthetic(1,1)",), clients_per_round=5, rounds=30, seeds=(0,), num_clients=10, probes=3)
 
     def validate(self) -> None:
+        if self.rate_kappa and self.rate_kappa <= 1:
+            raise ReplicateError(f"ConvexConfig.rate_kappa must be above 1 (κ = L/μ ≥ 1), or 0 for no rate instance, "
+                                 f"got {self.rate_kappa}")
         if "full" not in self.schemes:
             raise ReplicateError("ConvexConfig.schemes must include 'full' (Theorem 1, and the notes' series)")
         for dataset in self.datasets:
@@ -106,11 +118,13 @@ class ConvexConfig(knobs.FigureConfig):
         """``full`` (8κ), ``notes`` (full participation, the notes' 5κ), then Schemes I/II."""
         return ["full", "notes", *[s for s in self.schemes if s != "full"]]
 
-    def run_config(self, dataset: str, scheme: str, seed: int, *, lr0: float, decay: float) -> RunConfig:
+    def run_config(self, dataset: str, scheme: str, seed: int, *, lr0: float, decay: float,
+                   weight_decay: float | None = None) -> RunConfig:
         return RunConfig(dataset=dataset, num_clients=self.clients_for(dataset),
                          algorithm=FedAvg(scheme, self.clients_per_round), local_steps=self.local_steps,
                          batch_size=batch_size(dataset), client_lr=lr0, lr_schedule="inverse", lr_decay=decay,
-                         weight_decay=self.weight_decay, clip_norm=None, rounds=self.rounds_for(dataset), seed=seed)
+                         weight_decay=self.weight_decay if weight_decay is None else weight_decay, clip_norm=None,
+                         rounds=self.rounds_for(dataset), seed=seed)
 
 
 def _theory(c, series: str, balanced: bool) -> dict:
@@ -173,10 +187,39 @@ def _convex(config: ConvexConfig, progress: bool, log) -> pd.DataFrame:
                                         local_steps=config.local_steps, init_dist_sq=dist,
                                         gamma_kappa_factor=row["gamma_factor"], form=form)
             frames.append(part.assign(bound=np.asarray(bound), kind="run"))
+        if config.rate_kappa:
+            rate, row = _rate_runs(dataset, c, config, progress, log)
+            frames.append(rate)
+            terms.append(row)
     data = pd.concat(frames, ignore_index=True)
     keep = ["kind", "dataset", "series", "seed", "round", "steps", "lr", "train_loss", "gap", "bound", "dist_sq",
             "G2_at", "sum_p2_sigma2_at"]
     return pd.concat([data[keep], pd.DataFrame(terms).assign(kind="terms")], ignore_index=True)
+
+
+def _rate_runs(dataset: str, c, config: ConvexConfig, progress: bool, log) -> tuple[pd.DataFrame, dict]:
+    """Theorem 1 where its rate is testable: the same data and runs (full participation, η_t = 2/(μ(γ + t))) with λ
+    raised so that κ = ``rate_kappa`` (c.L − λ is the loss's L, so λ' = (L − λ)/(κ − 1)); the gap against its own F*."""
+    lam = (c.L - config.weight_decay) / (config.rate_kappa - 1)
+    rc, info = cached_constants(dataset, weight_decay=lam, batch_size=batch_size(dataset),
+                                num_clients=config.clients_for(dataset))
+    g = bounds.gamma(rc.L / rc.mu, config.local_steps, 8.0)
+    lr0, decay = 2.0 / (rc.mu * g), config.local_steps / g
+    runs = [config.run_config(dataset, "full", seed, lr0=lr0, decay=decay, weight_decay=lam)
+            for seed in config.seeds_for(dataset)]
+    probes = [RunProbe(rounds=run.rounds, eval_every=run.eval_every, batch_size=run.batch_size, weight_decay=lam,
+                       minimiser=rc.minimiser, probes=config.probes) for run in runs]
+    cache.plan(list(zip(runs, [None] * len(runs), probes)), log)
+    frames = []
+    for run, probe in zip(runs, probes):
+        history = cache.run(run, progress=progress, log=log, extra_metrics=probe)
+        frames.append(history.assign(dataset=LABELS[dataset], series="rate", seed=run.seed,
+                                     steps=history["round"] * config.local_steps, kind="run", bound=np.nan,
+                                     gap=history["train_loss"] + 0.5 * lam * history["sq_norm"] - rc.optimal_value))
+    row = {"dataset": LABELS[dataset], "series": "rate", "gamma": g, "lr0": lr0, "lr_decay": decay, "L": rc.L,
+           "mu": rc.mu, "kappa": rc.L / rc.mu, "weight_decay": lam, "F_star": rc.optimal_value,
+           "constants_s": info["elapsed_s"]}
+    return pd.concat(frames, ignore_index=True), row
 
 
 def _bound_terms(c, row: dict, config: ConvexConfig, *, G2: float, s2: float, s2_sum: float, dist: float) -> dict:
@@ -216,15 +259,16 @@ def plot_convex(data: pd.DataFrame, config: ConvexConfig):
     colors = dict(zip(SERIES_LABELS, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
     for j, dataset in enumerate(datasets):
         top, bottom = axes[0, j], axes[1, j]
-        for series in config.series():
+        for series in [*config.series(), "rate"]:
             part = curves[(curves.dataset == dataset) & (curves.series == series)]
             if part.empty:
                 continue
             color = colors[series]
             top.plot(part.steps, part.gap, color=color, lw=1.3, label=f"{SERIES_LABELS[series]}: measured")
             top.fill_between(part.steps, part.lo, part.hi, color=color, alpha=0.2, lw=0)
-            top.plot(part.steps, part.bound, "--", color=color, lw=1.1, label=f"{SERIES_LABELS[series]}: bound")
-            bottom.plot(part.steps, part.ratio, color=color, lw=1.3)
+            if series != "rate":  # the rate instance is measured only (its own F*; no bound drawn)
+                top.plot(part.steps, part.bound, "--", color=color, lw=1.1, label=f"{SERIES_LABELS[series]}: bound")
+                bottom.plot(part.steps, part.ratio, color=color, lw=1.3)
         top.set(xscale="log", yscale="log", title=dataset, ylabel=r"$E[F(w_T)] - F^*$" if j == 0 else None)
         bottom.set(xscale="log", yscale="log", xlabel="local SGD steps T",
                    ylabel="bound / measured" if j == 0 else None)
@@ -293,6 +337,9 @@ def convex_claims(data: pd.DataFrame, config: ConvexConfig) -> list:
             f"±{config.slope_margin:g} of −1)",
             margin=f"the bound's own slope over the window farther than ±{config.slope_margin:g} from −1: the bound "
                    "itself would fail the 1/T test there", source=RATE_SOURCE))
+        rate = runs[(runs.dataset == dataset) & (runs.series == "rate")]
+        if not rate.empty:
+            claims.append(_rate_claim(dataset, rate, terms.loc[(dataset, "rate")], config))
     full, notes = terms.xs("full", level="series"), terms.xs("notes", level="series")
     claims.append(consistency(
         "Lemma 1 needs η_t ≤ 1/(4L): γ = max{8κ, E} meets it (η0 = 1/(4L)); the notes' max{5κ, E} breaks it",
@@ -300,6 +347,21 @@ def convex_claims(data: pd.DataFrame, config: ConvexConfig) -> list:
         "4L·η0: " + ", ".join(f"{d}: {full.loc[d, 'lr0_times_4L']:.3g} (8κ) vs {notes.loc[d, 'lr0_times_4L']:.3g} (5κ)"
                              for d in full.index)))
     return claims
+
+
+def _rate_claim(dataset: str, rate: pd.DataFrame, row: pd.Series, config: ConvexConfig):
+    """Theorem 1's O(1/T) rate on the instance where it is testable (``_rate_runs``): the mean log–log slope of
+    the measured gap over T ∈ [T/10, T] within ``slope_margin`` of −1."""
+    t_max = int(rate.steps.max())
+    tail = rate[rate.steps >= t_max / 10]
+    mean, lo, hi = slope_interval([log_slope(g.steps, g.gap) for _, g in tail.groupby("seed")])
+    interval = f" [{lo:.3f}, {hi:.3f}]" if np.isfinite(lo) else " (one seed)"
+    return check(f"{dataset}: the measured gap decays like 1/T (Theorem 1's O(1/T) rate), on the same data with λ "
+                 f"raised to κ = {config.rate_kappa:g}, where T ≫ γ", abs(mean + 1) <= config.slope_margin,
+                 f"log–log slope over T ∈ [{t_max // 10}, {t_max}] (mean over seeds, 95% t-interval): {mean:.3f}"
+                 f"{interval}; λ = {row['weight_decay']:.3g}, κ = {row['kappa']:.3g}, γ = {row['gamma']:.3g}",
+                 margin=f"slope within ±{config.slope_margin:g} of −1", source=RATE_SOURCE,
+                 deviations=(RATE_DEVIATION,))
 
 
 def _decomposition(row: pd.Series) -> str:

@@ -359,7 +359,9 @@ def _rate_claim(dataset: str, rate: pd.DataFrame, row: pd.Series, config: Convex
     return check(f"{dataset}: the measured gap decays like 1/T (Theorem 1's O(1/T) rate), on the same data with λ "
                  f"raised to κ = {config.rate_kappa:g}, where T ≫ γ", abs(mean + 1) <= config.slope_margin,
                  f"log–log slope over T ∈ [{t_max // 10}, {t_max}] (mean over seeds, 95% t-interval): {mean:.3f}"
-                 f"{interval}; λ = {row['weight_decay']:.3g}, κ = {row['kappa']:.3g}, γ = {row['gamma']:.3g}",
+                 f"{interval}; λ = {row['weight_decay']:.3g}, κ = {row['kappa']:.3g}, γ = {row['gamma']:.3g}"
+                 + ("; the gap falls faster than 1/T" if mean < -1 - config.slope_margin else
+                    "; the gap falls slower than 1/T" if mean > -1 + config.slope_margin else ""),
                  margin=f"slope within ±{config.slope_margin:g} of −1", source=RATE_SOURCE,
                  deviations=(RATE_DEVIATION,))
 

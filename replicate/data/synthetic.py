@@ -109,12 +109,18 @@ def _train_len(n: int) -> int:
     return int(0.9 * n)
 
 
-def train_sizes(num_clients: int = 100, seed: int = 0) -> np.ndarray:
-    """The training samples of every device of data seed ``seed``, as :func:`synthetic` draws them for every α, β
-    (the sizes are its first draw), without drawing the data: a size statistic over thousands of seeds."""
+def device_sizes(num_clients: int = 100, seed: int = 0) -> np.ndarray:
+    """Every device's samples n_k (train and test) of data seed ``seed``, as :func:`synthetic` draws them for every
+    α, β (the sizes are its first draw), without drawing the data: a size statistic over thousands of seeds."""
     check_positive_int("num_clients", num_clients)
     check_seed(seed)
-    return np.array([_train_len(n) for n in _sizes(np.random.RandomState(seed), num_clients)])
+    return _sizes(np.random.RandomState(seed), num_clients)
+
+
+def train_sizes(num_clients: int = 100, seed: int = 0) -> np.ndarray:
+    """The training samples of every device of data seed ``seed`` (``device_sizes``' 90%, as :func:`synthetic`
+    splits them)."""
+    return np.array([_train_len(n) for n in device_sizes(num_clients, seed)])
 
 
 @builder("synthetic_iid", reads=())

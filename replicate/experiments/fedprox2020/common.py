@@ -88,20 +88,34 @@ SYNTHETIC_DEVIATION = (
     "Synthetic sets: our seeded draws of the authors' unseeded generator with 30 devices (the committed "
     "train files are not in their repository); all four sets share their device sizes (same data seed); "
     "split 90/10 per device as in their code (the draft says 80/20).")
-# The authors ran one generator script per synthetic set, each its own draw: a set of SYNTHETIC's index i trains,
-# with run seed s, on data seed PER_SET_SEED·(i + 1) + s (a rule that chose nothing), where a figure asks for it.
+# The authors ran one generator script per synthetic set, each its own draw, and their committed test files
+# (805-1,084 test samples a set, test = n − int(0.9n)) put each set at ≈ 8,000-11,000 samples. Set i of SYNTHETIC
+# with run seed s trains on the s-th data seed from PER_SET_SEED·(i + 1) on whose 30 devices hold that many
+# samples (a rule on the draw's size alone, fixed before any run of it), where a figure asks for it.
 PER_SET_SEED = 100
+PER_SET_SAMPLES = (8_000, 11_000)
 PER_SET_DEVIATION = (
     "Synthetic sets: our seeded draws of the authors' unseeded generator with 30 devices (the committed train files "
-    f"are not in their repository), each set its own draw for each run seed, as the authors ran one generator script "
-    f"per set: set i of IID, (0,0), (0.5,0.5), (1,1) with run seed s reads data seed {PER_SET_SEED}·(i + 1) + s, so "
-    "the seeds are draws of the data too and the claims read their spread; split 90/10 per device as in their code "
-    "(the draft says 80/20).")
+    "are not in their repository), each set its own draw for each run seed, as the authors ran one generator script "
+    f"per set: set i of IID, (0,0), (0.5,0.5), (1,1) with run seed s reads the s-th data seed from "
+    f"{PER_SET_SEED}·(i + 1) on whose devices hold {PER_SET_SAMPLES[0]:,}-{PER_SET_SAMPLES[1]:,} samples, the size "
+    "the authors' committed test files imply; the seeds are draws of the data too and the claims read their spread; "
+    "split 90/10 per device as in their code (the draft says 80/20).")
 
 
 def per_set_seed(key: str, seed: int) -> int:
     """The data seed of synthetic set ``key`` under run seed ``seed`` (``PER_SET_DEVIATION``)."""
-    return PER_SET_SEED * (SYNTHETIC.index(key) + 1) + seed
+    from replicate.data.synthetic import device_sizes
+
+    found, candidate = -1, PER_SET_SEED * (SYNTHETIC.index(key) + 1)
+    while True:
+        if PER_SET_SAMPLES[0] <= device_sizes(SETTINGS[key].num_clients, candidate).sum() <= PER_SET_SAMPLES[1]:
+            found += 1
+            if found == seed:
+                return candidate
+        candidate += 1
+
+
 DATA_DEVIATIONS = {
     "mnist": "MNIST: the authors' power-law generator over all 70,000 images, 1,000 devices, seed 64 "
              "(69,042 samples, std 119; theirs 69,035, std 106), split 90/10.",

@@ -91,8 +91,9 @@ SYNTHETIC_DEVIATION = (
 # The authors ran one generator script per synthetic set, each its own draw, and their committed test files
 # (805-1,084 test samples a set, test = n − int(0.9n)) put each set at ≈ 8,000-11,000 samples. Set i of SYNTHETIC
 # with run seed s trains on the s-th data seed from PER_SET_SEED·(i + 1) on whose 30 devices hold that many
-# samples (a rule on the draw's size alone, fixed before any run of it), where a figure asks for it.
-PER_SET_SEED = 100
+# samples (a rule on the draw's size alone, fixed before any run of it), where a figure asks for it; each set's
+# seeds stay below the next set's first, so no two sets share a draw (about a quarter of the seeds fit).
+PER_SET_SEED = 10_000
 PER_SET_SAMPLES = (8_000, 11_000)
 PER_SET_DEVIATION = (
     "Synthetic sets: our seeded draws of the authors' unseeded generator with 30 devices (the committed train files "
@@ -107,13 +108,15 @@ def per_set_seed(key: str, seed: int) -> int:
     """The data seed of synthetic set ``key`` under run seed ``seed`` (``PER_SET_DEVIATION``)."""
     from replicate.data.synthetic import device_sizes
 
-    found, candidate = -1, PER_SET_SEED * (SYNTHETIC.index(key) + 1)
-    while True:
+    first = PER_SET_SEED * (SYNTHETIC.index(key) + 1)
+    found = -1
+    for candidate in range(first, first + PER_SET_SEED):
         if PER_SET_SAMPLES[0] <= device_sizes(SETTINGS[key].num_clients, candidate).sum() <= PER_SET_SAMPLES[1]:
             found += 1
             if found == seed:
                 return candidate
-        candidate += 1
+    raise ReplicateError(f"{key}: seed {seed} has no draw of {PER_SET_SAMPLES[0]:,}-{PER_SET_SAMPLES[1]:,} samples "
+                         f"among data seeds {first}-{first + PER_SET_SEED - 1}; use a smaller seed")
 
 
 DATA_DEVIATIONS = {

@@ -92,22 +92,76 @@ def test_a_run_of_ones_own_is_cached_under_its_contents_name(tmp_path, monkeypat
     assert len(list(runs.rglob("*.csv"))) == 3
 
 
-def _class_from_a_cell(activation: str):
-    """A module class as a notebook cell defines it: in ``__main__``-like code with no file behind it."""
+def _from_a_cell(code: str, name: str = "Net"):
+    """What a notebook cell defines: code with no file behind it."""
     namespace = {"nn": nn, "torch": torch, "__name__": "cell"}
-    exec(f"class Net(nn.Module):\n"
-         f"    def __init__(self):\n        super().__init__()\n        self.lin = nn.Linear(36, 3)\n"
-         f"    def forward(self, x):\n        return self.lin(torch.{activation}(x.flatten(1)))\n", namespace)
-    return namespace["Net"]
+    exec(code, namespace)
+    return namespace[name]
 
 
-def test_a_module_is_named_by_its_code_even_without_a_file():
+NET = ("class Net(nn.Module):\n"
+       "    k = {k}\n"
+       "    def __init__(self, scale=1.0, act=torch.relu):\n"
+       "        super().__init__()\n        self.lin = nn.Linear(36, 3)\n        self.scale, self.act = scale, act\n"
+       "    def forward(self, x, s={s}):\n"
+       "        return self.lin(self.act(x.flatten(1)) * self.scale * self.k * s)\n")
+
+
+def test_a_module_is_named_by_what_decides_its_behaviour():
+    """Two modules of one structure and starting point are one name only where nothing that decides their forward
+    differs: the class's code, a class attribute, a default argument, an attribute given to __init__, an inherited
+    forward from another cell, a decorated method (runs.own)."""
     from replicate.runs import own
 
-    relu, relu_again, tanh = _class_from_a_cell("relu"), _class_from_a_cell("relu"), _class_from_a_cell("tanh")
-    assert own.model_name(relu()) == own.model_name(relu_again())
-    assert own.model_name(relu()) != own.model_name(tanh())  # the same structure and start, another forward
-    assert own.model_name(TwoLayer()) != own.model_name(TwoLayer(features=6))
+    name = own.model_name
+    base = _from_a_cell(NET.format(k=1, s=1))
+    assert name(base()) == name(_from_a_cell(NET.format(k=1, s=1))())  # the same code again, in another cell
+    assert name(base()) != name(_from_a_cell(NET.format(k=2, s=1))())  # a class attribute
+    assert name(base()) != name(_from_a_cell(NET.format(k=1, s=2))())  # a default argument
+    assert name(base()) != name(base(scale=100.0))  # a constructor argument kept as an attribute
+    assert name(base()) != name(base(act=torch.tanh))
+    assert name(base(act=torch.tanh)) == name(base(act=torch.tanh))  # stable: no memory address in it
+    parent = "class Base(nn.Module):\n    def forward(self, x):\n        return self.lin(torch.{f}(x.flatten(1)))\n"
+    child = "class Net(Base):\n    def __init__(self):\n        super().__init__()\n        self.lin = nn.Linear(36, 3)\n"
+    relu, tanh = (_from_a_cell(parent.format(f=f) + child) for f in ("relu", "tanh"))
+    assert name(relu()) != name(tanh())  # the forward it inherits
+    wrapped = ("import functools\n"
+               "def keep(f):\n    @functools.wraps(f)\n    def inner(*a, **k):\n        return f(*a, **k)\n"
+               "    return inner\n"
+               "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+               "        self.lin = nn.Linear(36, 3)\n"
+               "    @keep\n    def forward(self, x):\n        return self.lin(torch.{f}(x.flatten(1)))\n")
+    assert name(_from_a_cell(wrapped.format(f="relu"))()) != name(_from_a_cell(wrapped.format(f="tanh"))())
+    assert name(TwoLayer()) != name(TwoLayer(features=6))
+
+
+def test_a_dataset_is_named_by_its_samples_cut_labels_and_meta():
+    from replicate.data.federated import FederatedDataset
+    from replicate.runs import own
+
+    x, y = _images()
+    data = rp.federate(x, y, rp.partitions.iid(4), seed=0)
+    names = {own.dataset_name(d) for d in (
+        data, rp.federate(x, y, rp.partitions.iid(4), seed=1),  # another cut
+        rp.federate(x, (y + 1) % 3, rp.partitions.iid(4), seed=0),  # other labels
+        FederatedDataset(data.name, data.train, data.test, data.num_classes, {**data.meta, "image_shape": (1, 6, 6)}))}
+    assert len(names) == 4 and own.dataset_name(rp.federate(x, y, rp.partitions.iid(4), seed=0)) in names
+    assert own.digest("ab", "c") != own.digest("a", "bc")
+    assert own.digest(torch.zeros(2, dtype=torch.bfloat16))  # every dtype hashes by its bytes
+
+
+def test_a_cached_run_of_ones_own_computes_with_the_objects_given():
+    """The key is the objects' name; the run computes with the very objects of the config, never with another object
+    a registry may hold under a name (so nothing of a user's stays alive in a registry)."""
+    from replicate.data import registry
+    from replicate.fl import models
+
+    x, y = _images()
+    before = (set(registry.BUILDERS), set(models.MODELS))
+    rp.run(rp.RunConfig(dataset=rp.federate(x, y, rp.partitions.iid(4), seed=0),
+                        model=nn.Sequential(nn.Flatten(), nn.Linear(36, 3)), algorithm=rp.FedAvg("weighted", 2),
+                        rounds=1, batch_size=10), progress=False)
+    assert (set(registry.BUILDERS), set(models.MODELS)) == before
 
 
 def test_a_partition_seed_applies_to_a_registered_name_only():

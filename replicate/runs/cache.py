@@ -212,13 +212,14 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
     ``problem`` serves a ``dataset="given"`` config (built by the caller, so never cached).
     """
     log = log if log is not None else RunLog(progress_file=None, display=False)  # e.g. in a worker process
-    if use_cache and problem is None and not config.cacheable:
-        config = own.named(config)  # a dataset or a module of one's own, named by its contents
-    use_cache = use_cache and config.cacheable  # a flat-vector Model object: no key covers it
+    # a dataset or a torch.nn.Module of one's own is keyed by its contents, and the run computes with the objects
+    # themselves (runs.own); a flat-vector Model object is never keyed
+    keyed = own.named(config) if use_cache and problem is None and not config.cacheable else config
+    use_cache = use_cache and keyed.cacheable
     if problem is not None and use_cache:
         raise ReplicateError("a run on a given problem cannot be cached: pass use_cache=False")
-    entry = _file(config, stop_loss, "", extra_metrics) if use_cache else None
-    if use_cache and (cached := load(config, stop_loss, extra_metrics)) is not None:
+    entry = _file(keyed, stop_loss, "", extra_metrics) if use_cache else None
+    if use_cache and (cached := load(keyed, stop_loss, extra_metrics)) is not None:
         sidecar = json.loads(_with(entry, ".json").read_text())
         log.record(sidecar.get("elapsed_s"), cached=_with(entry, ".csv") not in log.fresh, dataset=config.dataset_name,
                    key=entry.name, machine=sidecar.get("machine"))
@@ -238,7 +239,7 @@ def run(config: RunConfig, *, stop_loss: float | None = None, progress: bool = T
                machine=meta["machine"])
     log.finished()
     if use_cache:
-        store(config, stop_loss, extra_metrics, text, meta)
+        store(keyed, stop_loss, extra_metrics, text, meta | keyed.to_dict())  # recorded as keyed: names, not objects
     return history
 
 

@@ -104,7 +104,7 @@ def user_dataset(spec: str) -> Entered:
 
     file, value = imported(spec, "datasets")
     data = _made(value, FederatedDataset, spec, "dataset", "a FederatedDataset (replicate.federate)")
-    name = own.dataset_name(data, spec.rpartition(":")[2])
+    name = own.register_dataset(data, spec.rpartition(":")[2])
     _REGISTERED[("dataset", spec)] = entered = Entered(name, "dataset", spec)
     return entered
 
@@ -115,7 +115,7 @@ def user_model(spec: str) -> Entered:
         return _REGISTERED[("model", spec)]
     file, value = imported(spec, "user_model")
     module = _made(value, torch.nn.Module, spec, "user_model", "a torch.nn.Module")
-    name = own.model_name(module, spec.rpartition(":")[2], code=file.read_bytes())
+    name = own.register_model(module, spec.rpartition(":")[2], code=file.read_bytes())
     _REGISTERED[("model", spec)] = entered = Entered(name, "model", spec)
     return entered
 

@@ -8,7 +8,7 @@ import requests
 
 class _Response:
     def __init__(self, url: str, body: bytes, declared: int | None):
-        self.url, self.body, self.status_code, self.reason = url, body, 200, "OK"
+        self.url, self.body, self.status_code, self.reason, self.is_redirect = url, body, 200, "OK", False
         self.headers = {"content-length": str(len(body) if declared is None else declared)}
         self.declared = declared
 

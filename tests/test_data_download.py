@@ -34,7 +34,8 @@ class Server:
     flipped). Records each request's Range header."""
 
     def __init__(self):
-        self.mode, self.ranges = "whole", []
+        self.mode, self.ranges, self.if_ranges = "whole", [], []
+        self.redirect, self.version = False, None  # answer /toy.zip with a 302; send this Last-Modified
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -42,7 +43,14 @@ class Server:
                 pass
 
             def do_GET(self):
+                if outer.redirect and self.path == "/toy.zip":
+                    self.send_response(302)
+                    self.send_header("Location", "/real/toy.zip")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 outer.ranges.append(self.headers.get("Range"))
+                outer.if_ranges.append(self.headers.get("If-Range"))
                 body = ARCHIVE
                 if outer.mode == "missing":
                     self.send_error(404, "Not Found")
@@ -54,13 +62,16 @@ class Server:
                     body = body[:100] + bytes([body[100] ^ 1]) + body[101:]
                 start = 0
                 asked = self.headers.get("Range")
-                if asked and outer.mode != "no_range":
+                stale = self.headers.get("If-Range") not in (None, outer.version)  # changed since: the whole body
+                if asked and outer.mode != "no_range" and not stale:
                     start = int(asked.split("=")[1].rstrip("-"))
                     self.send_response(206)
                     self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
                 else:
                     self.send_response(200)
                 self.send_header("Content-Length", str(len(body) - start))
+                if outer.version:
+                    self.send_header("Last-Modified", outer.version)
                 self.end_headers()
                 sent = body[start:]
                 self.wfile.write(sent[:len(sent) // 2] if outer.mode == "cut" else sent)
@@ -114,6 +125,32 @@ def test_a_cut_download_resumes_where_it_stopped(served, tmp_path, capsys):
     assert _files(tmp_path) == ["toydl/data.bin"]
     progress = capsys.readouterr().err
     assert "toydl archive toy.zip: 1.0 of 1.0 MB" in progress and "MB/s (resumed at 0.5 MB)" in progress
+
+
+def test_a_resume_through_a_redirect_keeps_the_bytes_received(served, tmp_path):
+    """A redirect answers before the body's response (GloVe's host redirects; http → https): the bytes held are
+    kept through it, and the rest asked of the server it leads to."""
+    served.mode, served.redirect = "cut", True
+    with pytest.raises(ReplicateError):
+        store.fetch("toydl")
+    kept = (tmp_path / "data" / "toydl" / ".download" / "toy.zip.part").stat().st_size
+    served.mode = "whole"
+    store.fetch("toydl")
+    assert served.ranges[-1] == f"bytes={kept}-"
+    assert (tmp_path / "data" / "toydl" / "data.bin").read_bytes() == MEMBER
+
+
+def test_a_file_changed_since_the_cut_is_fetched_whole(served, tmp_path):
+    """The part remembers the version (Last-Modified) of the body it began; the resume asks for the rest only of that
+    version (If-Range), and a server whose file changed sends the whole body instead, never a splice of two."""
+    served.mode, served.version = "cut", "Sat, 05 Dec 2026 10:00:00 GMT"
+    with pytest.raises(ReplicateError):
+        store.fetch("toydl")
+    served.mode, served.version = "whole", "Sun, 06 Dec 2026 10:00:00 GMT"
+    store.fetch("toydl")
+    assert served.if_ranges[-1] == "Sat, 05 Dec 2026 10:00:00 GMT"
+    assert (tmp_path / "data" / "toydl" / "data.bin").read_bytes() == MEMBER
+    assert _files(tmp_path) == ["toydl/data.bin"]  # neither the part nor its version is left behind
 
 
 def test_a_server_that_ignores_range_restarts_cleanly(served, tmp_path):

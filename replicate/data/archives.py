@@ -175,23 +175,40 @@ class _Meter:
 
 def _receive(url: str, part: Path, what: str) -> None:
     """Append ``url``'s body to ``part`` through pooch's HTTP downloader, asking for the bytes after those ``part``
-    holds (HTTP Range: pooch itself never resumes) and starting afresh where the server sends the whole body again;
-    raises unless the whole body arrived."""
+    holds (HTTP Range, with If-Range where the first response named its version: pooch itself never resumes) and
+    starting afresh where the server sends the whole body again; raises unless the whole body arrived."""
     import pooch
     import requests
 
     have = part.stat().st_size if part.is_file() else 0
+    version = part.with_name(part.name + ".version")  # the ETag or Last-Modified of the body the part began
     meter = _Meter(what, have)
+    headers = {"Accept-Encoding": "identity"}  # the bytes as served: Range counts those, the checksum reads those
+    if have:
+        headers["Range"] = f"bytes={have}-"
+        if version.is_file():
+            headers["If-Range"] = version.read_text()
     with open(part, "ab") as out:
-        def answered(response, *args, **kwargs):  # before the body is read: does it continue ours?
-            if have and response.status_code != 206:  # the whole body again
+        def answered(response, *args, **kwargs):  # each response, before its body is read
+            if response.is_redirect:  # the body comes with the response it leads to
+                return response
+            if response.status_code == 206 and not response.headers.get("Content-Range", "").startswith(
+                    f"bytes {have}-"):
+                out.truncate(0)
+                version.unlink(missing_ok=True)
+                raise OSError(f"the server resumed at another byte than our {have:,}: the next fetch starts afresh")
+            if response.status_code != 206:  # the whole body (again, where we held a part)
                 out.truncate(0)
                 meter.start_bytes = meter.done = 0
+                stamp = response.headers.get("ETag") or response.headers.get("Last-Modified")
+                if stamp:
+                    version.write_text(stamp)
+                else:
+                    version.unlink(missing_ok=True)
             return response
 
         downloader = pooch.HTTPDownloader(progressbar=meter, chunk_size=HTTP_CHUNK, timeout=TIMEOUT_S,
-                                          headers={"Range": f"bytes={have}-"} if have else {},
-                                          hooks={"response": answered})
+                                          headers=headers, hooks={"response": answered})
         try:
             downloader(url, out, None)
         except requests.HTTPError as exc:
@@ -205,6 +222,7 @@ def _receive(url: str, part: Path, what: str) -> None:
             if meter.total:
                 raise OSError(f"connection closed after {part.stat().st_size:,} of {meter.total:,} bytes") from exc
             raise
+    version.unlink(missing_ok=True)  # whole: nothing to resume
 
 
 def download(urls: tuple[str, ...], dest: Path, what: str) -> str:

@@ -93,7 +93,8 @@ test-notebooks: setup $(VENV)/.docs $(VENV)/.ray
 	executors' $(call since,e2e) s, the executors' alone $(call since,cluster) s)"
 
 test-cluster: setup $(VENV)/.ray
-	REPLICATE_BUILD=$(CURDIR)/build/test $(BIN)/python -m pytest -q -rs tests/test_executors.py -p no:cacheprovider
+	OMP_NUM_THREADS=$(HALF_THREADS) REPLICATE_BUILD=$(CURDIR)/build/test-cluster \
+	    $(BIN)/python -m pytest -q -rs tests/test_executors.py -p no:cacheprovider
 
 ## The unit tier alone (no notebook executed, no guard): what a change to the library needs first (minutes).
 test-unit: setup

@@ -315,7 +315,7 @@ def test_fig1a_smoke_shows_measured_points_for_every_dataset(notebooks_build):
 
 
 def test_fig1a_gives_each_synthetic_draws_loss_floor_beside_its_rounds():
-    """The diagnosis of the synthetic rounds: each draw's floor F(w*) and the target's height above it, beside the
+    """The diagnosis of the synthetic rounds: each draw's settling loss f(w*) and the target's height above it, beside the
     paper's own lowest loss, in the claim's result (the verdict itself unchanged by it)."""
     import pandas as pd
 
@@ -329,5 +329,5 @@ def test_fig1a_gives_each_synthetic_draws_loss_floor_beside_its_rounds():
                             "floor_objective": f + 0.01} for s, f in ((0, 0.5), (1, 0.35))])
     plain, with_floor = (fig1a.fig1a_claims(frame, config)[-1] for frame in (ours, pd.concat([ours, floors])))
     assert plain.passed == with_floor.passed and "floor" not in plain.result
-    assert "each draw's loss floor F(w*): 0.500, 0.350, the target 1.15 0.65–0.80 above it" in with_floor.result
-    assert "1.075 (App. D.2), lies 0.075 below its target" in with_floor.result
+    assert "the runs' optimum): 0.500, 0.350, the target 1.15 0.65–0.80 above it" in with_floor.result
+    assert "1.075 (App. D.2, at or above their f(w*)), lies 0.075 below its target" in with_floor.result

@@ -153,7 +153,8 @@ def test_convex_smoke_run_has_what_the_plot_needs(tiny_datasets):
     assert terms.loc["full", "lemma1_ok"] and not terms.loc["notes", "lemma1_ok"]
     assert convex.plot_convex(data, config) is not None
     claims = convex.convex_claims(data, config)
-    assert len(claims) == 7 and claims[-1].kind == "consistency" and "λ raised to κ = 5" in claims[-2].claim
+    assert len(claims) == 7 and claims[-1].kind == "consistency"
+    assert "rate instance (κ = 5)" in claims[-2].claim and claims[-2].kind == "consistency"  # T = 60, not ≫ γ = 40
 
 
 def test_optimal_e_smoke_run_has_what_the_plot_needs(tiny_datasets):
@@ -288,16 +289,18 @@ def test_the_rate_is_tested_where_it_is_testable_and_can_fail():
     a gap falling like 1/T passes and one falling like T^-0.3 fails."""
     config = convex.ConvexConfig(schemes=("full",))
 
-    def with_rate(slope):
+    def with_rate(slope, gamma=40.0):
         steps = np.arange(10, 1001, 10)
         rate = [pd.DataFrame({"kind": "run", "dataset": "d", "series": "rate", "seed": seed, "round": steps // 10,
                               "steps": steps, "gap": (1 + 0.01 * seed) * steps.astype(float) ** slope,
                               "bound": np.nan}) for seed in (0, 1)]
-        row = pd.DataFrame([{"kind": "terms", "dataset": "d", "series": "rate", "gamma": 40.0, "kappa": 5.0,
+        row = pd.DataFrame([{"kind": "terms", "dataset": "d", "series": "rate", "gamma": gamma, "kappa": 5.0,
                              "weight_decay": 3.2, "L": 16.0, "mu": 3.2}])
         return pd.concat([_convex_frame(-0.3, 0.5, gamma=1e6), *rate, row], ignore_index=True)
 
     good, bad = (convex.convex_claims(with_rate(s), config) for s in (-1.0, -0.3))
     assert len(good) == 5 and good[3].kind == "replication" and good[3].passed
     assert "λ raised to κ = 5" in good[3].claim and "-1.000" in good[3].result and "γ = 40" in good[3].result
-    assert not bad[3].passed and "-0.300" in bad[3].result
+    assert not bad[3].passed and "-0.300" in bad[3].result and "falls slower than 1/T" in bad[3].result
+    short = convex.convex_claims(with_rate(-1.0, gamma=400.0), config)[3]  # T = 1000 is not ≫ γ = 400
+    assert short.kind == "consistency" and "not tested at this T" in short.claim

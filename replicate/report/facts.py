@@ -208,13 +208,19 @@ def convex(by_key: dict) -> dict:
     ratios = [float(v) for c in claims if "the bound holds" in c["claim"]
               for pair in re.findall(r"bound/measured ([\d.e+]+)–([\d.e+]+)", c["result"]) for v in pair]
     flat = [c["result"] for c in claims if "out of reach" in c["claim"]]
-    slopes = [float(v) for r in flat for v in re.findall(r"(-[\d.]+) \[", r.split("measured slopes", 1)[1])]
+    slopes = [float(v) for r in flat
+              for v in re.findall(r"(-?[\d.]+)(?= \[| \(one seed\))", r.split("measured slopes", 1)[1])]
     gammas = [float(_grab(r"γ = 8κ = ([\d.e+]+)", r)) for r in flat]
     horizons = sorted({int(_grab(r"against T = (\d+)", r)) for r in flat}, reverse=True)
     rate = [float(_grab(r"95% t-interval\): (-?[\d.]+)", c["result"])) for c in claims
             if "decays like 1/T" in c["claim"]]
-    return {"ratios": f"{_e_power(min(ratios))}-{_e_power(max(ratios))}",
-            "gammas": f"{_e_power(min(gammas))}-{_e_power(max(gammas))}",
-            "horizons": " / ".join(f"{t:,}" for t in horizons),
-            "slopes": f"{max(slopes):.2f} to {min(slopes):.2f}".replace("-", "−"),
-            "rate_slopes": (f"{max(rate):.2f} to {min(rate):.2f}".replace("-", "−") if rate else "not run")}
+
+    def span(values, form):
+        return f"{form(min(values))}-{form(max(values))}" if values else "none recorded"
+
+    def slope_span(values):
+        return f"{max(values):.2f} to {min(values):.2f}".replace("-", "−") if values else "none recorded"
+
+    return {"ratios": span(ratios, _e_power), "gammas": span(gammas, _e_power),
+            "horizons": " / ".join(f"{t:,}" for t in horizons) or "none recorded",
+            "slopes": slope_span(slopes), "rate_slopes": slope_span(rate)}

@@ -47,9 +47,10 @@ FIG1A_NOTE = (
     "authors' unseeded draw (189 at E = 5) lies beyond all ~180 of ours, a difference that cannot be "
     "resolved without their data. The paper's minimum losses (0.3429, 0.2591, 0.7999, 1.075) appear only "
     "in its text (App. D.2); our runs stop at the target, so they are shown, not compared. What the draw changes "
-    "is the depth of the target: the synthetic claims give each draw's loss floor F(w*) (the minimiser of the runs' "
-    "own objective), and the target sits far above ours, while the lowest loss the paper's runs reached lies just "
-    "below its target: on the authors' draw the same target was a deep one, which is what the rounds measure.")
+    "is the depth of the target: the synthetic claims give each draw's settling loss f(w*) (the data loss at the "
+    "minimiser of the runs' own objective), and the target sits far above ours, while the lowest loss the paper's "
+    "runs reached (at or above their own f(w*)) lies just below its target: on the authors' draw the same target "
+    "lay near where their runs settle, which is what the rounds measure.")
 # The published curve's data before its Gaussian smoothing: (E as num_epoch, required rounds),
 # from the authors' plot/plot_E.py (lx10077/fedavgpy@4a2e171).
 FIG1A_PAPER = {
@@ -73,7 +74,7 @@ class Fig1aConfig(knobs.FigureConfig):
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4, 5)  # synthetic sets: seed i trains on the i-th Table-2-matched data draw
     mnist_seeds: tuple[int, ...] = (0,)
     smooth_sigma: float = 0.6  # the authors' display smoothing (grid-index units)
-    floors: bool = True  # each synthetic draw's loss floor F(w*), the yardstick of its target (a minute a draw, once)
+    floors: bool = True  # each synthetic draw's settling loss f(w*), its target's yardstick (a minute a draw, once)
     deviations: tuple[str, ...] = COMMON_DEVIATIONS + (
         MNIST_UNBALANCED_DEVIATION, SYNTHETIC_DEVIATION,
         "One seed on the MNIST sets and six data draws on the synthetic ones (the paper reports one run per point); "
@@ -146,9 +147,11 @@ def fig1a(config: Fig1aConfig, progress: bool = True, workers: int = 2, log=None
 
 
 def floor(dataset: str, seed: int) -> dict:
-    """How deep a data draw lets the training loss go: its loss at w*, the minimiser of the runs' own objective
-    (λ = 1e-4, ``LI2020_OBJECTIVE``), solved to ‖∇F‖ ≤ 1e-10 (``theory.constants``, cached and sealed with the
-    lecture notes' constants). A target loss sits at another depth on every draw: this is its yardstick."""
+    """Where a data draw's training loss settles: f(w*), the data loss (no λ term, as ``train_loss``) at w*, the
+    minimiser of the runs' own objective f + (λ/2)‖w‖² (λ = 1e-4, ``LI2020_OBJECTIVE``), solved to ‖∇F‖ ≤ 1e-10
+    (``theory.constants``, cached and sealed with the lecture notes' constants); ``floor_objective`` is F(w*) with
+    the λ term. A target loss sits at another height above it on every draw: this is its yardstick (the data loss
+    alone can dip below f(w*) on the way, at a larger ‖w‖, but the runs settle there)."""
     from replicate.experiments.notes.common import cached_constants, sample_problem
 
     draw = data_seed(dataset, seed)
@@ -267,16 +270,18 @@ WIDE_RANGE = 10.0
 
 
 def _depth(dataset: str, floors: pd.DataFrame, target: float) -> str:
-    """Each draw's loss floor, and how far the target sits above it, beside the paper's own minimum loss: the
-    diagnosis of a rounds ratio between draws (a target far above a draw's floor is reached sooner)."""
+    """Each draw's settling loss f(w*), and how far the target sits above it, beside the lowest loss the paper's
+    runs reached: the diagnosis of a rounds ratio between draws (a target far above where a draw's runs settle is
+    reached sooner). The paper's number is a run's minimum, so its own f(w*) lies at or below it."""
     mine = floors[floors.dataset == dataset].sort_values("seed") if "floor" in floors else floors.iloc[:0]
     if mine.empty:
         return ""
     paper = FIG1A_PAPER_MIN_LOSS[dataset]
-    return ("; each draw's loss floor F(w*): " + ", ".join(f"{f:.3f}" for f in mine.floor)
+    return ("; each draw's settling loss f(w*) (the data loss at the runs' optimum): "
+            + ", ".join(f"{f:.3f}" for f in mine.floor)
             + f", the target {target:g} {target - mine.floor.max():.2f}–{target - mine.floor.min():.2f} above it; "
-            f"the lowest loss the paper's runs reached, {paper:g} (App. D.2), lies {FIG1A_TARGET[dataset] - paper:.3f} "
-            "below its target")
+            f"the lowest loss the paper's runs reached, {paper:g} (App. D.2, at or above their f(w*)), lies "
+            f"{FIG1A_TARGET[dataset] - paper:.3f} below its target")
 
 
 def _rounds_match(dataset: str, ours: pd.DataFrame, agree: float, floors: pd.DataFrame | None = None,

@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup figures smoke check test test-library test-notebooks test-cluster test-unit guard bench report docs clean clean-cache
+.PHONY: setup figures smoke check test test-library test-processes test-notebooks test-cluster test-unit guard bench report docs clean clean-cache
 
 # The cheapest paper figures, regenerated from an empty run cache by `make test` (≈ 5 min on 2 cores):
 # FedAvg on Li et al.'s quadratic and LocalUpdate on Charles & Konečný's, through the engine.
@@ -39,31 +39,43 @@ figures: setup
 smoke: setup
 	$(BIN)/python -m replicate figures --profile smoke
 
-## Unit, equivalence and data tests, every notebook at smoke scale once, and the number guard, as two halves side
-## by side (each prints when it ends, with its slowest tests: where CI time goes): test-library (tests/, then the
-## guard) and test-notebooks (nbval, then the official-data end-to-end test, the first look and the arena, then
-## test-cluster: the executors' tests, which start a real Ray head node, while the other half still runs). Each
-## half writes its own
-## build folder, never the run cache of your own figures (build/cache), and computes with half the cores'
-## threads, so the halves do not contend for cores (two 2-thread pools on 2 cores slowed small ops up to 100×).
+## Unit, equivalence and data tests, every notebook at smoke scale once, the number guard and the executors' tests,
+## as three lanes side by side (each prints when it ends, with its slowest tests: where CI time goes):
+## test-library (tests/, then the executors' tests, which start a real Ray head node), test-processes (the tests
+## that start commands, kernels and worker processes and wait on them, then the guard) and test-notebooks (nbval,
+## then the official-data end-to-end test, the first look, the arena and the site). Three lanes on two cores fill
+## the time one lane spends waiting on its processes. Each lane writes its own build folder, never the run cache of
+## your own figures (build/cache), and computes with one thread per process where the machine has few cores
+## (two 2-thread pools on 2 cores slowed small ops up to 100×).
 HALF_THREADS := $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n > 1 ? n / 2 : 1 )))
 # Each phase's seconds: `$(call stamp,NAME)` starts a clock, `$(call since,NAME)` reads it (in an echo)
 stamp = @mkdir -p build && date +%s > build/.time-$(1)
 since = $$(( $$(date +%s) - $$(cat build/.time-$(1)) ))
 test: setup $(VENV)/.ray $(VENV)/.docs
 	$(call stamp,test)
-	$(MAKE) --no-print-directory -j2 --output-sync=target test-library test-notebooks
+	$(MAKE) --no-print-directory -j3 --output-sync=target test-library test-processes test-notebooks
 	@echo "make test: $(call since,test) s"
 
+# the test files that start commands, notebook kernels or worker processes and wait on them (signals, time budgets,
+# resumption, successive halving's workers): a lane of their own
+PROCESSES := tests/test_signals.py tests/test_runner.py tests/test_resume.py tests/test_halving.py
 test-library: setup $(VENV)/.ray
 	$(call stamp,library)
 	OMP_NUM_THREADS=$(HALF_THREADS) REPLICATE_BUILD=$(CURDIR)/build/test \
 	    $(BIN)/python -m pytest -q -rs tests --ignore=tests/test_executors.py --ignore=$(E2E) --ignore=$(ARENA) \
-	    $(foreach f,$(MOVED) $(SITE),--ignore=$(f)) \
+	    $(foreach f,$(MOVED) $(SITE) $(PROCESSES),--ignore=$(f)) \
 	    -p no:cacheprovider --durations=20
+	$(call stamp,cluster)
+	$(MAKE) --no-print-directory test-cluster
+	@echo "test-library: $(call since,library) s (the executors' $(call since,cluster) s)"
+
+test-processes: setup
+	$(call stamp,processes)
+	OMP_NUM_THREADS=$(HALF_THREADS) REPLICATE_BUILD=$(CURDIR)/build/test-processes \
+	    $(BIN)/python -m pytest -q -rs $(PROCESSES) -p no:cacheprovider --durations=10
 	$(call stamp,guard)
 	OMP_NUM_THREADS=$(HALF_THREADS) $(MAKE) --no-print-directory guard
-	@echo "test-library: $(call since,library) s (the guard $(call since,guard) s)"
+	@echo "test-processes: $(call since,processes) s (the guard $(call since,guard) s)"
 
 # tests/ is named so that its conftest.py (data-aware skips of notebooks) applies; its test files are not run here.
 # nbval leaves the twelve notebooks of tests/substituted.py to the official-data end-to-end test, which runs them
@@ -72,12 +84,12 @@ E2E := tests/test_official_data_e2e.py
 # what the notebooks' smoke figures show: a measured point in every panel
 FIRST_LOOK := tests/test_first_look.py
 # and the arena's tests (they run its notebook four times) and two slow library files: here, which balances the
-# halves (their measured times: docs/CHANGELOG.md)
+# lanes (their measured times: docs/CHANGELOG.md)
 ARENA := tests/test_arena.py
 MOVED := tests/test_data_variants.py tests/test_khanduri2021.py
 # the documentation site, built in strict mode by `make docs` (≈ 8 s on 2 cores), then opened in headless Chromium (≈ 7 s)
 SITE := tests/test_site.py
-test-notebooks: setup $(VENV)/.docs $(VENV)/.ray
+test-notebooks: setup $(VENV)/.docs
 	$(call stamp,notebooks)
 	OMP_NUM_THREADS=$(HALF_THREADS) REPLICATE_BUILD=$(CURDIR)/build/test-notebooks \
 	    $(BIN)/python -m pytest -q -rs tests notebooks --nbval-lax --notebooks-on-official-data \
@@ -87,10 +99,7 @@ test-notebooks: setup $(VENV)/.docs $(VENV)/.ray
 	OMP_NUM_THREADS=$(HALF_THREADS) REPLICATE_BUILD=$(CURDIR)/build/test-notebooks \
 	REPLICATE_SMOKE_FIGURES=$(CURDIR)/build/test-notebooks/figures REPLICATE_SITE_DIR=$(CURDIR)/build/site \
 	    $(BIN)/python -m pytest -q -rs $(E2E) $(FIRST_LOOK) $(ARENA) $(MOVED) $(SITE) -p no:cacheprovider --durations=5
-	$(call stamp,cluster)
-	$(MAKE) --no-print-directory test-cluster
-	@echo "test-notebooks: $(call since,notebooks) s (the site, end-to-end, first-look and arena tests, then the \
-	executors' $(call since,e2e) s, the executors' alone $(call since,cluster) s)"
+	@echo "test-notebooks: $(call since,notebooks) s (the site, end-to-end, first-look and arena tests $(call since,e2e) s)"
 
 test-cluster: setup $(VENV)/.ray
 	OMP_NUM_THREADS=$(HALF_THREADS) REPLICATE_BUILD=$(CURDIR)/build/test-cluster \

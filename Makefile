@@ -9,9 +9,14 @@ BIN := $(VENV)/bin
 # FedAvg on Li et al.'s quadratic and LocalUpdate on Charles & Konečný's, through the engine.
 GUARD_FIGURES ?= li2020/fig2 charles2021/fig_measured
 
+# JupyterLab in this environment asks no question on a first open: no news-feed prompt, no update check (a
+# user's own settings still override these)
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
 $(VENV)/.installed: pyproject.toml requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -r requirements.txt -e .
+	mkdir -p $(dir $(LAB_SETTINGS))
+	test -f $(LAB_SETTINGS) || printf '%s\n' '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}' > $(LAB_SETTINGS)
 	touch $@
 
 setup: $(VENV)/.installed

@@ -66,7 +66,8 @@ def counts(claims: list[dict]) -> str:
     if not replication and consistency:  # an analytic item: nothing measured, nothing to count
         return (f"no replication claims (nothing measured); {sum(c['passed'] for c in consistency)} of "
                 f"{len(consistency)} consistency checks hold")
-    text = f"{sum(c['passed'] for c in replication)} of {len(replication)} replication claims hold"
+    text = (f"{sum(c['passed'] for c in replication)} of {len(replication)} replication claims hold" if replication
+            else "no replication claims")  # e.g. every claim read a stand-in: context only
     if consistency:
         text += f"; {sum(c['passed'] for c in consistency)} of {len(consistency)} consistency checks hold"
     context = [c for c in claims if c.get("kind") == "context"]

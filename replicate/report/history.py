@@ -32,8 +32,8 @@ HISTORY: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
         "FedProx Figures 1 and 5 republished with each synthetic set its own draw per seed, of the authors' size "
         "(they had shared one 22,349-sample draw): the same verdicts (1 of 3), on wider spreads",
         "Every replication claim of Li et al. Figures 1c/d, 2, 3 and 4 records its margin in its margin field (13 "
-        "kept it in the result text only); Li et al. Figure 1a's notebook now gives each synthetic draw's settling loss "
-        "f(w*) beside its rounds (the diagnosis of synthetic(1,1)'s ratio), its claims unchanged: its committed "
+        "kept it in the result text only); Li et al. Figure 1a's notebook now gives each synthetic draw's settling "
+        "loss f(w*) beside its rounds (the diagnosis of synthetic(1,1)'s ratio), its claims unchanged: its committed "
         "record predates that and is listed as stale until republished (±0)",
     )),
     ("2026-11-28", "42 of 72", "39 of 67", (

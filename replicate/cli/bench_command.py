@@ -65,7 +65,7 @@ def _bench(args) -> int:
 
         path = paths.REPO / ("docs/BENCHMARKS.cuda.md" if cuda else "BENCHMARKS.md")
         timed = "" if args.sections is None else f"Sections timed: {', '.join(chosen)} (`--sections`).\n\n"
-        other = "" if cuda else "On CUDA (the last lent GPU session): docs/BENCHMARKS.cuda.md.\n\n"
+        other = "" if cuda else "On CUDA: docs/BENCHMARKS.cuda.md.\n\n"
         atomic_write_text(path, f"# Benchmarks{' on CUDA' if cuda else ''}\n\n`python -m replicate bench --record"
                           f"{' --device ' + device if cuda else ''}` — vectorized engine vs sequential oracle, "
                           f"same run, same plans and batches.\n\n{other}"

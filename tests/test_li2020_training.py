@@ -331,3 +331,32 @@ def test_fig1a_gives_each_synthetic_draws_loss_floor_beside_its_rounds():
     assert plain.passed == with_floor.passed and "floor" not in plain.result
     assert "the runs' optimum): 0.500, 0.350, the target 1.15 0.65–0.80 above it" in with_floor.result
     assert "1.075 (App. D.2, at or above their f(w*)), lies 0.075 below its target" in with_floor.result
+
+
+def test_a_draws_floor_is_the_data_loss_at_its_cached_minimiser(monkeypatch):
+    """Figure 1a's settling loss per draw (``fig1a.floor``; off at smoke scale, where a solve per draw costs a
+    minute) reads the cached constants' minimiser w* and F*: at w* = 0 the logistic model predicts 1/10 for every
+    class, so its data loss is ln 10 whatever the draw (hand-worked), and F* passes through as the objective."""
+    from replicate.experiments.notes import common as notes_common
+    from replicate.theory.constants import Constants
+
+    dataset = "synthetic(0,0)"
+    problem = notes_common.sample_problem(dataset, data_seed=common.data_seed(dataset, 1))
+    size = problem.model.num_params
+    zeros = np.zeros(4)
+    constants = Constants(weights=zeros, client_smoothness=zeros, client_strong_convexity=zeros,
+                          smoothness_is_exact=False, optimal_value=0.75, client_optimal_values=zeros,
+                          minimiser=np.zeros(size), solver_error=0.0, weight_decay=1e-4, batch_size=24,
+                          variances=zeros, grad_sq_bound=0.0)
+    asked = {}
+
+    def cached(name, **key):
+        asked.update(key, dataset=name)
+        return constants, {"elapsed_s": 0.0, "from_cache": True}
+
+    monkeypatch.setattr(notes_common, "cached_constants", cached)
+    row = fig1a.floor(dataset, 1)
+    assert asked == {"dataset": dataset, "weight_decay": 1e-4, "batch_size": common.batch_size(dataset),
+                     "data_seed": common.data_seed(dataset, 1)}
+    assert row["floor"] == pytest.approx(math.log(10), rel=1e-6) and row["floor_objective"] == 0.75
+    assert row["source"] == "floor" and row["seed"] == 1

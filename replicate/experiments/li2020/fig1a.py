@@ -158,9 +158,9 @@ def floor(dataset: str, seed: int) -> dict:
     constants, _ = cached_constants(dataset, weight_decay=LI2020_OBJECTIVE["weight_decay"],
                                     batch_size=batch_size(dataset), data_seed=draw)
     problem = sample_problem(dataset, data_seed=draw)
-    loss = problem.evaluate(torch.as_tensor(constants.w_star, dtype=torch.float32))["train_loss"]
+    loss = problem.evaluate(torch.as_tensor(constants.minimiser, dtype=torch.float32))["train_loss"]
     return {"dataset": dataset, "source": "floor", "seed": seed, "floor": float(loss),
-            "floor_objective": float(constants.F_star)}
+            "floor_objective": float(constants.optimal_value)}
 
 
 def _fig1a_curves(data: pd.DataFrame) -> pd.DataFrame:

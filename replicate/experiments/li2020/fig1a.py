@@ -215,7 +215,7 @@ def _u_shape(rounds: pd.Series, margin: float) -> tuple[bool, str]:
 
 
 def _fmt_rounds(rounds: pd.Series) -> str:
-    return ", ".join(f"E={steps // STEPS_PER_EPOCH}: {'>cap' if not np.isfinite(r) else f'{r:.0f}'}"
+    return ", ".join(f"E={int(steps) // STEPS_PER_EPOCH}: {'>cap' if not np.isfinite(r) else f'{r:.0f}'}"
                      for steps, r in rounds.items())
 
 

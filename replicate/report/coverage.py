@@ -323,9 +323,5 @@ ITEMS: tuple[Item, ...] = (
 # Committed paper-scale figures whose claims, labels or context changed after they were published (their runs are
 # hours on a laptop's CPU): what changed, and the command that republishes them (docs/CHANGELOG.md says which were
 # republished when).
-STALE: dict[str, str] = {
-    "li2020/fig1a": "the notebook now gives each synthetic draw's settling loss f(w*) beside its rounds (context; the "
-                    "claims and their margins are unchanged); the committed record predates that. Republish: "
-                    "`python -m replicate figures li2020/fig1a --profile paper`",
-}
+STALE: dict[str, str] = {}
 

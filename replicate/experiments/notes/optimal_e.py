@@ -83,7 +83,7 @@ def fig1a_path():
 def measured_rounds(dataset: str) -> pd.DataFrame:
     """Figure 1a's rounds to the target per E (local steps): ours (median over seeds; censored = inf), the paper's."""
     frame = pd.read_csv(fig1a_path())
-    part = frame[frame.dataset == dataset].copy()
+    part = frame[(frame.dataset == dataset) & frame.source.isin(["ours", "paper"])].copy()  # not the floor rows
     part["rounds"] = part["rounds"].where(~part["censored"].astype(bool), math.inf)
     return part.groupby(["source", "local_steps"])["rounds"].median().reset_index()
 

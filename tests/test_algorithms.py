@@ -5,6 +5,7 @@ stragglers, and bad settings."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import pandas as pd
@@ -83,7 +84,12 @@ def final_params(problem, algorithm, work, lr=0.3, rounds=1, **kwargs):
 ETA = 0.3  # client learning rate
 
 
-@pytest.mark.parametrize("execution", ["stacked", "sequential"])
+# the quadratic's plain-SGD rounds go to its fused solver unless ``fused=False``: each path by hand
+PATHS = {"stacked": dict(execution="stacked", fused=False), "sequential": dict(execution="sequential", fused=False),
+         "fused": dict(fused=True)}
+
+
+@pytest.mark.parametrize("execution", list(PATHS))
 def test_fedavg_round_by_hand(execution):
     locals_ = []
     for k in range(3):
@@ -92,12 +98,12 @@ def test_fedavg_round_by_hand(execution):
             w = w - ETA * grad_k(k, w)
         locals_.append(w)
     expected = sum(P[k] * locals_[k] for k in range(3))  # scheme "full": Σ p_k w_k
-    got = final_params(quadratic(), FedAvg("full"), LocalWork(2), ETA, execution=execution)
+    got = final_params(quadratic(), FedAvg("full"), LocalWork(2), ETA, **PATHS[execution])
     torch.testing.assert_close(got, expected, rtol=0, atol=1e-14)
     assert (got - X0).abs().max() > 0.1
 
 
-@pytest.mark.parametrize("execution", ["stacked", "sequential"])
+@pytest.mark.parametrize("execution", list(PATHS))
 def test_fedprox_round_by_hand(execution):
     mu = 0.5
     locals_ = []
@@ -107,7 +113,7 @@ def test_fedprox_round_by_hand(execution):
         w2 = w1 - ETA * (grad_k(k, w1) + mu * (w1 - w0))
         locals_.append(w2)
     expected = sum(P[k] * locals_[k] for k in range(3))  # all K = N = 3 clients, Σ n_k w_k / Σ n_k (p here)
-    got = final_params(quadratic(), FedProx(mu, clients_per_round=3), LocalWork(2), ETA, execution=execution)
+    got = final_params(quadratic(), FedProx(mu, clients_per_round=3), LocalWork(2), ETA, **PATHS[execution])
     torch.testing.assert_close(got, expected, rtol=0, atol=1e-14)
     without_prox = final_params(quadratic(), FedProx(0.0, clients_per_round=3), LocalWork(2), ETA)
     assert (got - without_prox).abs().max() > 1e-3  # μ matters at the second step
@@ -234,6 +240,31 @@ def test_fedprox_without_mu_or_stragglers_is_weighted_fedavg_bit_for_bit(fused):
     assert hist_avg["train_loss"].iloc[-1] < hist_avg["train_loss"].iloc[0]
     _, w_mu = run(problem, FedProx(0.5, 5), work, schedule, **kwargs)
     assert (w_mu - w_avg).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("algorithm, objective", [
+    (FedAvg("full"), LocalObjective()),
+    (FedProx(0.5, clients_per_round=2, straggler_fraction=0.5), LocalObjective()),  # unequal local steps
+    (FedProx(0.2, clients_per_round=3), LocalObjective(weight_decay=0.05, clip_norm=0.8))])
+def test_the_quadratic_fused_solver_computes_the_generic_steps_bit_for_bit(algorithm, objective):
+    """Its one call a round runs the generic step's own operations (``PlainSGD.step``), so the committed
+    quadratic figures keep every number whichever path trains them."""
+    schedule = LRSchedule("shifted_inverse", ETA, lr_decay=0.5)
+    kwargs = dict(objective=objective, rounds=6, seed=3, return_params=True)
+    problem, calls = quadratic(), []
+
+    @functools.wraps(problem.local_gd)
+    def counted(*args, **kw):
+        calls.append(1)
+        return QuadraticFederatedProblem.local_gd(problem, *args, **kw)
+
+    problem.local_gd = counted  # what ``fused_sgd`` hands the engine
+    fused, w_fused = run(problem, algorithm, LocalWork(4), schedule, fused=True, **kwargs)
+    assert len(calls) == 6  # one call a round: the fused path was taken
+    generic, w_generic = run(quadratic(), algorithm, LocalWork(4), schedule, fused=False, **kwargs)
+    assert torch.equal(w_fused, w_generic)
+    pd.testing.assert_frame_equal(fused, generic, check_exact=True)
+    assert (w_fused - X0).abs().max() > 0.1
 
 
 def test_scaffold_first_round_is_equal_weight_fedavg_on_the_quadratic():

@@ -52,10 +52,20 @@ def recorded_runs(nb: FigureNotebook) -> set[str] | None:
     return runs
 
 
-def parameters(notebook: FigureNotebook, profile: str, out_dir: Path, overrides: dict) -> dict:
-    """Papermill parameters, checked against the notebook's ``parameters`` cell."""
+def _papermill():
+    """papermill, imported without ``rfc3987_syntax``: nbformat validates notebooks with jsonschema, whose format
+    checkers import that package, and it compiles about 35 Lark grammars at import — 2 s of every command that
+    runs a notebook, for the ``iri`` formats no notebook schema uses (jsonschema leaves out a checker whose package
+    cannot be imported; python-jsonschema/jsonschema#1428)."""
+    sys.modules.setdefault("rfc3987_syntax", None)  # None: "cannot be imported", which jsonschema expects
     import papermill
 
+    return papermill
+
+
+def parameters(notebook: FigureNotebook, profile: str, out_dir: Path, overrides: dict) -> dict:
+    """Papermill parameters, checked against the notebook's ``parameters`` cell."""
+    papermill = _papermill()
     declared = papermill.inspect_notebook(str(notebook.path))
     if not declared:
         raise ReplicateError(f"{notebook.path.name} has no cell tagged 'parameters'")
@@ -213,7 +223,7 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
 
 def _run_all(notebooks, profile, overrides, executed_dir, committed, target, reduced, budget,
              log_output, signals: Signals) -> int:
-    import papermill
+    papermill = _papermill()
 
     failures, finished = [], []
     if budget is not None:

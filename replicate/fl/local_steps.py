@@ -6,8 +6,8 @@ a finished client left as it is. How they compute is chosen by a rule stated onc
 what they compute:
 
 - ``fused``: a plain-SGD algorithm (its client step is its ``plain_sgd`` declaration's,
-  ``protocol.fused_update``) on a model with a fused solver (the logistic regression's) hands the whole local
-  solve to it: the same declared update, in one call per round;
+  ``protocol.fused_update``) on a problem with a fused solver (the logistic regression's, the quadratic's) hands
+  the whole local solve to it: the same declared update, in one call per round;
 - ``stacked``: all m clients at once, one batched gradient a step (``torch.func.vmap``, or a model's own batched
   path), the clients still working at step s the active rows;
 - ``static``: stacked with one shape a round (a finished client's rows keep computing and are discarded), so a
@@ -149,6 +149,8 @@ def local_steps(problem, algorithm, round_, trainer: Trainer, objective: LocalOb
 
 
 def accelerator(solver, round_, execution: str) -> str:
-    """The rule, stated once: the fused solver where there is one and the clients draw mini-batches (a full-batch
-    round has nothing for it to fuse), else the execution asked for (``preferred_execution`` behind "auto")."""
-    return "fused" if solver is not None and round_.batches is not None else execution
+    """The rule, stated once: the fused solver where there is one and it takes the round — a model's solver fuses
+    mini-batch steps (a full-batch round has nothing for it to fuse), the quadratic's full-gradient steps
+    (``full_batch``) — else the execution asked for (``preferred_execution`` behind "auto")."""
+    takes = solver is not None and (round_.batches is not None or getattr(solver, "full_batch", False))
+    return "fused" if takes else execution

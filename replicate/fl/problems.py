@@ -303,7 +303,6 @@ class QuadraticFederatedProblem:
 
     # tiny per-step ops: a second thread costs more than it gives (core.threads, in engine.run_batch)
     single_threaded = True
-    fused_sgd = None  # no fused solver: the generic step is already one bmm
 
     def __init__(self, clients: QuadraticClients, x0: torch.Tensor | None = None, record_iterates: bool = False,
                  device=None):
@@ -350,6 +349,41 @@ class QuadraticFederatedProblem:
         if clients is not getattr(self, "_round_clients", None):  # gather once per round, not per step
             self._round_clients, self._H, self._r = clients, self.H[clients], self.r[clients]
         return torch.bmm(self._H, flat.unsqueeze(-1)).squeeze(-1).sub_(self._r)
+
+    @property
+    def fused_sgd(self):
+        return self.local_gd
+
+    def local_gd(self, global_flat: torch.Tensor, clients: torch.Tensor, steps: torch.Tensor, lr: torch.Tensor,
+                 batches, objective, plain_sgd: PlainSGD = PlainSGD(), runs=None) -> torch.Tensor:
+        """All clients' local (proximal) gradient descent in one call, each run's declared update (``runs``, as
+        ``SampleProblem.local_sgd``): the generic step's own operations (``PlainSGD.step``: g = H_k w − r_k,
+        ``objective.gradient``, g + μ(w − w_t), w ← w − η·g) on the same numbers, so bitwise what it computes.
+        The state is kept as (m, d, 1) columns: a step of this tiny problem costs its kernel calls, not their
+        arithmetic, and the generic step's reshapes and calls through the algorithm cost as much again."""
+        m = clients.numel()
+        start = global_flat if global_flat.dim() == 2 else global_flat.unsqueeze(0).expand(m, -1)
+        w = start.unsqueeze(-1).clone()
+        H, r, rate = self.H[clients], self.r[clients].unsqueeze(-1), lr.reshape(m, 1, 1)
+        runs = runs or [(m, True, plain_sgd)]
+        prox = (torch.cat([w.new_full((size, 1, 1), sgd.prox_mu) for size, _, sgd in runs])
+                if any(sgd.prox_mu > 0 for *_, sgd in runs) else None)
+        plain = objective.clip_norm is None and not objective.weight_decay
+        counts = steps.cpu()
+        fewest, most = int(counts.min()), int(counts.max())
+        for s in range(most):
+            g = torch.bmm(H, w).sub_(r)
+            if not plain:
+                objective.gradient(g.view(m, -1), w.view(m, -1))
+            if prox is not None:
+                g.addcmul_(w - start.unsqueeze(-1), prox)
+            if s < fewest:
+                w.addcmul_(rate, g, value=-1.0)
+            else:  # a client past its own steps keeps its model
+                w = torch.where((steps > s).view(m, 1, 1), w.addcmul(rate, g, value=-1.0), w)
+        return w.squeeze(-1)
+
+    local_gd.full_batch = True  # it takes full-gradient rounds (``local_steps.accelerator``)
 
     def client_loss(self, flat, client, rows, noise=None):
         return 0.5 * flat @ self.H[client] @ flat - self.r[client] @ flat + self.s[client]

@@ -523,10 +523,10 @@ def test_every_epoch_visits_each_sample_once_with_a_short_last_batch():
             orders = []
             for e in range(done[j]):
                 rows = []
-                for slot in range(per_epoch[j]):
-                    index, mask = batches.step(e * per_epoch[j] + slot)
+                for position in range(per_epoch[j]):
+                    index, mask = batches.step(e * per_epoch[j] + position)
                     real = index[j][mask[j]]
-                    last = slot == per_epoch[j] - 1
+                    last = position == per_epoch[j] - 1
                     assert real.numel() == (n - b * (per_epoch[j] - 1) if last else b)
                     rows.append(real)
                 rows = torch.cat(rows)

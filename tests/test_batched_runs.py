@@ -316,7 +316,7 @@ def test_a_run_computes_the_same_numbers_whatever_threads_its_caller_uses():
 
 
 def test_the_bench_times_both_paces_beside_their_sequential_steps():
-    """``bench --sections pace`` (measured on a GPU slot; timings recorded, not asserted): a batch of runs whose
+    """``bench --sections pace`` (measured on a GPU; timings recorded, not asserted): a batch of runs whose
     rounds differ in length, timed in lockstep and at its own pace beside each pace's steps as ``fl.batching``
     counts them. Here the LSTM 8 units wide, two runs of two rounds."""
     from replicate.cli import bench_pace

@@ -87,7 +87,7 @@ def test_an_entry_of_an_older_cache_without_checksums_is_recomputed(capsys):
                                           ("rounds", 21)])
 def test_a_sidecar_edited_or_damaged_is_recomputed(field, value, capsys):
     """A sidecar's other fields are sealed by its own sha256: its time and processor (which a figure's claims
-    record and the slot planner read) or its config, changed after it was written, make the entry damaged."""
+    record and `figures --estimate` read) or its config, changed after it was written, make the entry damaged."""
     first = cache.run(QUAD, progress=False)
     sidecar = _entry().with_suffix(".json")
     meta = json.loads(sidecar.read_text())

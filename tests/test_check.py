@@ -154,7 +154,7 @@ def test_bench_help_shows_a_plain_percent_sign(capsys):
 
 
 def test_bench_records_the_sections_asked_for_and_keeps_cuda_timings_apart(tmp_path, monkeypatch, capsys):
-    """A short GPU lease times the sections it needs first (--sections, in that order); a CUDA recording
+    """A short GPU job times the sections it needs first (--sections, in that order); a CUDA recording
     goes to docs/BENCHMARKS.cuda.md, so a later CPU recording cannot erase it."""
     from replicate.cli import bench
     from replicate.core import paths

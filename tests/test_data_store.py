@@ -133,7 +133,7 @@ def test_a_local_source_that_is_not_there_is_an_error_before_anything_is_fetched
     assert settings.current().data_from is None
 
 
-# ---- travel packs (store.pack): a lossless xz tar of the staged files, verified again when staged ----------
+# ---- data packs (store.pack): a lossless xz tar of the staged files, verified again when staged ----------
 
 def _toy_pack(toy):
     (toy / "src").mkdir()

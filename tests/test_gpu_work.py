@@ -54,7 +54,7 @@ def test_fixed_step_figures_count_rounds_times_local_updates():
 def test_an_epoch_figure_counts_its_busiest_clients_exactly(monkeypatch):
     """FedProx Figures 2/6's LSTM panels: a stacked round lasts as long as its busiest sampled client, so the
     committed sequential steps are today's count from the algorithm's plan (issue #38: the mean client's
-    epoch, the earlier count, is ≈ 5× short here), and the slot's pieces never take more than the runs alone."""
+    epoch, the earlier count, is ≈ 5× short here), and a GPU job's pieces never take more than the runs alone."""
     from replicate.experiments import requirements
 
     monkeypatch.setenv("REPLICATE_STAND_INS", "1")  # the GPU work is enumerated on the stand-ins (work.SOURCE)

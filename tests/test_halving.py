@@ -370,7 +370,7 @@ def _curves(part: pd.DataFrame, candidate: str) -> dict:
 
 def grids():
     """Full-grid tunings with every candidate's curve committed, each with its figure's rule: STEM Figure 5's
-    paper-profile grid (92 runs of an H200 slot, figures/ledger; per (algorithm, I), seed 0) and FedProx Figure 3's
+    paper-profile grid (92 runs computed on an H200, figures/ledger; per (algorithm, I), seed 0) and FedProx Figure 3's
     μ grid (MNIST, EMNIST*; the tail 10 % of training loss), FedProx Figure 3's Sent140 μ grid at CPU scale (200 of
     800 rounds), and Li et al.'s Original η0 grids of Figures 4 and 1c-d (the last 10 rounds' loss); STEM's and Charles
     & Konečný's CPU-scale grids; STEM Figure 1 measured's (κ̄, c) per (b, I), scored by rounds to its target (its

@@ -151,7 +151,7 @@ def test_figure5_flags_tuned_rates_at_their_grid_edge():
 
 
 def test_a_group_whose_every_candidate_diverged_is_said_untuned(monkeypatch):
-    """The paper-profile Figure 5 on the GPU slot (2026-11-27): all 34 STEM candidates diverged on the tuning
+    """The paper-profile Figure 5 computed on an H200: all 34 STEM candidates diverged on the tuning
     seed at both I, so its "chosen" κ̄ = 0.01, c = 1 is only the grid's first; claims and legend say so instead
     of calling it tuned at its grid's edge."""
     from types import SimpleNamespace

@@ -18,8 +18,8 @@ QUAD = RunConfig(dataset="quadratic", algorithm=FedAvg("full"), local_steps=5, b
 SYNTHETIC = RunConfig(dataset="synthetic(1,1)", num_clients=10, rounds=3)
 
 
-def _slot(tmp_path, monkeypatch, name="slot"):
-    """A GPU slot as the ledger sees it: runs computed in a cache of its own, exported as one archive."""
+def _gpu_job(tmp_path, monkeypatch, name="gpu-job"):
+    """A GPU job as the ledger sees it: runs computed in a cache of its own, exported as one archive."""
     monkeypatch.setenv("REPLICATE_CACHE", str(tmp_path / f"{name}_cache"))
     histories = [cache.run(QUAD, progress=False), cache.run(SYNTHETIC, progress=False)]
     assert main(["cache", "export", str(tmp_path / f"{name}.tar.xz"), "--new"]) == 0
@@ -27,12 +27,12 @@ def _slot(tmp_path, monkeypatch, name="slot"):
 
 
 def test_round_trip_through_a_clone_computes_nothing(tmp_path, monkeypatch, capsys):
-    """A slot's runs committed to the ledger reach a clone with an empty cache: synced, read, not computed."""
-    file, histories = _slot(tmp_path, monkeypatch)
-    assert main(["ledger", "add", str(file), "--wall-s", "12", "--note", "test slot"]) == 0
+    """A GPU job's runs committed to the ledger reach a clone with an empty cache: synced, read, not computed."""
+    file, histories = _gpu_job(tmp_path, monkeypatch)
+    assert main(["ledger", "add", str(file), "--wall-s", "12", "--note", "test job"]) == 0
     assert "ledger: 2 runs added" in capsys.readouterr().out
     piece, = ledger.index()
-    assert piece["runs"] == 2 and piece["wall_s"] == 12 and piece["note"] == "test slot"
+    assert piece["runs"] == 2 and piece["wall_s"] == 12 and piece["note"] == "test job"
     assert piece["sha256"] == hashlib.sha256((ledger.root() / piece["file"]).read_bytes()).hexdigest()
     assert main(["ledger", "add", str(file)]) == 0  # again: nothing new, no second piece
     assert "0 runs added" in capsys.readouterr().out and len(ledger.index()) == 1
@@ -52,7 +52,7 @@ def test_round_trip_through_a_clone_computes_nothing(tmp_path, monkeypatch, caps
 def test_round_trip_through_git_computes_nothing(tmp_path, monkeypatch):
     """Issue #36 item 1, through git itself: a ledger piece added inside a repository holding this project's
     .gitignore is committed (nothing of it ignored), and a `git clone` of that repository, with an empty
-    cache, reads the slot's runs from it and computes nothing."""
+    cache, reads the job's runs from it and computes nothing."""
     import subprocess
 
     def git(*args, cwd):
@@ -63,11 +63,11 @@ def test_round_trip_through_git_computes_nothing(tmp_path, monkeypatch):
     (repo / "figures").mkdir(parents=True)
     shutil.copy(paths.REPO / ".gitignore", repo / ".gitignore")
     monkeypatch.setenv("REPLICATE_LEDGER", str(repo / "figures" / "ledger"))
-    file, histories = _slot(tmp_path, monkeypatch)
+    file, histories = _gpu_job(tmp_path, monkeypatch)
     ledger.add(file, wall_s=3)
     git("init", "-q", cwd=repo)
     git("add", "-A", cwd=repo)
-    git("commit", "-qm", "slot", cwd=repo)
+    git("commit", "-qm", "gpu job", cwd=repo)
     clone = tmp_path / "clone"
     git("clone", "-q", str(repo), str(clone), cwd=tmp_path)
     listed = subprocess.run(["git", "ls-files", "figures/ledger"], cwd=clone, capture_output=True, text=True).stdout
@@ -81,14 +81,14 @@ def test_round_trip_through_git_computes_nothing(tmp_path, monkeypatch):
 
 
 def test_only_runs_the_ledger_lacks_travel_back(tmp_path, monkeypatch):
-    file, _ = _slot(tmp_path, monkeypatch)
+    file, _ = _gpu_job(tmp_path, monkeypatch)
     ledger.add(file)
     cache.run(QUAD.replace(rounds=7), progress=False)
     assert ledger.new_in_cache() == {cache.key(QUAD.replace(rounds=7))}
 
 
 def test_a_damaged_or_edited_piece_is_never_used(tmp_path, monkeypatch):
-    file, _ = _slot(tmp_path, monkeypatch)
+    file, _ = _gpu_job(tmp_path, monkeypatch)
     ledger.add(file)
     piece = ledger.root() / ledger.index()[0]["file"]
     original = piece.read_bytes()
@@ -112,8 +112,8 @@ def test_a_damaged_or_edited_piece_is_never_used(tmp_path, monkeypatch):
 
 
 def test_a_run_computed_again_keeps_the_first(tmp_path, monkeypatch):
-    """Another slot's computation of a run already there (another GPU model's rounding) is not added."""
-    file, _ = _slot(tmp_path, monkeypatch)
+    """Another job's computation of a run already there (another GPU model's rounding) is not added."""
+    file, _ = _gpu_job(tmp_path, monkeypatch)
     ledger.add(file)
     entries = archive.verified(file)
     entry, data = entries[0]
@@ -126,7 +126,7 @@ def test_a_run_computed_again_keeps_the_first(tmp_path, monkeypatch):
 
 
 def test_sync_takes_the_ledger_over_a_differing_cached_run(tmp_path, monkeypatch):
-    file, _ = _slot(tmp_path, monkeypatch)
+    file, _ = _gpu_job(tmp_path, monkeypatch)
     ledger.add(file)
     entry, data = archive.verified(file)[0]
     monkeypatch.setenv("REPLICATE_CACHE", str(tmp_path / "mine"))

@@ -273,7 +273,7 @@ def test_a_cut_off_run_travels_to_the_next_gpu_session_and_resumes_there(monkeyp
     saved = _cut_off(monkeypatch)
     assert main(["checkpoints-out", str(tmp_path / "out")]) == 0
     assert "checkpoints-1.tar" in capsys.readouterr().out
-    monkeypatch.setenv("REPLICATE_BUILD", str(tmp_path / "next_slot"))  # another machine: an empty cache
+    monkeypatch.setenv("REPLICATE_BUILD", str(tmp_path / "next_job"))  # another machine: an empty cache
     assert not checkpoints.folder().exists()
     assert main(["checkpoints-in", str(tmp_path / "out" / "checkpoints-1.tar")]) == 0
     assert "unpacked 1 checkpoints" in capsys.readouterr().out
@@ -282,7 +282,7 @@ def test_a_cut_off_run_travels_to_the_next_gpu_session_and_resumes_there(monkeyp
     trained, real = [], engine._begin
     monkeypatch.setattr(engine, "_begin", lambda run, *a: trained.append(a[-1]) or real(run, *a))
     pd.testing.assert_frame_equal(cache.run(CONFIG, progress=False), whole, check_exact=True)
-    assert trained == list(range(1, 12))  # round 0 was trained in the first slot
+    assert trained == list(range(1, 12))  # round 0 was trained in the first job
 
 
 def test_a_damaged_or_foreign_checkpoint_pack_is_refused_whole(monkeypatch, tmp_path):

@@ -93,7 +93,7 @@ class _SourceConfig(knobs.DataChoice, knobs.FigureConfig):
 
 def test_a_paper_run_that_only_names_its_data_source_still_updates_the_committed_figures(project, monkeypatch):
     """``data_source`` is recorded apart (a stand-in labels the figure and its row), not a change of settings: the
-    GPU slots' publish command (``--set data_source=stand-in``) writes figures/ like the plain paper run."""
+    GPU jobs' publish command (``--set data_source=stand-in``) writes figures/ like the plain paper run."""
     body = GOOD.replace("import pandas as pd", "data_source = None\nimport pandas as pd")
     _notebook(project / "notebooks", "notes_figA", body)
     nb = json.loads((project / "notebooks" / "notes_figA.ipynb").read_text())

@@ -62,8 +62,8 @@ test: setup $(VENV)/.ray $(VENV)/.docs
 	@echo "make test: $(call since,test) s"
 
 # the test files that start commands, notebook kernels or worker processes and wait on them (signals, time budgets,
-# resumption, successive halving's workers): a lane of their own
-PROCESSES := tests/test_signals.py tests/test_runner.py tests/test_resume.py tests/test_halving.py
+# resumption, successive halving's workers): a lane of their own, with STEM's slow library file (it balances the lanes)
+PROCESSES := tests/test_signals.py tests/test_runner.py tests/test_resume.py tests/test_halving.py tests/test_khanduri2021.py
 test-library: setup $(VENV)/.ray
 	$(call stamp,library)
 	OMP_NUM_THREADS=$(HALF_THREADS) REPLICATE_BUILD=$(CURDIR)/build/test \
@@ -88,10 +88,10 @@ test-processes: setup
 E2E := tests/test_official_data_e2e.py
 # what the notebooks' smoke figures show: a measured point in every panel
 FIRST_LOOK := tests/test_first_look.py
-# and the arena's tests (they run its notebook four times) and two slow library files: here, which balances the
+# and the arena's tests (they run its notebook four times) and a slow library file: here, which balances the
 # lanes (their measured times: docs/CHANGELOG.md)
 ARENA := tests/test_arena.py
-MOVED := tests/test_data_variants.py tests/test_khanduri2021.py
+MOVED := tests/test_data_variants.py
 # the documentation site, built in strict mode by `make docs` (≈ 8 s on 2 cores), then opened in headless Chromium (≈ 7 s)
 SITE := tests/test_site.py
 test-notebooks: setup $(VENV)/.docs

@@ -20,7 +20,7 @@ import signal
 import sys
 import tempfile
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -166,6 +166,25 @@ def _route_asyncio_log(kernel_log: Path | None):
     logger.propagate = kernel_log is None
 
 
+@contextmanager
+def _quiet_when_stopping(signals: Signals):
+    """Drop papermill's log records once a stop is asked: nbclient, papermill's client, logs "Kernel died while
+    waiting for execute reply." when the kernel interrupted at a second Ctrl-C exits before it replies, and the
+    command's one line already says what happened."""
+    import logging
+
+    class Quiet(logging.Filter):
+        def filter(self, record) -> bool:
+            return signals.signum is None
+
+    logger, quiet = logging.getLogger("papermill"), Quiet()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
+
+
 def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
         log_output: bool = False, time_budget: float | None = None) -> int:
     """Execute the selected notebooks; returns the number that failed. With ``time_budget`` (seconds),
@@ -214,7 +233,8 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
     stop = checkpoints.stop_file()
     budget = Budget(time_budget, on_deadline=lambda: checkpoints.request_stop(stop)) if time_budget else None
     try:
-        with settings.use(settings.current().replace(stop_file=stop)), Signals(stop, budget).installed() as signals:
+        with (settings.use(settings.current().replace(stop_file=stop)), Signals(stop, budget).installed() as signals,
+              _quiet_when_stopping(signals)):
             return _run_all(notebooks, profile, overrides, executed_dir, committed, target, reduced, budget,
                             log_output, signals)
     finally:

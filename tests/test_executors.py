@@ -124,21 +124,14 @@ def ray_cluster():
     ray_bin = Path(sys.executable).with_name("ray")
     temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths must stay < 108 bytes
     port = _free_port()
+    head_log = Path(temp) / "head.log"
     head = subprocess.Popen([str(ray_bin), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
                              f"--port={port}", "--num-cpus=2", "--num-gpus=0", f"--temp-dir={temp}",
                              "--disable-usage-stats", "--include-dashboard=false"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                            stdout=head_log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
     address = f"127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if head.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"the Ray head node did not start (exit status {head.poll()})")
-                time.sleep(0.5)
+        _ready(head, address, head_log)
         yield address, head.pid  # the process group of the cluster's processes
     finally:
         import ray
@@ -152,6 +145,24 @@ def ray_cluster():
                 pass
         head.wait(10)
         shutil.rmtree(temp, ignore_errors=True)
+
+
+def _ready(head: subprocess.Popen, address: str, head_log: Path, timeout: float = 120) -> None:
+    """Until a driver can join: the head's port open, then its node registered (on two busy cores the raylet can
+    register seconds after the port opens, and a driver joining before it fails to connect)."""
+    from replicate.runs import ray_executor
+
+    port, deadline = int(address.rsplit(":", 1)[1]), time.monotonic() + timeout
+    while True:
+        if head.poll() is not None or time.monotonic() > deadline:
+            log = head_log.read_text(errors="replace")[-2000:] if head_log.exists() else ""
+            pytest.fail(f"the Ray head node did not come up (exit status {head.poll()}):\n{log}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            ray_executor._probe(address)  # a driver joins and leaves, in a process of its own
+            return
+        except (OSError, ReplicateError):
+            time.sleep(1)
 
 
 def _processes(group: int) -> dict[int, tuple[int, bytes]]:

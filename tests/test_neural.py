@@ -318,3 +318,37 @@ def test_graphs_are_a_gpu_matter():
     on_gpu = {m: preferred_execution(SimpleNamespace(device=torch.device("cuda"), model=make()))
               for m, make in (("lstm", lstm), ("cnn", cnn))}
     assert on_gpu == {"lstm": "static", "cnn": "stacked"}
+
+
+def test_evaluation_pools_with_the_same_values_as_max_pool2d_and_training_with_max_pool2d_itself():
+    """``nets.max_pool2`` outside autograd (evaluation) takes the maximum of each window's four strided views: the
+    same values bit for bit as ``F.max_pool2d(x, 2)``, NaN and odd sizes included; under autograd it is
+    ``F.max_pool2d``, so training's gradients (each window's first maximum) are unchanged."""
+    import torch.nn.functional as F
+
+    from replicate.fl.models.nets import max_pool2
+
+    g = torch.Generator().manual_seed(0)
+    for shape in [(3, 6, 24, 24), (2, 4, 7, 9), (2, 3, 5, 4, 6)]:
+        x = torch.relu(torch.randn(*shape, generator=g)).round(decimals=1)  # zeros and ties, as after a ReLU
+        x.view(-1)[5] = float("nan")
+        with torch.no_grad():
+            fast = max_pool2(x)
+        expected = F.max_pool2d(x.reshape(-1, *shape[-3:]), 2).reshape(*shape[:-2], *fast.shape[-2:])
+        assert torch.equal(fast.nan_to_num(-1.0), expected.nan_to_num(-1.0)) and fast.isnan().sum() == 1
+    w = torch.relu(torch.randn(2, 3, 8, 8, generator=g)).round(decimals=1).requires_grad_()
+    max_pool2(w).sum().backward()
+    ours, w.grad = w.grad, None
+    F.max_pool2d(w, 2).sum().backward()
+    assert torch.equal(ours, w.grad)
+    from torch.func import grad_and_value, vmap
+
+    seen = []
+
+    def loss(v):
+        seen.append(torch.is_grad_enabled())
+        return (v * v).sum()
+
+    with torch.no_grad():  # e.g. FedProx's dissimilarity: per-client gradients inside a no-grad evaluation
+        vmap(grad_and_value(loss))(torch.ones(2, 3))
+    assert seen == [True]  # the clients' gradients (Model.loss_and_grad) always pool through F.max_pool2d

@@ -18,6 +18,7 @@ from replicate.data.federated import FederatedDataset
 from replicate.data.quadratic import QuadraticClients
 from replicate.fl import batches
 from replicate.fl.algorithms.protocol import PlainSGD, Population
+from replicate.fl.sgd import descend_, proximal_
 from replicate.fl.batches import Batches
 from replicate.fl.models import Model, clip_may_act
 
@@ -358,12 +359,13 @@ class QuadraticFederatedProblem:
                  batches, objective, plain_sgd: PlainSGD = PlainSGD(), runs=None) -> torch.Tensor:
         """All clients' local (proximal) gradient descent in one call, each run's declared update (``runs``, as
         ``SampleProblem.local_sgd``): the generic step's own operations (``PlainSGD.step``: g = H_k w − r_k,
-        ``objective.gradient``, g + μ(w − w_t), w ← w − η·g) on the same numbers, so bitwise what it computes.
+        ``objective.gradient``, ``proximal_``, ``descend_``) on the same numbers, so bitwise what it computes.
         The state is kept as (m, d, 1) columns: a step of this tiny problem costs its kernel calls, not their
         arithmetic, and the generic step's reshapes and calls through the algorithm cost as much again."""
         m = clients.numel()
         start = global_flat if global_flat.dim() == 2 else global_flat.unsqueeze(0).expand(m, -1)
-        w = start.unsqueeze(-1).clone()
+        anchor = start.unsqueeze(-1)  # w_t, each row's
+        w = anchor.clone()
         H, r, rate = self.H[clients], self.r[clients].unsqueeze(-1), lr.reshape(m, 1, 1)
         runs = runs or [(m, True, plain_sgd)]
         prox = (torch.cat([w.new_full((size, 1, 1), sgd.prox_mu) for size, _, sgd in runs])
@@ -376,11 +378,11 @@ class QuadraticFederatedProblem:
             if not plain:
                 objective.gradient(g.view(m, -1), w.view(m, -1))
             if prox is not None:
-                g.addcmul_(w - start.unsqueeze(-1), prox)
+                proximal_(g, w, anchor, prox)
             if s < fewest:
-                w.addcmul_(rate, g, value=-1.0)
+                descend_(w, g, rate)
             else:  # a client past its own steps keeps its model
-                w = torch.where((steps > s).view(m, 1, 1), w.addcmul(rate, g, value=-1.0), w)
+                w = torch.where((steps > s).view(m, 1, 1), descend_(w.clone(), g, rate), w)
         return w.squeeze(-1)
 
     local_gd.full_batch = True  # it takes full-gradient rounds (``local_steps.accelerator``)

@@ -297,3 +297,17 @@ def test_listing_and_naming_figures_load_no_heavy_floor():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "li2020/fig2" in out.stdout and "unknown figure 'nosuch/fig'" in out.stderr
+
+
+def test_modules_stay_readable_sizes():
+    """The house rule (DEVELOPERS.md, "Readable"): no module of the package over 400 lines, and each
+    algorithm's module (one per registered algorithm) within 250, so that an update reads on one screen or two."""
+    from replicate.fl.algorithms import ALGORITHMS
+
+    sizes = {str(path.relative_to(paths.REPO)): len(path.read_text().splitlines())
+             for path in (paths.REPO / "replicate").rglob("*.py")}
+    assert {name: n for name, n in sizes.items() if n > 400} == {}
+    algorithm_files = {sys.modules[cls.__module__].__file__ for cls in ALGORITHMS.values()}
+    assert len(algorithm_files) >= 5
+    long = {path: n for path in algorithm_files if (n := len(Path(path).read_text().splitlines())) > 250}
+    assert long == {}

@@ -27,6 +27,7 @@ from replicate.core.errors import ReplicateError
 from replicate.fl.algorithms import FedAvg, FedProx
 from replicate.runs.config import RunConfig
 from replicate.fl import models
+from replicate.fl.gradient_variance import device_gradient_variance
 from replicate.data import variants
 from replicate.experiments import knobs
 
@@ -207,8 +208,8 @@ def run_config(key: str, *, prox_mu: float, epochs: int, seed: int, drop: float 
 def dissimilarity(problem, params, round_: int) -> dict:
     """``extra_metrics`` of every FedProx-paper run: the dissimilarity at the global model."""
     lstm = isinstance(problem.model, models.CharLSTM)
-    return {"dissimilarity": problem.device_gradient_variance(params,
-                                                              max_samples=DISSIMILARITY_SAMPLES if lstm else None)}
+    return {"dissimilarity": device_gradient_variance(problem, params,
+                                                      max_samples=DISSIMILARITY_SAMPLES if lstm else None)}
 
 
 dissimilarity.key = f"dissimilarity(lstm_samples={DISSIMILARITY_SAMPLES})"  # the run cache keys on it

@@ -240,4 +240,11 @@ REDUCED: tuple[Reduced, ...] = (
             "--set 'stem_lr=[0.05,0.1,0.2,0.5]' --set stem_momentum=a0 "
             "--set 'client_lr=[0.01,0.02,0.05,0.1,0.2]' --set evals=20 --set 'seeds=[0,1]' --set workers=2 "
             "--set out_dir=figures/cpu_scale/second_grid"),
+    Reduced("cpu_scale/second_grid/khanduri2021/fig1_measured", "STEM Figure 1 measured under the second grid (κ̄ × "
+            "the first-epoch momentum weight a₀; spec §6.7)",
+            "the paper profile (its nine (b, I) pairs, budget, target and seeds), but STEM's grid is the second: "
+            "κ̄ ∈ {0.02, 0.03, 0.05, 0.1, 0.2, 0.4} × a₀ ∈ {0.1, 0.3, 0.5, 0.9}, c = a₀/η_1² (24 settings per pair "
+            "against the first grid's 6, PROPOSED, stated before its runs)",
+            "python -m replicate figures khanduri2021/fig1_measured --profile paper --set stem_momentum=a0 "
+            "--set workers=2 --set out_dir=figures/cpu_scale/second_grid"),
 )

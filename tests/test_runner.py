@@ -466,8 +466,9 @@ def test_a_refusal_in_a_notebook_cell_is_its_one_line(tmp_path):
     assert raised.value.traceback == ["ReplicateError: out_dir x is refused: do y"]
 
 
-def test_reduced_scale_commands_still_write_figures_cpu_scale(project, monkeypatch):
-    """reduced.REDUCED's commands (--profile paper ... --set out_dir=figures/cpu_scale) keep working."""
+def test_reduced_scale_commands_still_write_figures_cpu_scale(project, monkeypatch, capsys):
+    """reduced.REDUCED's commands (--profile paper ... --set out_dir=figures/cpu_scale) keep working, and say
+    that what they write is a labelled record (not "not figures/", which it is inside)."""
     from replicate.report import reduced
 
     paper, figure = reduced.REDUCED[0].key.split("/")[1:]
@@ -478,6 +479,7 @@ def test_reduced_scale_commands_still_write_figures_cpu_scale(project, monkeypat
     record = json.loads((project / "figures" / "cpu_scale" / paper / f"{figure}.claims.json").read_text())
     assert record["scale"] == "reduced"  # staged under cpu_scale: the title and the record say so
     assert not (settings.current().build / "staging").exists()
+    assert "a labelled record" in capsys.readouterr().err
     with pytest.raises(ReplicateError, match="inside the committed figures/"):
         runner.run([f"{paper}/{figure}"], "smoke", {"out_dir": "figures/cpu_scale"})
 

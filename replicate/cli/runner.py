@@ -214,8 +214,9 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
         raise committed_figures_refused(out_dir)
     check_writable(target)  # before any notebook runs: one line, not a traceback after the compute
     if profile == "paper" and not committed:
-        tqdm.write(f"writing into {target}, not figures/: only an unmodified paper-profile run updates the "
-                   "committed figures", file=sys.stderr)
+        tqdm.write(f"writing into {target}: " + ("a labelled record below or beside the paper's settings "
+                   "(report.reduced), counted nowhere" if reduced else "not figures/: only an unmodified "
+                   "paper-profile run updates the committed figures"), file=sys.stderr)
     if profile == "paper":  # the committed runs computed elsewhere (figures/ledger): read, never recomputed
         from replicate.runs import ledger
 

@@ -50,7 +50,7 @@ def test_a_dataset_is_its_registered_builder(own_registries):
 
 @dataclass(frozen=True)
 class ToyConfig(knobs.FigureConfig):
-    """Step 1 of "A figure": knobs with the paper profile's values, ``smoke()``, ``CHOICES``."""
+    """Step 1 of "A figure": knobs with the paper profile's values, ``SMOKE``, ``CHOICES``."""
 
     dataset: str = "toy_blobs"  # the dataset its runs read
     rounds: int = 5  # communication rounds
@@ -58,10 +58,7 @@ class ToyConfig(knobs.FigureConfig):
     deviations: tuple[str, ...] = ("a toy: no paper",)
 
     CHOICES: ClassVar[dict] = {"dataset": ("toy_blobs",)}
-
-    @classmethod
-    def smoke(cls):
-        return cls(rounds=2, seeds=(0,))
+    SMOKE: ClassVar[dict] = dict(rounds=2, seeds=(0,))
 
 
 NOTEBOOK_CELLS = (  # step 2: the notebook (its markdown cell aside): parameters, then a few library calls

@@ -114,7 +114,16 @@ def _number(where: str, kind: type, value, zero_ok: bool):
 
 class FigureConfig:
     """Base of every figure config (a frozen dataclass): ``for_profile`` is the one way a notebook,
-    papermill or ``--set`` builds one. Subclasses define ``smoke()`` and may define ``validate()``."""
+    papermill or ``--set`` builds one. Subclasses define ``SMOKE`` (``smoke()``'s knobs; or ``smoke()`` itself
+    where it takes more than fixed values) and may define ``validate()``."""
+
+    # SMOKE: ClassVar[dict], the smoke profile's knobs; a ClassVar, else the dataclass makes it a field (a knob).
+    # Left undefined here: a config without it has no smoke profile, and ``smoke()`` fails (AttributeError).
+
+    @classmethod
+    def smoke(cls):
+        """The smoke profile: the paper's settings with ``SMOKE``'s knobs."""
+        return cls(**cls.SMOKE)
 
     @classmethod
     def for_profile(cls, profile: str = "smoke", *, out_dir=_NOT_GIVEN, **overrides):

@@ -80,11 +80,8 @@ class ArenaConfig(knobs.DataChoice, knobs.FigureConfig):
     # The arena on a GPU: every dataset of the five documents at the default tuning and 100 rounds of FedAvg
     # (``experiments.work`` sizes it in figures/gpu_work.json; docs/arena.md: the command)
     GPU: ClassVar[dict] = {"datasets": tuple(d for d in TASKS if not d.startswith("mnist_dirichlet")), "budget": 100}
-
-    @classmethod
-    def smoke(cls):
-        return cls(datasets=("synthetic(1,1)",), budget=6, local_steps=5, trials=2, halving_rungs=1, seeds=(0, 1),
-                   evals=3, workers=1)
+    SMOKE: ClassVar[dict] = dict(datasets=("synthetic(1,1)",), budget=6, local_steps=5, trials=2, halving_rungs=1,
+                                 seeds=(0, 1), evals=3, workers=1)
 
     def __post_init__(self):  # the pairs it does not run are one of its deviations (derived, never set)
         kept = tuple(d for d in self.deviations if not d.startswith((_SKIPPED, _YOURS)))

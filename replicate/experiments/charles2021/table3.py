@@ -44,10 +44,7 @@ class Table3Config(knobs.DataChoice, knobs.FigureConfig):
     )
 
     CHOICES: ClassVar[dict] = {"datasets": tuple(ROWS)}
-
-    @classmethod
-    def smoke(cls):
-        return cls(datasets=("shakespeare", "cifar100"))
+    SMOKE: ClassVar[dict] = dict(datasets=("shakespeare", "cifar100"))
 
     def dataset_names(self) -> tuple[str, ...]:
         """The datasets its rows load: Table 3's Shakespeare is TFF's, and CIFAR-100 none (not available)."""

@@ -42,10 +42,7 @@ class Fig2Config(DatasetDeviations, knobs.FigureConfig):
 
     CHOICES: ClassVar[dict] = {"datasets": tuple(SETTINGS)}
     ZERO_ALLOWED: ClassVar[tuple] = ("unstable", "margin")
-
-    @classmethod
-    def smoke(cls):
-        return cls(datasets=("mnist",), epochs=(1, 5), rounds=8, seeds=(0,))
+    SMOKE: ClassVar[dict] = dict(datasets=("mnist",), epochs=(1, 5), rounds=8, seeds=(0,))
 
     def validate(self) -> None:
         if len(self.epochs) < 2:

@@ -52,10 +52,7 @@ class Fig1Config(DatasetDeviations, knobs.FigureConfig):
 
     CHOICES: ClassVar[dict] = {"datasets": SYNTHETIC}
     ZERO_ALLOWED: ClassVar[tuple] = ("mus", "margin")
-
-    @classmethod
-    def smoke(cls):
-        return cls(datasets=("synthetic_iid", "synthetic(1,1)"), epochs=2, rounds=15, seeds=(0,))
+    SMOKE: ClassVar[dict] = dict(datasets=("synthetic_iid", "synthetic(1,1)"), epochs=2, rounds=15, seeds=(0,))
 
     def validate(self) -> None:
         if 0.0 not in self.mus or max(self.mus) <= 0:

@@ -50,10 +50,7 @@ class Fig3Config(DatasetDeviations, knobs.FigureConfig):
 
     CHOICES: ClassVar[dict] = {"datasets": tuple(SETTINGS)}
     ZERO_ALLOWED: ClassVar[tuple] = ("margin",)
-
-    @classmethod
-    def smoke(cls):
-        return cls(datasets=("mnist",), mus=(0.01, 1.0), epochs=2, rounds=8, seeds=(0,))
+    SMOKE: ClassVar[dict] = dict(datasets=("mnist",), mus=(0.01, 1.0), epochs=2, rounds=8, seeds=(0,))
 
     def validate(self) -> None:
         knobs.check_tune_seeds(self)

@@ -67,10 +67,7 @@ class StragglersConfig(DatasetDeviations, knobs.FigureConfig):
 
     CHOICES: ClassVar[dict] = {"datasets": tuple(SETTINGS)}
     ZERO_ALLOWED: ClassVar[tuple] = ("drops",)
-
-    @classmethod
-    def smoke(cls):
-        return cls(datasets=("synthetic(1,1)",), epochs=2, rounds=10, seeds=(0,), check_rounds=2)
+    SMOKE: ClassVar[dict] = dict(datasets=("synthetic(1,1)",), epochs=2, rounds=10, seeds=(0,), check_rounds=2)
 
     def validate(self) -> None:
         if any(not 0 <= d < 1 for d in self.drops):

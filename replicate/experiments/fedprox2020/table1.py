@@ -92,10 +92,7 @@ class Table1Config(knobs.DataChoice, knobs.FigureConfig):
     )
 
     CHOICES: ClassVar[dict] = {"datasets": tuple(ROWS)}
-
-    @classmethod
-    def smoke(cls):
-        return cls(datasets=("mnist",))
+    SMOKE: ClassVar[dict] = dict(datasets=("mnist",))
 
     def dataset_names(self) -> tuple[str, ...]:
         """The loaders its rows read (``replicate.experiments.requirements``)."""

@@ -111,12 +111,8 @@ class Fig2Config(knobs.DataChoice, StemRuns, knobs.FigureConfig):
     MODEL: ClassVar[str] = "lenet5"
     TRAIN_PER_WORKER: ClassVar[int] = TRAIN_PER_WORKER
     FIGURE: ClassVar[str] = "Figure 2"
-    SMOKE: ClassVar[dict] = dict(batch_size=4, local_updates=2)
-
-    @classmethod
-    def smoke(cls):
-        return cls(num_rounds=2, stem_lr=(0.1,), stem_c=(10.0,), client_lr=(0.05,), seeds=(0,), evals=2,
-                   num_clients=10, workers=1, **cls.SMOKE)
+    SMOKE: ClassVar[dict] = dict(num_rounds=2, stem_lr=(0.1,), stem_c=(10.0,), client_lr=(0.05,), seeds=(0,), evals=2,
+                                 num_clients=10, workers=1, batch_size=4, local_updates=2)
 
     def validate(self) -> None:
         knobs.check_tune_seeds(self)
@@ -178,7 +174,8 @@ class Fig3Config(Fig2Config):
     similar_loss: float = 0.25  # … and final training loss within 25 % of the smaller, per algorithm
 
     FIGURE: ClassVar[str] = "Figure 3"
-    SMOKE: ClassVar[dict] = dict(batch_size=8, local_updates=1, fig2_batch_size=4, fig2_local_updates=2)
+    SMOKE: ClassVar[dict] = {**Fig2Config.SMOKE, "batch_size": 8, "local_updates": 1, "fig2_batch_size": 4,
+                             "fig2_local_updates": 2}
 
     def compared(self) -> list:
         if not self.compare_fig2:

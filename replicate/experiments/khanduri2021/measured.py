@@ -82,11 +82,9 @@ class Fig1MeasuredConfig(knobs.FigureConfig):
     def __post_init__(self):
         add_grid_deviation(self)
 
-    @classmethod
-    def smoke(cls):
-        return cls(product=4, pairs=((1, 2), (2, 2), (4, 4)), target_loss=2.25, samples_per_worker=16,
-                   eval_samples=8, stem_grid=((0.1, 150.0), (0.2, 35.0)), stem_lr=(0.1, 0.2), seeds=(0, 1),
-                   num_clients=10, workers=1)
+    SMOKE: ClassVar[dict] = dict(product=4, pairs=((1, 2), (2, 2), (4, 4)), target_loss=2.25, samples_per_worker=16,
+                                 eval_samples=8, stem_grid=((0.1, 150.0), (0.2, 35.0)), stem_lr=(0.1, 0.2),
+                                 seeds=(0, 1), num_clients=10, workers=1)
 
     def validate(self) -> None:
         products = {b * i for b, i in self.pairs}

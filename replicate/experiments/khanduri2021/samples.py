@@ -76,11 +76,8 @@ class Fig5Config(StemRuns, knobs.FigureConfig):
     CHOICES: ClassVar[dict] = {"heterogeneity": HETEROGENEITY, "stem_momentum": STEM_MOMENTUM}
     MODEL: ClassVar[str] = "lenet"
     TRAIN_PER_WORKER: ClassVar[int] = TRAIN_PER_WORKER
-
-    @classmethod
-    def smoke(cls):
-        return cls(local_updates=(1, 4), samples_per_worker=16, stem_lr=(0.1,), stem_c=(10.0,), client_lr=(0.05,),
-                   seeds=(0,), evals=2, num_clients=10, workers=1)
+    SMOKE: ClassVar[dict] = dict(local_updates=(1, 4), samples_per_worker=16, stem_lr=(0.1,), stem_c=(10.0,),
+                                 client_lr=(0.05,), seeds=(0,), evals=2, num_clients=10, workers=1)
 
     def validate(self) -> None:
         knobs.check_tune_seeds(self)

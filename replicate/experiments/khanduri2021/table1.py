@@ -68,10 +68,7 @@ class Table1Config(knobs.FigureConfig):
     deviations: tuple[str, ...] = DEVIATIONS
 
     ZERO_ALLOWED: ClassVar[tuple[str, ...]] = ("nus",)
-
-    @classmethod
-    def smoke(cls):
-        return cls(nus=(0.0, 1.0), points=9)
+    SMOKE: ClassVar[dict] = dict(nus=(0.0, 1.0), points=9)
 
     def validate(self) -> None:
         from replicate.core.errors import ReplicateError

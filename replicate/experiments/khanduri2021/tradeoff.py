@@ -18,6 +18,7 @@ Symbols → names: ε → ``eps``, K → ``workers``, b → ``b``, I → ``I``, 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -47,9 +48,7 @@ class Fig1Config(knobs.FigureConfig):
     tolerance: float = 1e-6  # relative slack allowed in the checks (floating point only)
     deviations: tuple[str, ...] = DEVIATIONS
 
-    @classmethod
-    def smoke(cls):
-        return cls(grid=13, nus=5)
+    SMOKE: ClassVar[dict] = dict(grid=13, nus=5)
 
     @property
     def scale(self) -> float:

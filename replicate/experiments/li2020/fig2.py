@@ -7,6 +7,7 @@ Settings follow ``docs/specs/li2020-fedavg-noniid-and-fedprox.md`` §4.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -38,10 +39,8 @@ class Fig2Config(knobs.FigureConfig):
         "The 'optimal' line is F(w*) computed in closed form (the paper used the minimum of the E = 1 curve).",
     )
 
-    @classmethod
-    def smoke(cls):
-        return cls(local_steps=(1, 5, 50), decay=(1e-6, 1e-6, 1e-2), rounds=400,
-                   theorem5_lrs=(0.005, 0.02), theorem5_steps=(2, 10))
+    SMOKE: ClassVar[dict] = dict(local_steps=(1, 5, 50), decay=(1e-6, 1e-6, 1e-2), rounds=400,
+                                 theorem5_lrs=(0.005, 0.02), theorem5_steps=(2, 10))
 
     def validate(self) -> None:
         if len(self.decay) != len(self.local_steps):

@@ -47,10 +47,8 @@ class Fig3Config(knobs.FigureConfig):
         "Two seeds on the MNIST panels, three on the synthetic ones (the paper shows one run per curve).",
     )
 
-    @classmethod
-    def smoke(cls):
-        return cls(datasets=("synthetic(0,0)", "synthetic(1,1)"), clients_per_round=(10, 100), rounds=12,
-                   seeds=(0,), inset=(6, 10))
+    SMOKE: ClassVar[dict] = dict(datasets=("synthetic(0,0)", "synthetic(1,1)"), clients_per_round=(10, 100), rounds=12,
+                                 seeds=(0,), inset=(6, 10))
 
     CHOICES: ClassVar[dict] = {"datasets": DATASETS}
 

@@ -192,10 +192,8 @@ class Fig1cdConfig(SchemesConfig):
         "Two seeds (the paper shows one run per curve); the Original's η0 is tuned on the first.",
     )
 
-    @classmethod
-    def smoke(cls):
-        return cls(datasets=("mnist_balanced",), epochs=1, rounds=6, original_lrs=(0.1, 0.9), seeds=(0,), last=3,
-                   inset=4)
+    SMOKE: ClassVar[dict] = dict(datasets=("mnist_balanced",), epochs=1, rounds=6, original_lrs=(0.1, 0.9), seeds=(0,),
+                                 last=3, inset=4)
 
 
 def fig1cd(config: Fig1cdConfig, progress: bool = True, workers: int = 2, log=None) -> pd.DataFrame:
@@ -263,9 +261,7 @@ class Fig4Config(SchemesConfig):
     deviations: tuple[str, ...] = COMMON_DEVIATIONS + (
         SYNTHETIC_DEVIATION, SAME_DEVICES_NOTE, "The Original's η0 is tuned on the first of the three seeds.")
 
-    @classmethod
-    def smoke(cls):
-        return cls(epochs=2, rounds=15, original_lrs=(0.1, 0.9), seeds=(0,), last=3, inset=6)
+    SMOKE: ClassVar[dict] = dict(epochs=2, rounds=15, original_lrs=(0.1, 0.9), seeds=(0,), last=3, inset=6)
 
 
 def fig4(config: Fig4Config, progress: bool = True, workers: int = 2, log=None) -> pd.DataFrame:

@@ -49,10 +49,7 @@ class Table2Config(knobs.FigureConfig):
     )
 
     CHOICES: ClassVar[dict] = {"datasets": tuple(TABLE2_PAPER)}
-
-    @classmethod
-    def smoke(cls):
-        return cls(data_draws=50)
+    SMOKE: ClassVar[dict] = dict(data_draws=50)
 
 
 STATISTICS = ("devices", "samples", "mean", "std")

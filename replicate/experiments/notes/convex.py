@@ -90,10 +90,8 @@ class ConvexConfig(knobs.FigureConfig):
 
     CHOICES: ClassVar[dict] = {"datasets": DATASETS, "schemes": SCHEMES}
     ZERO_ALLOWED: ClassVar[tuple] = ("rate_kappa",)
-
-    @classmethod
-    def smoke(cls):
-        return cls(datasets=("synthetic(1,1)",), clients_per_round=5, rounds=30, seeds=(0,), num_clients=10, probes=3)
+    SMOKE: ClassVar[dict] = dict(datasets=("synthetic(1,1)",), clients_per_round=5, rounds=30, seeds=(0,),
+                                 num_clients=10, probes=3)
 
     def validate(self) -> None:
         if self.rate_kappa and self.rate_kappa <= 1:

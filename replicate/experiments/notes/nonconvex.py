@@ -84,10 +84,7 @@ class NonconvexConfig(knobs.FigureConfig):
 
     CHOICES: ClassVar[dict] = {"dataset": SYNTHETIC, "models": MODELS}
     ZERO_ALLOWED: ClassVar[tuple] = ("weight_decay",)
-
-    @classmethod
-    def smoke(cls):
-        return cls(steps=60, seeds=(0,), num_clients=10, probes=3, power_iters=10)
+    SMOKE: ClassVar[dict] = dict(steps=60, seeds=(0,), num_clients=10, probes=3, power_iters=10)
 
     def validate(self) -> None:
         for E in self.local_steps:

@@ -63,10 +63,7 @@ class OptimalEConfig(knobs.FigureConfig):
     deviations: tuple[str, ...] = DEVIATIONS
 
     CHOICES: ClassVar[dict] = {"datasets": DATASETS}
-
-    @classmethod
-    def smoke(cls):
-        return cls(datasets=("synthetic(1,1)",), seeds=(0,), num_clients=10)
+    SMOKE: ClassVar[dict] = dict(datasets=("synthetic(1,1)",), seeds=(0,), num_clients=10)
 
     def validate(self) -> None:
         if not fig1a_path().exists():

@@ -29,7 +29,7 @@ from replicate.core import paths
 from replicate.core import settings
 from replicate.cli.budget import Budget, BudgetSpent, Terminated, describe
 from replicate.cli.progress import Progress, previous
-from replicate.report.claims import PROFILES, committed_figures_refused
+from replicate.report.claims import PROFILES, committed_figures_refused, held
 from replicate.core.fileio import atomic_file, atomic_write_text, check_writable
 from replicate.core.errors import ReplicateError
 from replicate.experiments import catalog, knobs
@@ -310,16 +310,13 @@ def _run_all(notebooks, profile, overrides, executed_dir, committed, target, red
         finally:  # promoted, failed or interrupted: build/staging is not left behind
             _unstage(staging)
         finished.append(nb.key)
-        counted = [c for c in record["claims"] if c.get("kind", "replication") == "replication"]
-        status = (f"{sum(c['passed'] for c in counted)}/{len(counted)} replication claims "
+        holding, counted = held(record["claims"], "replication")
+        status = (f"{holding}/{counted} replication claims "
                   + ("would hold: smoke scale, not a replication verdict" if profile == "smoke" else "hold"))
         if not counted:  # an analytic figure (consistency checks); the arena, external statements (shown only)
-            parts = []
-            for kind, words in (("consistency", "consistency checks hold"),
-                                ("context", "shown beside the figure agree, not counted")):
-                mine = [c for c in record["claims"] if c.get("kind") == kind]
-                if mine:
-                    parts.append(f"{sum(c['passed'] for c in mine)}/{len(mine)} {words}")
+            parts = [f"{h}/{n} {words}" for kind, words in (("consistency", "consistency checks hold"),
+                                                             ("context", "shown beside the figure agree, not counted"))
+                     for h, n in [held(record["claims"], kind)] if n]
             status = "; ".join(["no replication claims"] + parts)
         tqdm.write(f"done   {nb.key} in {elapsed:.0f}s ({status}) -> {target / nb.paper}", file=sys.stderr)
     _route_asyncio_log(None)

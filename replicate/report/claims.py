@@ -75,6 +75,13 @@ def kind_for(basis: str) -> str:
     return "replication" if basis == "measured" else "context" if basis in CONTEXT_BASES else "consistency"
 
 
+def held(claims: list[dict], kind: str) -> tuple[int, int]:
+    """How many of ``claims``' records of this kind hold, and how many there are (a record without a kind is a
+    replication claim: those published before claims had kinds)."""
+    mine = [c for c in claims if c.get("kind", "replication") == kind]
+    return sum(bool(c["passed"]) for c in mine), len(mine)
+
+
 @dataclass(frozen=True)
 class Claim:
     """One statement checked on our numbers.

@@ -7,7 +7,7 @@ from pathlib import Path
 from replicate.core import paths
 from replicate.core.fileio import atomic_write_text
 from replicate.report import coverage, gpu_work, history, reduced, status
-from replicate.report.claims import BASES, KIND_RULE, REDUCED_FOLDER
+from replicate.report.claims import BASES, KIND_RULE, REDUCED_FOLDER, held
 from replicate.report.gpu_work import cell as _cell
 
 BELOW_SCALE = "its claims, at a scale below the paper's, are in the reduced-scale section (counted nowhere)"
@@ -61,18 +61,15 @@ def _unique_compute(records: list[dict]) -> float:
 
 def counts(claims: list[dict]) -> str:
     """How many of ``claims`` hold, by kind, in one phrase."""
-    replication = [c for c in claims if c.get("kind", "replication") == "replication"]
-    consistency = [c for c in claims if c.get("kind") == "consistency"]
-    if not replication and consistency:  # an analytic item: nothing measured, nothing to count
-        return (f"no replication claims (nothing measured); {sum(c['passed'] for c in consistency)} of "
-                f"{len(consistency)} consistency checks hold")
-    text = (f"{sum(c['passed'] for c in replication)} of {len(replication)} replication claims hold" if replication
-            else "no replication claims")  # e.g. every claim read a stand-in: context only
-    if consistency:
-        text += f"; {sum(c['passed'] for c in consistency)} of {len(consistency)} consistency checks hold"
-    context = [c for c in claims if c.get("kind") == "context"]
+    (ours, mine), (checks, checked), context = held(claims, "replication"), held(claims, "consistency"), \
+        held(claims, "context")[1]
+    if not mine and checked:  # an analytic item: nothing measured, nothing to count
+        return f"no replication claims (nothing measured); {checks} of {checked} consistency checks hold"
+    text = f"{ours} of {mine} replication claims hold" if mine else "no replication claims"  # e.g. all read a stand-in
+    if checked:
+        text += f"; {checks} of {checked} consistency checks hold"
     if context:
-        text += f"; {len(context)} shown, not counted"
+        text += f"; {context} shown, not counted"
     return text
 
 

@@ -24,9 +24,9 @@ import torch
 from replicate.data.registry import builder
 from replicate.core.errors import ReplicateError
 from replicate.data import cache, store
-from replicate.data.federated import FederatedDataset
+from replicate.data.federated import FederatedDataset, offsets_of
 from replicate.data.leaf import (FEMNIST_CLASSES, IMAGE_SHAPE, LeafArrays, data_generator, leaf_dataset, pack_pixels,
-                                 unpack_pixels)
+                                 select_users, unpack_pixels)
 
 _FILES = {"train": "fed_emnist_train.h5", "test": "fed_emnist_test.h5"}
 _CACHE_VERSION = 1
@@ -55,11 +55,10 @@ def read_clients(path: str | os.PathLike) -> LeafArrays:
                 ys.append(labels)
     except (OSError, KeyError) as exc:
         raise ReplicateError(f"{path} is not a TFF EMNIST file (/examples/<writer>/pixels, label): {exc}") from None
-    offsets = np.zeros(len(ys) + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([len(y) for y in ys])
     packed = all(x.dtype == np.uint8 for x in xs)
     x = np.concatenate(xs if packed else [unpack_pixels(x) for x in xs]) if xs else np.zeros((0, 784), np.uint8)
-    return LeafArrays(tuple(users), x, np.concatenate(ys) if ys else np.zeros(0, np.int64), offsets)
+    return LeafArrays(tuple(users), x, np.concatenate(ys) if ys else np.zeros(0, np.int64),
+                      offsets_of([len(y) for y in ys]))
 
 
 def emnist_arrays(root: str | os.PathLike | None = None) -> tuple[LeafArrays, LeafArrays]:
@@ -119,10 +118,7 @@ def emnist_draft_tff(seed: int = 0, num_writers: int = DRAFT_WRITERS, root: str 
     chosen = {train.users[k] for k in keep}
 
     def subset(a: LeafArrays) -> LeafArrays:
-        ks = [k for k, u in enumerate(a.users) if u in chosen]
-        rows = np.concatenate([np.arange(a.offsets[k], a.offsets[k + 1]) for k in ks])
-        offsets = np.concatenate([[0], np.cumsum([a.offsets[k + 1] - a.offsets[k] for k in ks])]).astype(np.int64)
-        return LeafArrays(tuple(a.users[k] for k in ks), a.x[rows], a.y[rows], offsets)
+        return select_users(a, [k for k, u in enumerate(a.users) if u in chosen])
 
     data = leaf_dataset("emnist_draft_tff", subset(train), subset(test), FEMNIST_CLASSES, {
         "paper": "FedProx draft §5.1, Table 1 (EMNIST: 900 devices)",

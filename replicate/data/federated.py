@@ -15,6 +15,13 @@ import torch
 from replicate.core.errors import ReplicateError
 
 
+def offsets_of(sizes) -> np.ndarray:
+    """The int64 offsets ``[0, n_0, n_0 + n_1, ...]`` of clients holding ``sizes`` samples, in order."""
+    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum(sizes)
+    return offsets
+
+
 @dataclass(frozen=True)
 class Split:
     """Samples of all clients, concatenated client after client."""
@@ -34,12 +41,16 @@ class Split:
     @classmethod
     def from_clients(cls, xs, ys) -> "Split":
         """Concatenate per-client arrays (numpy or torch) into one split."""
-        sizes = [len(y) for y in ys]
-        offsets = torch.zeros(len(sizes) + 1, dtype=torch.int64)
-        offsets[1:] = torch.as_tensor(np.cumsum(sizes, dtype=np.int64))
         x = torch.as_tensor(np.concatenate([np.asarray(a, dtype=np.float32) for a in xs]))
         y = torch.as_tensor(np.concatenate([np.asarray(a, dtype=np.int64) for a in ys]))
-        return cls(x=x, y=y, offsets=offsets)
+        return cls(x=x, y=y, offsets=torch.from_numpy(offsets_of([len(a) for a in ys])))
+
+    @classmethod
+    def from_arrays(cls, x: np.ndarray, y: np.ndarray, sizes) -> "Split":
+        """A split of numpy ``x`` and ``y`` already concatenated client after client, clients holding ``sizes``
+        rows in order. The arrays are shared, not copied or cast: inputs that are not float32 (token ids) stay
+        as they are."""
+        return cls(x=torch.from_numpy(x), y=torch.from_numpy(y), offsets=torch.from_numpy(offsets_of(sizes)))
 
     @property
     def num_clients(self) -> int:

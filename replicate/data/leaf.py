@@ -42,7 +42,7 @@ from replicate.data.registry import builder
 from replicate.core import rng
 from replicate.core.errors import ReplicateError
 from replicate.data import cache, store
-from replicate.data.federated import FederatedDataset, Split
+from replicate.data.federated import FederatedDataset, Split, offsets_of
 
 FEMNIST_CLASSES = 62  # LEAF relabel_class: 0-9 digits, 10-35 upper case, 36-61 lower case
 LOWER_A = 36  # LEAF label of 'a'
@@ -152,21 +152,22 @@ def to_arrays(users: dict[str, LeafUser], features: Callable[[list], np.ndarray]
                                  f"earlier users {xs[0].shape[1:]}")
         xs.append(x)
         ys.append(y.astype(np.int64))
-    offsets = np.zeros(len(ys) + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([len(y) for y in ys])
     x = np.concatenate(xs) if xs else np.zeros((0,), np.float32)
-    return LeafArrays(tuple(users), x, np.concatenate(ys) if ys else np.zeros(0, np.int64), offsets)
+    return LeafArrays(tuple(users), x, np.concatenate(ys) if ys else np.zeros(0, np.int64),
+                      offsets_of([len(y) for y in ys]))
+
+
+def select_users(a: LeafArrays, keep: list[int]) -> LeafArrays:
+    """The users at indices ``keep`` of ``a``, in that order, with their samples."""
+    rows = np.concatenate([np.arange(a.offsets[k], a.offsets[k + 1]) for k in keep] or [np.zeros(0, int)])
+    return LeafArrays(tuple(a.users[k] for k in keep), a.x[rows], a.y[rows],
+                      offsets_of([a.offsets[k + 1] - a.offsets[k] for k in keep]))
 
 
 def _gather(a: LeafArrays, keep: list[int], shape: tuple[int, ...] | None) -> Split:
-    rows = np.concatenate([np.arange(a.offsets[k], a.offsets[k + 1]) for k in keep] or [np.zeros(0, int)])
-    x = a.x[rows]
-    if shape is not None:
-        x = x.reshape(len(rows), *shape)
-    offsets = np.zeros(len(keep) + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([a.offsets[k + 1] - a.offsets[k] for k in keep])
-    return Split(torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(a.y[rows]),
-                 torch.from_numpy(offsets))
+    part = select_users(a, keep)
+    x = part.x if shape is None else part.x.reshape(len(part.y), *shape)
+    return Split(torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(part.y), torch.from_numpy(part.offsets))
 
 
 def leaf_dataset(name: str, train: LeafArrays, test: LeafArrays, num_classes: int,

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from replicate.data.registry import builder
 from replicate.core.errors import ReplicateError
@@ -113,11 +112,8 @@ def _equal_split(indices: np.ndarray, parts: int) -> list[np.ndarray]:
 
 def _split(images: np.ndarray, labels: np.ndarray, users: list[np.ndarray], features) -> Split:
     order = np.concatenate(users)
-    offsets = np.zeros(len(users) + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([len(u) for u in users])
-    return Split(x=torch.from_numpy(features(images[order].reshape(len(order), -1))),
-                 y=torch.from_numpy(labels[order].astype(np.int64)),
-                 offsets=torch.from_numpy(offsets))
+    return Split.from_arrays(features(images[order].reshape(len(order), -1)), labels[order].astype(np.int64),
+                             [len(u) for u in users])
 
 
 def _scale_01(pixels: np.ndarray) -> np.ndarray:

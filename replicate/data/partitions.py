@@ -311,10 +311,7 @@ def federate(x, y, partition: Partition, seed: int = 0, test=None, name: str = "
         raise ReplicateError(f"num_classes {num_classes} is too small for label {top - 1}; pass at least {top}")
     parts = partition.assign(y, seed)
     order = np.concatenate(parts)
-    offsets = np.zeros(len(parts) + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([len(p) for p in parts])
-    train = Split(x=torch.from_numpy(np.ascontiguousarray(x[order], dtype=np.float32)),
-                  y=torch.from_numpy(y[order]), offsets=torch.from_numpy(offsets))
+    train = Split.from_arrays(np.ascontiguousarray(x[order], dtype=np.float32), y[order], [len(p) for p in parts])
     pooled = None
     if test is not None:
         pooled = Split(x=torch.from_numpy(np.ascontiguousarray(x_test, dtype=np.float32)),

@@ -31,7 +31,6 @@ import re
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from replicate.data.registry import builder
 from replicate.core.errors import ReplicateError
@@ -142,12 +141,9 @@ def sent140(seed: int = 0, train_fraction: float = 0.8, root: str | None = None,
 
 
 def _split(parts, vocabulary) -> Split:
-    offsets = np.zeros(len(parts) + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([len(labels) for _, labels in parts])
     texts = [t for texts, _ in parts for t in texts]
     labels = np.concatenate([labels for _, labels in parts]) if parts else np.zeros(0, np.int64)
-    return Split(torch.from_numpy(encode(texts, vocabulary)), torch.from_numpy(labels),
-                 torch.from_numpy(offsets))
+    return Split.from_arrays(encode(texts, vocabulary), labels, [len(y) for _, y in parts])
 
 
 # ---- the LEAF pipeline from the raw Sentiment140 CSVs, and GloVe --------------------------------

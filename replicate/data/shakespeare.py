@@ -38,7 +38,6 @@ import re
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from replicate.data.registry import builder
 from replicate.core.errors import ReplicateError
@@ -212,7 +211,4 @@ def shakespeare(fraction: float = 0.2, min_samples: int = 0, train_fraction: flo
 
 def _int_split(xs: list[np.ndarray], ys: list[np.ndarray]) -> Split:
     # Split.from_clients casts inputs to float32; character indices stay int64.
-    offsets = np.zeros(len(ys) + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([len(y) for y in ys])
-    return Split(torch.from_numpy(np.concatenate(xs)), torch.from_numpy(np.concatenate(ys)),
-                 torch.from_numpy(offsets))
+    return Split.from_arrays(np.concatenate(xs), np.concatenate(ys), [len(y) for y in ys])

@@ -21,7 +21,6 @@ and ``meta["deviations"]`` say so); :func:`cifar10_stem_name` picks the official
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from replicate.data.registry import builder
 from replicate.core.errors import ReplicateError
@@ -86,10 +85,7 @@ def _cifar_features(images: np.ndarray) -> np.ndarray:
 def _split(images: np.ndarray, labels: np.ndarray, parts: list[np.ndarray], features=_mnist_features) -> Split:
     order = np.concatenate(parts)
     x = features(images[order])
-    offsets = np.zeros(len(parts) + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([len(p) for p in parts])
-    return Split(x=torch.from_numpy(x.reshape(len(order), -1)), y=torch.from_numpy(labels[order].astype(np.int64)),
-                 offsets=torch.from_numpy(offsets))
+    return Split.from_arrays(x.reshape(len(order), -1), labels[order].astype(np.int64), [len(p) for p in parts])
 
 
 @builder("mnist_stem_high", reads=("mnist",))

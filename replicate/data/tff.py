@@ -18,7 +18,6 @@ import os
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from replicate.data.registry import builder
 from replicate.core.errors import ReplicateError
@@ -62,10 +61,7 @@ def _split(clients: list[str], snippets: dict[str, list[str]]) -> Split:
         tokens = np.concatenate(parts) if parts else np.zeros((0, SEQUENCE_LENGTH + 1), np.int64)
         xs.append(tokens[:, :-1])
         ys.append(tokens[:, 1:])
-    sizes = [len(x) for x in xs]
-    offsets = torch.zeros(len(sizes) + 1, dtype=torch.int64)
-    offsets[1:] = torch.as_tensor(np.cumsum(sizes, dtype=np.int64))
-    return Split(x=torch.as_tensor(np.concatenate(xs)), y=torch.as_tensor(np.concatenate(ys)), offsets=offsets)
+    return Split.from_arrays(np.concatenate(xs), np.concatenate(ys), [len(x) for x in xs])
 
 
 @builder("shakespeare_tff", reads=("shakespeare_tff",))

@@ -75,6 +75,14 @@ def kind_for(basis: str) -> str:
     return "replication" if basis == "measured" else "context" if basis in CONTEXT_BASES else "consistency"
 
 
+def seeds_text(values, spec: str, missing: str = "never") -> str:
+    """One value per seed for a claim's result, ``missing`` standing for a non-finite one (a target never
+    reached, a run diverged): "0.125" for one seed, "[0.125, 0.130]" for two."""
+    values = np.atleast_1d(np.asarray(values, dtype=float))
+    text = [(missing if not np.isfinite(v) else format(v, spec)) for v in values]
+    return text[0] if len(text) == 1 else "[" + ", ".join(text) + "]"
+
+
 def held(claims: list[dict], kind: str) -> tuple[int, int]:
     """How many of ``claims``' records of this kind hold, and how many there are (a record without a kind is a
     replication claim: those published before claims had kinds)."""

@@ -35,7 +35,7 @@ from replicate.fl.algorithms import LocalUpdate
 from replicate.runs.config import RunConfig
 from replicate.runs.measures import final
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
-from replicate.report.claims import check
+from replicate.report.claims import check, seeds_text
 
 HALF_DECADES = tuple(float(f"{10 ** (e / 2):.4g}") for e in range(-6, 1))  # 10^-3, 10^-2.5, …, 10^0: γ
 SERVER_GRID = tuple(float(f"{10 ** (e / 2):.4g}") for e in range(-6, 3))  # 10^-3 … 10^1: η (Reddi's, GUESS)
@@ -296,11 +296,7 @@ def _list(values) -> str:
 def _by_gamma(frame: pd.DataFrame | None) -> str:
     if frame is None or frame.empty:
         return "no γ converged"
-
-    def cell(col):
-        values = [f"{v:.3f}" if np.isfinite(v) else "inf" for v in frame[col]]
-        return values[0] if len(values) == 1 else "[" + ", ".join(values) + "]"
-    return ", ".join(f"γ={g:g}: {cell(g)}" for g in frame.columns)
+    return ", ".join(f"γ={g:g}: {seeds_text(frame[g], '.3f', 'inf')}" for g in frame.columns)
 
 
 def plot_sweep(data: pd.DataFrame, config: Fig12Config):

@@ -16,7 +16,6 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-import numpy as np
 import pandas as pd
 
 from replicate.core.errors import ReplicateError
@@ -26,7 +25,7 @@ from replicate.experiments.charles2021.neural import DATA, HALF_DECADES, SERVER_
 from replicate.runs.tune import Grid, at_grid_edge
 from replicate.runs.measures import final
 from replicate.report import plotting
-from replicate.report.claims import check
+from replicate.report.claims import check, seeds_text
 
 DEVIATIONS = (
     DATA,
@@ -166,8 +165,8 @@ def tuned_claims(data: pd.DataFrame, config: Fig6Config) -> list:
         claims.append(check(
             "Server momentum improves convergence with tuned rates: a higher mean test accuracy over the run than "
             "no momentum, every seed", better,
-            "; ".join(f"{SERVER_LABELS[s]} {_seeds(parts[s].mean_test_acc)} (γ = {parts[s].client_lr.iloc[0]:g}, "
-                      f"η = {parts[s].server_lr.iloc[0]:g})"
+            "; ".join(f"{SERVER_LABELS[s]} {seeds_text(parts[s].mean_test_acc, '.3f', 'diverged')} "
+                      f"(γ = {parts[s].client_lr.iloc[0]:g}, η = {parts[s].server_lr.iloc[0]:g})"
                       for s in ("gd", *momentum)) + edge,
             paper_value="Fig. 6 left: momentum and Nesterov above gradient",
             margin=f"strictly higher, every seed{seeds}", source=SOURCE))
@@ -182,17 +181,12 @@ def tuned_claims(data: pd.DataFrame, config: Fig6Config) -> list:
         claims.append(check(
             "The proximal strength α has little to no effect once rates are tuned: final test accuracy within "
             f"{config.alpha_margin:.0%} of α = 0, every seed", small and stable,
-            f"final test accuracy α = 0: {_seeds(alpha0)}; difference to it: "
-            + ", ".join(f"α = {a:g}: {_seeds(g, '+.3f')}" for a, g in gaps.items()) + edge,
+            f"final test accuracy α = 0: {seeds_text(alpha0, '.3f', 'diverged')}; difference to it: "
+            + ", ".join(f"α = {a:g}: {seeds_text(g, '+.3f', 'diverged')}" for a, g in gaps.items()) + edge,
             paper_value="Fig. 6 right: the α curves nearly coincide",
             margin=f"|Δ| ≤ {config.alpha_margin:.2f} on every seed; {config.final_note(evaluations)}{seeds}",
             source=SOURCE))
     return claims
-
-
-def _seeds(values, spec: str = ".3f") -> str:
-    values = [format(v, spec) if np.isfinite(v) else "diverged" for v in np.atleast_1d(np.asarray(values, float))]
-    return values[0] if len(values) == 1 else "[" + ", ".join(values) + "]"
 
 
 def plot_tuned(data: pd.DataFrame, config: Fig6Config):

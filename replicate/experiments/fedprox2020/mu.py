@@ -21,7 +21,7 @@ from replicate.experiments import knobs
 from replicate.experiments.fedprox2020.common import (LABELS, METRICS, SETTINGS, DatasetDeviations, curves_grid,
                                                        dissimilarity, fmt_seeds, run_config, runs)
 from replicate.runs.measures import final, finals, fluctuations
-from replicate.runs.tune import Grid
+from replicate.runs.tune import Grid, at_grid_edge
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
 from replicate.experiments.fedprox2020.common import quoted, rests_on
 from replicate.report.claims import check
@@ -110,10 +110,9 @@ def _coincide(data: pd.DataFrame, d: str, mu: float) -> bool:
     return bool(((best - zero).abs() / zero.abs()).median() < COINCIDE)
 
 
-def _at_edge(data: pd.DataFrame, mu: float) -> bool:
-    """Whether the chosen μ is the smallest or largest of the grid that was searched (the best may lie beyond)."""
-    grid = sorted(pd.unique(data.loc[data.mu > 0, "mu"]))
-    return len(grid) > 1 and mu in (grid[0], grid[-1])
+def _grid(data: pd.DataFrame, dataset: str):
+    """The μ > 0 searched on one dataset (μ = 0 is FedAvg's baseline, not a grid point)."""
+    return data.mu[(data.dataset == dataset) & (data.mu > 0)].unique()
 
 
 def _shown(data: pd.DataFrame) -> pd.DataFrame:
@@ -121,7 +120,7 @@ def _shown(data: pd.DataFrame) -> pd.DataFrame:
     two curves lie on each other, saying so (a reader cannot tell two lines from one)."""
     best = _best(data)
     shown = data[data.shown].copy()
-    titles = {d: f"{d} (best μ = {mu:g}" + (", at the grid's edge)" if _at_edge(data[data.dataset == d], mu) else ")")
+    titles = {d: f"{d} (best μ = {mu:g}" + (", at the grid's edge)" if at_grid_edge(mu, _grid(data, d)) else ")")
               + ("\nnearly coincides with μ = 0" if _coincide(data, d, mu) else "")
               for d, mu in best.items()}  # two lines: a long title would run into the next column's
     shown["dataset"] = shown["dataset"].map(titles)
@@ -169,7 +168,7 @@ def fig3_claims(data: pd.DataFrame, config: Fig3Config) -> list:
         f0, fb = _pairs(tested, final)[d]
         lower = bool((fb < f0 * (1 - config.margin)).all())
         edge = (" (the grid's edge: a better μ may lie beyond it)"
-                if _at_edge(data[data.dataset == d], best[d]) else "")
+                if at_grid_edge(best[d], _grid(data, d)) else "")
         result = (f"best μ = {best[d]:g}{edge}; fluctuation μ = 0: {fmt_seeds(w0)} vs best μ: {fmt_seeds(wb)}; final "
                   f"training loss {fmt_seeds(f0)} vs {fmt_seeds(fb)} ({len(w0)} seed(s): mean [min, max])")
         if d in NO_HELP_DATASETS:

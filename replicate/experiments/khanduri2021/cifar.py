@@ -51,10 +51,10 @@ from replicate.data.shards import HETEROGENEITY, WORKERS
 from replicate.experiments import knobs
 from replicate.experiments.khanduri2021.common import (LABELS, STEM_A0, STEM_MOMENTUM, StemRuns, check_stem_momentum,
                                                        chosen_text, edge_note, first_momentum_weight, legend_label,
-                                                       seeds_text, tune_and_run)
+                                                       tune_and_run)
 from replicate.runs.measures import final
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
-from replicate.report.claims import check, quoting
+from replicate.report.claims import check, quoting, seeds_text
 
 TRAIN_PER_WORKER = 490  # n_k (spec §6.1)
 

@@ -173,13 +173,6 @@ def edge_note(curves: pd.DataFrame) -> str:
                "the grid's first (" + ", ".join(diverged) + ")" if diverged else ""))
 
 
-def seeds_text(values, spec: str, missing: str = "never") -> str:
-    """One value per seed; ``missing`` stands for a non-finite one (a target never reached, a run diverged)."""
-    values = np.atleast_1d(np.asarray(values, dtype=float))
-    text = [(missing if not np.isfinite(v) else format(v, spec)) for v in values]
-    return text[0] if len(text) == 1 else "[" + ", ".join(text) + "]"
-
-
 def legend_label(part: pd.DataFrame, algorithm: str) -> str:
     chosen = part.chosen.iloc[0]
     edge = part.at_edge.iloc[0] if "at_edge" in part and isinstance(part.at_edge.iloc[0], str) else ""

@@ -36,11 +36,11 @@ from replicate.core.errors import ReplicateError
 from replicate.data.shards import HETEROGENEITY, WORKERS
 from replicate.experiments import knobs
 from replicate.experiments.khanduri2021.common import (STEM_A0, STEM_MOMENTUM, add_grid_deviation, check_stem_momentum,
-                                                       first_momentum_weight, grid_edges, second_grid, seeds_text)
+                                                       first_momentum_weight, grid_edges, second_grid)
 from replicate.experiments.khanduri2021.samples import Fig5Config
 from replicate.experiments.khanduri2021.tradeoff import REMARK2, REMARK3_OFF
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
-from replicate.report.claims import check
+from replicate.report.claims import check, seeds_text
 from replicate.runs import tune
 
 DEVIATIONS = (

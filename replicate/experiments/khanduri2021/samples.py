@@ -32,11 +32,11 @@ from replicate.core.errors import ReplicateError
 from replicate.data.shards import HETEROGENEITY, WORKERS
 from replicate.experiments import knobs
 from replicate.experiments.khanduri2021.common import (LABELS, STEM_A0, STEM_MOMENTUM, StemRuns, check_stem_momentum,
-                                                       chosen_text, edge_note, legend_label, seeds_text, tune_and_run)
+                                                       chosen_text, edge_note, legend_label, tune_and_run)
 from replicate.experiments.khanduri2021.common import grid_edges  # noqa: F401  (kept importable from here)
 from replicate.runs.measures import final
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
-from replicate.report.claims import check
+from replicate.report.claims import check, seeds_text
 
 TRAIN_PER_WORKER = 540  # n_k (spec §6.1)
 

@@ -44,8 +44,6 @@ from replicate.fl.problems import SampleProblem
 from replicate.theory import constants as C
 
 DATASETS = ("synthetic(0,0)", "synthetic(1,1)", "mnist_balanced")
-NOTES = "Cheng, lecture notes 'Convergence of FL' (2024)"
-LI = "Li et al. (ICLR 2020)"
 
 _ARRAYS = ("weights", "client_smoothness", "client_strong_convexity", "client_optimal_values", "minimiser",
            "variances")

@@ -123,6 +123,7 @@ def test_reduced_scale_figures_say_so_in_title_and_record(tmp_path):
 
     assert scale_of("paper", None) == "paper" and scale_of("smoke", tmp_path / "cpu_scale") == "smoke"
     assert scale_of("paper", "figures/cpu_scale") == "reduced"
+    assert scale_of("paper", "figures/modified/second_grid") == "modified"  # labelled, even with no knob named
     fig, _ = plt.subplots()
     fig.suptitle("Charles Fig. 13")
     publish(fig, pd.DataFrame({"x": [0]}), [check("a", True, "1")], paper="charles2021", figure="fig13",

@@ -21,7 +21,7 @@ from replicate.data.quadratic import li2020_counterexample
 from replicate.fl import algorithms
 from replicate.fl.algorithms import FedAdam, FedAvg, FedProx, LocalUpdate, LocalWork, Scaffold, Stem
 from replicate.fl.engine import LocalObjective, RunSpec, run, run_batch
-from replicate.fl.gradient_variance import device_gradient_variance
+from replicate.fl.dissimilarity import device_gradient_variance
 from replicate.fl.models import CNN, MLP, CharLSTM, ConvDropout, LogisticRegression
 from replicate.fl.oracle import run_sequential
 from replicate.fl.problems import QuadraticFederatedProblem, SampleProblem

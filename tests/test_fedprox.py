@@ -15,7 +15,7 @@ from replicate.fl.algorithms import FedAvg, FedProx
 from replicate.runs import measures
 from replicate.experiments.fedprox2020 import common, epochs, heterogeneity, mu, stragglers, table1
 from replicate.fl import models, problems
-from replicate.fl.gradient_variance import device_gradient_variance
+from replicate.fl.dissimilarity import device_gradient_variance
 
 from conftest import toy_dataset
 

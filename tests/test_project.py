@@ -300,7 +300,7 @@ def test_listing_and_naming_figures_load_no_heavy_floor():
 
 
 def test_modules_stay_readable_sizes():
-    """The house rule (DEVELOPERS.md, "Readable"): no module of the package over 400 lines, and each
+    """docs/design.md, "Modules a reader can hold": no module of the package over 400 lines, and each
     algorithm's module (one per registered algorithm) within 250, so that an update reads on one screen or two."""
     from replicate.fl.algorithms import ALGORITHMS
 

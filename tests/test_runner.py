@@ -484,6 +484,26 @@ def test_reduced_scale_commands_still_write_figures_cpu_scale(project, monkeypat
         runner.run([f"{paper}/{figure}"], "smoke", {"out_dir": "figures/cpu_scale"})
 
 
+def test_a_modified_command_writes_figures_modified_labelled_modified(project, monkeypatch):
+    """A labelled run at the paper's scale with a setting changed (report.reduced's ``figures/modified`` entries,
+    e.g. STEM's second grid) is recorded as modified, not reduced; a figure not listed there is refused."""
+    from replicate.report import reduced
+
+    monkeypatch.setattr(reduced, "REDUCED", (reduced.Reduced("modified/grid/notes/figA", "figA, another grid",
+                                                             "the paper's", "python -m replicate figures notes/figA "
+                                                             "--profile paper --set out_dir=figures/modified/grid"),))
+    assert reduced.REDUCED[0].modified and not reduced.REDUCED[0].knobs
+    _notebook(project / "notebooks", "notes_figA", GOOD)
+    _notebook(project / "notebooks", "notes_figB", GOOD.replace("figA", "figB"))
+    monkeypatch.chdir(project)
+    assert runner.run(["notes/figA"], "paper", {"out_dir": "figures/modified/grid"}) == 0
+    record = json.loads((project / "figures" / "modified" / "grid" / "notes" / "figA.claims.json").read_text())
+    assert record["scale"] == "modified"
+    assert not (settings.current().build / "staging").exists()
+    with pytest.raises(ReplicateError, match="inside the committed figures/"):
+        runner.run(["notes/figB"], "paper", {"out_dir": "figures/modified/grid"})
+
+
 def test_an_unwritable_out_dir_is_one_line_before_anything_runs(project, monkeypatch, capsys):
     from replicate.cli.main import main
     from replicate.experiments.li2020.fig2 import Fig2Config

@@ -32,7 +32,7 @@ def add_parser(sub) -> None:
     fig.add_argument("--check", action="store_true",
                      help="with --profile paper: regenerate into build/check and compare with the committed "
                           "CSVs and claim verdicts within the stated tolerance (replicate/cli/check.py); with a "
-                          "reduced-scale command's --set (out_dir=figures/cpu_scale), against figures/cpu_scale")
+                          "labelled command's --set (out_dir=figures/cpu_scale or figures/modified), against it")
     fig.add_argument("--time-budget", metavar="DURATION", default=None,
                      help="e.g. 25m, 90s, 1h30m: notebooks whose runs are all cached first, then the others in "
                           "the order given; when the budget is spent, stop as Ctrl-C or SIGTERM does (runs in "
@@ -124,20 +124,25 @@ def _executor_settings(args) -> None:
 def _check(args, overrides) -> int:
     from replicate.cli import check, runner
     from replicate.core import paths, settings
+    from replicate.report.claims import MODIFIED_FOLDER, REDUCED_FOLDER
 
-    # A reduced-scale command of report/reduced.py (its --set ... out_dir=figures/cpu_scale, or a folder of it) is
-    # checked against that folder: regenerated with the same knobs into build/check/<it> (so it is labelled reduced).
+    # A labelled command of report/reduced.py (its --set ... out_dir=figures/cpu_scale or figures/modified, or a
+    # folder of either) is checked against that folder: regenerated with the same knobs into build/check/<it> (so it
+    # is labelled as the committed record is: reduced, or modified).
     out_dir = overrides.get("out_dir")
     figures = paths.figures_dir().resolve()
-    reduced = out_dir is not None and paths.within(Path(out_dir).resolve(), figures / "cpu_scale")
-    if args.profile != "paper" or (overrides and not reduced):
+    labelled = next((f for f in (REDUCED_FOLDER, MODIFIED_FOLDER)
+                     if out_dir is not None and paths.within(Path(out_dir).resolve(), figures / f)), None)
+    if args.profile != "paper" or (overrides and not labelled):
         raise ReplicateError("--check regenerates the committed figures: use it with --profile paper and no --set, "
-                             "or with a reduced-scale command of REPLICATION.md (its --set out_dir=figures/cpu_scale)")
-    folder = Path(out_dir).resolve().relative_to(figures) if reduced else Path()
+                             "or with a labelled command of REPLICATION.md (its --set out_dir=figures/cpu_scale or "
+                             "figures/modified)")
+    folder = Path(out_dir).resolve().relative_to(figures) if labelled else Path()
     committed, fresh = paths.figures_dir() / folder, settings.current().build / "check" / folder
     failed = runner.run(args.names, "paper", {**overrides, "out_dir": str(fresh)}, log_output=args.verbose,
                         time_budget=args.time_budget)
-    results = [check.compare(nb.key, committed, fresh, scale="reduced" if reduced else "paper")
+    scale = {REDUCED_FOLDER: "reduced", MODIFIED_FOLDER: "modified"}.get(labelled, "paper")
+    results = [check.compare(nb.key, committed, fresh, scale=scale)
                for nb in runner.resolve(args.names)]
     print(check.report(results))
     return 1 if failed or not all(r.ok for r in results) else 0

@@ -29,7 +29,8 @@ from replicate.core import paths
 from replicate.core import settings
 from replicate.cli.budget import Budget, BudgetSpent, Terminated, describe
 from replicate.cli.progress import Progress, previous
-from replicate.report.claims import PROFILES, committed_figures_refused, held
+from replicate.report.claims import MODIFIED_FOLDER, PROFILES, REDUCED_FOLDER, committed_figures_refused
+from replicate.report.coverage import held
 from replicate.core.fileio import atomic_file, atomic_write_text, check_writable
 from replicate.core.errors import ReplicateError
 from replicate.experiments import catalog, knobs
@@ -82,15 +83,15 @@ def parameters(notebook: FigureNotebook, profile: str, out_dir: Path, overrides:
 
 
 def _reduced_scale(target: Path, profile: str, notebooks: list[FigureNotebook]) -> bool:
-    """A documented reduced-scale command (``report.reduced.REDUCED``): a paper-profile run with ``--set``
-    into ``figures/cpu_scale`` (or a folder of it, e.g. ``figures/cpu_scale/second_grid``) of figures listed
-    there. Those committed runs are labelled in REPLICATION.md and never counted; anything else inside
-    ``figures/`` is refused."""
+    """A documented labelled command (``report.reduced.REDUCED``): a paper-profile run with ``--set`` into
+    ``figures/cpu_scale`` (below the paper's scale) or ``figures/modified`` (the paper's scale, a setting changed),
+    or a folder of either (e.g. ``figures/cpu_scale/second_grid``), of figures listed there. Those committed runs
+    are labelled in REPLICATION.md and never counted; anything else inside ``figures/`` is refused."""
     from replicate.report.reduced import REDUCED
 
     listed = {item.key for item in REDUCED}
     figures = paths.figures_dir().resolve()
-    if profile != "paper" or not paths.within(target, figures / "cpu_scale"):
+    if profile != "paper" or not any(paths.within(target, figures / f) for f in (REDUCED_FOLDER, MODIFIED_FOLDER)):
         return False
     folder = target.relative_to(figures).as_posix()
     return all(f"{folder}/{nb.key}" in listed for nb in notebooks)
@@ -108,12 +109,13 @@ def _promote(staged: Path, destination: Path) -> list[Path]:
     return moved
 
 
-def _staging(nb: FigureNotebook, reduced: bool = False) -> Path:
+def _staging(nb: FigureNotebook, labelled: str = "") -> Path:
     """A fresh folder for one run of ``nb``: ``build/staging/<notebook>-<pid>-<random>``, so two batches
-    of the same notebook on one build folder never share (or delete) each other's files. A reduced-scale
-    run stages under ``build/staging/cpu_scale/``: the notebook's ``out_dir`` is then what ``publish``
-    reads the scale from (``claims.scale_of``), so its title and record say "reduced"."""
-    root = settings.current().build / "staging" / ("cpu_scale" if reduced else "")
+    of the same notebook on one build folder never share (or delete) each other's files. A labelled run
+    stages under ``build/staging/cpu_scale/`` or ``build/staging/modified/`` (``labelled``): the notebook's
+    ``out_dir`` is then what ``publish`` reads the scale from (``claims.scale_of``), so its title and record say
+    "reduced" or "modified"."""
+    root = settings.current().build / "staging" / labelled
     for _ in range(3):  # a concurrent batch may remove the empty root between our mkdir and mkdtemp
         try:
             root.mkdir(parents=True, exist_ok=True)
@@ -128,7 +130,8 @@ def _staging(nb: FigureNotebook, reduced: bool = False) -> Path:
 def _unstage(staging: Path) -> None:
     """Remove one run's staging folder, and ``build/staging`` itself once no other run uses it."""
     shutil.rmtree(staging, ignore_errors=True)
-    for folder in (staging.parent, staging.parent.parent) if staging.parent.name == "cpu_scale" else (staging.parent,):
+    labelled = staging.parent.name in (REDUCED_FOLDER, MODIFIED_FOLDER)
+    for folder in (staging.parent, staging.parent.parent) if labelled else (staging.parent,):
         try:
             folder.rmdir()
         except OSError:  # another batch is staging there, or it is gone already
@@ -236,14 +239,14 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
     try:
         with (settings.use(settings.current().replace(stop_file=stop)), Signals(stop, budget).installed() as signals,
               _quiet_when_stopping(signals)):
-            return _run_all(notebooks, profile, overrides, executed_dir, committed, target, reduced, budget,
-                            log_output, signals)
+            return _run_all(notebooks, profile, overrides, executed_dir, committed, target, budget, log_output,
+                            signals)
     finally:
         stop.unlink(missing_ok=True)
 
 
-def _run_all(notebooks, profile, overrides, executed_dir, committed, target, reduced, budget,
-             log_output, signals: Signals) -> int:
+def _run_all(notebooks, profile, overrides, executed_dir, committed, target, budget, log_output,
+             signals: Signals) -> int:
     papermill = _papermill()
 
     failures, finished = [], []
@@ -256,8 +259,10 @@ def _run_all(notebooks, profile, overrides, executed_dir, committed, target, red
         left = notebooks[notebooks.index(nb):]
         if (budget is not None and budget.spent()) or signals.signum is not None:
             raise _stop(None, finished, left, budget, committed, signals)
-        # staged under a cpu_scale folder for a reduced-scale command, and for its --check into build/check/cpu_scale
-        staging = _staging(nb, reduced or (profile == "paper" and not committed and "cpu_scale" in target.parts))
+        # a labelled command (and its --check into build/check/cpu_scale or build/check/modified) stages under its
+        # folder's name, which publish reads its scale from
+        labelled = next((f for f in (REDUCED_FOLDER, MODIFIED_FOLDER) if f in target.parts), "")
+        staging = _staging(nb, labelled if profile == "paper" and not committed else "")
         executed_dir.mkdir(parents=True, exist_ok=True)
         progress_file = staging / "progress.json"
         kernel_settings = settings.current().replace(progress_file=progress_file)  # handed to the kernel
@@ -314,9 +319,12 @@ def _run_all(notebooks, profile, overrides, executed_dir, committed, target, red
         status = (f"{holding}/{counted} replication claims "
                   + ("would hold: smoke scale, not a replication verdict" if profile == "smoke" else "hold"))
         if not counted:  # an analytic figure (consistency checks); the arena, external statements (shown only)
-            parts = [f"{h}/{n} {words}" for kind, words in (("consistency", "consistency checks hold"),
-                                                             ("context", "shown beside the figure agree, not counted"))
-                     for h, n in [held(record["claims"], kind)] if n]
+            parts = []
+            for kind, words in (("consistency", "consistency checks hold"),
+                                ("context", "shown beside the figure agree, not counted")):
+                holding, total = held(record["claims"], kind)
+                if total:
+                    parts.append(f"{holding}/{total} {words}")
             status = "; ".join(["no replication claims"] + parts)
         tqdm.write(f"done   {nb.key} in {elapsed:.0f}s ({status}) -> {target / nb.paper}", file=sys.stderr)
     _route_asyncio_log(None)

@@ -26,7 +26,7 @@ def offsets_of(sizes) -> np.ndarray:
 class Split:
     """Samples of all clients, concatenated client after client."""
 
-    x: torch.Tensor  # (n_total, *feature_shape), float32
+    x: torch.Tensor  # (n_total, *feature_shape): float32 features, or int64 token ids (the text sets)
     y: torch.Tensor  # (n_total,), int64
     offsets: torch.Tensor  # (num_clients + 1,), int64; offsets[0] == 0
 

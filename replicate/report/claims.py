@@ -64,8 +64,15 @@ KIND_RULE = ("A claim is a replication claim exactly when its verdict rests on a
 VACUOUS_SLACK = 1e3  # a bound this many times above the measured value everywhere cannot fail short of a bug
 
 
-# Where a run's outputs go says its scale: the labelled below-paper-scale runs are published under this folder.
-REDUCED_FOLDER = "cpu_scale"
+# Where a run's outputs go says its scale: the labelled below-paper-scale runs are published under the first folder,
+# the labelled runs at the paper's scale with a setting changed (a PROPOSED alternative beside the default) under the
+# second. Both are documented in ``report.reduced`` and counted nowhere.
+REDUCED_FOLDER, MODIFIED_FOLDER = "cpu_scale", "modified"
+
+
+def counted_nowhere(key: str) -> bool:
+    """Whether figure ``key`` (its path under figures/, without suffix) is a labelled record of ``report.reduced``."""
+    return key.startswith((REDUCED_FOLDER + "/", MODIFIED_FOLDER + "/"))
 
 
 def kind_for(basis: str) -> str:
@@ -81,13 +88,6 @@ def seeds_text(values, spec: str, missing: str = "never") -> str:
     values = np.atleast_1d(np.asarray(values, dtype=float))
     text = [(missing if not np.isfinite(v) else format(v, spec)) for v in values]
     return text[0] if len(text) == 1 else "[" + ", ".join(text) + "]"
-
-
-def held(claims: list[dict], kind: str) -> tuple[int, int]:
-    """How many of ``claims``' records of this kind hold, and how many there are (a record without a kind is a
-    replication claim: those published before claims had kinds)."""
-    mine = [c for c in claims if c.get("kind", "replication") == kind]
-    return sum(bool(c["passed"]) for c in mine), len(mine)
 
 
 @dataclass(frozen=True)
@@ -161,14 +161,15 @@ def bound_claim(claim: str, ratios, result: str, *, margin: str, source: str = "
 
 def scale_of(profile: str, out_dir, changed=None) -> str:
     """The scale a figure was run at: ``smoke``; ``reduced`` for the labelled below-paper-scale runs
-    (published under ``figures/cpu_scale``: the paper profile with ``--set`` overrides); ``modified`` for
-    any other paper-profile run with knobs ``changed`` from the paper's (a notebook's parameters edited, or
-    ``--set`` into build/); else ``paper``."""
+    (published under ``figures/cpu_scale``: the paper profile with ``--set`` overrides); ``modified`` for the
+    labelled runs under ``figures/modified`` and any other paper-profile run with knobs ``changed`` from the
+    paper's (a notebook's parameters edited, or ``--set`` into build/); else ``paper``."""
     if profile == "smoke":
         return "smoke"
-    if out_dir is not None and REDUCED_FOLDER in Path(out_dir).parts:
+    folders = Path(out_dir).parts if out_dir is not None else ()
+    if REDUCED_FOLDER in folders:
         return "reduced"
-    return "modified" if changed else "paper"
+    return "modified" if changed or MODIFIED_FOLDER in folders else "paper"
 
 
 class ClaimsTable:
@@ -202,8 +203,8 @@ def output_dir(out_dir: str | os.PathLike | None) -> Path:
 def committed_figures_refused(folder) -> ReplicateError:
     return ReplicateError(
         f"out_dir {folder} is inside the committed figures/: only `python -m replicate figures --profile paper` "
-        "without --set writes there (and the reduced-scale commands of replicate/report/reduced.py, into "
-        "figures/cpu_scale); choose another folder, or leave out_dir unset for build/figures")
+        "without --set writes there (and the labelled commands of replicate/report/reduced.py, into "
+        "figures/cpu_scale or figures/modified); choose another folder, or leave out_dir unset for build/figures")
 
 
 def publish(fig, data: pd.DataFrame, claims: list[Claim], *, paper: str, figure: str,
@@ -233,7 +234,7 @@ def publish(fig, data: pd.DataFrame, claims: list[Claim], *, paper: str, figure:
         if scale == "reduced":
             label_reduced(fig)
         elif scale == "modified":
-            label_reduced(fig, f"{MODIFIED_LABEL} ({', '.join(changed)})", own_line=True)
+            label_reduced(fig, MODIFIED_LABEL + (f" ({', '.join(changed)})" if changed else ""), own_line=True)
         if stand_ins:
             label_reduced(fig, f"{STAND_IN_LABEL}: {', '.join(stand_ins)}", own_line=True)
         plotting.save(fig, stem)

@@ -41,6 +41,13 @@ RULE = ("One rule assigns the status, in this order: not run → not yet (or not
         "no measured claims → not yet; any replication claim failing → claims differ; else reproduced.")
 
 
+def held(claims: list[dict], kind: str) -> tuple[int, int]:
+    """How many of ``claims``' records of this kind hold, and how many there are (a record without a kind is a
+    replication claim: those published before claims had kinds)."""
+    mine = [c for c in claims if c.get("kind", "replication") == kind]
+    return sum(bool(c["passed"]) for c in mine), len(mine)
+
+
 def status(run: str, data: str, passed: int, total: int) -> str:
     """The status of an item run as ``run`` on ``data`` whose replication claims pass ``passed`` of ``total``."""
     if run not in RUNS or data not in DATA:
@@ -112,8 +119,7 @@ class Item:
         return self.data
 
     def status(self, by_key: dict) -> str:
-        replication = [c for c in self.claims(by_key) if c.get("kind", "replication") == "replication"]
-        return status(self.run, self.data_of(by_key), sum(bool(c["passed"]) for c in replication), len(replication))
+        return status(self.run, self.data_of(by_key), *held(self.claims(by_key), "replication"))
 
 
 ITEMS: tuple[Item, ...] = (

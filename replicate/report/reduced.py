@@ -1,7 +1,9 @@
-"""The labelled below-paper-scale runs committed under ``figures/cpu_scale/<paper>/``: for each, what is
-reduced against the paper's settings, the command that produced it (a paper-profile run with ``--set``
-overrides and ``out_dir=figures/cpu_scale``, the only way the batch runner writes there), and what its
-numbers show beyond its claims. REPLICATION.md shows them in their own section and never counts them.
+"""The labelled runs committed beside the paper-profile figures: below the paper's scale under
+``figures/cpu_scale/<paper>/``, or at the paper's scale with a setting changed (a PROPOSED alternative beside the
+default, e.g. STEM's second grid) under ``figures/modified/``. For each: what is reduced or changed against the
+paper's settings, the command that produced it (a paper-profile run with ``--set`` overrides and ``out_dir`` one of
+those folders, the only way the batch runner writes there), and what its numbers show beyond its claims.
+REPLICATION.md shows them in their own section and never counts them.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from replicate.report import facts, reduced_facts
+from replicate.report.claims import MODIFIED_FOLDER
 
 # --set names that say where or how a figure runs, not what it computes: never a changed knob of a record
 NOT_KNOBS = ("out_dir", "workers", "data_source")  # data_source: labelled apart (a stand-in is data-limited)
@@ -19,9 +22,10 @@ NOT_KNOBS = ("out_dir", "workers", "data_source")  # data_source: labelled apart
 @dataclass(frozen=True)
 class Reduced:
     """A run below the paper's scale, committed under ``figures/cpu_scale/<paper>/`` where the paper's
-    scale does not fit this project's CPU: its claims are shown, labelled, and never counted."""
+    scale does not fit this project's CPU, or at the paper's scale with a setting changed (``modified``, under
+    ``figures/modified/``): its claims are shown, labelled, and never counted."""
 
-    key: str  # figures/<key>.claims.json: "cpu_scale/<paper>/<figure>"
+    key: str  # figures/<key>.claims.json: "cpu_scale/<paper>/<figure>" (or "modified/...", a folder between allowed)
     what: str
     scale: str  # what is reduced, against the paper's settings
     command: str  # how it was produced (never by a plain paper-profile run)
@@ -36,6 +40,11 @@ class Reduced:
         if self.facts is None:
             return self.note
         return facts.render(self.note, self.facts, root / f"{self.key}.csv")
+
+    @property
+    def modified(self) -> bool:
+        """At the paper's scale with a setting changed (under ``figures/modified``), not below it."""
+        return self.key.startswith(MODIFIED_FOLDER + "/")
 
     @property
     def knobs(self) -> tuple[str, ...]:
@@ -240,11 +249,11 @@ REDUCED: tuple[Reduced, ...] = (
             "--set 'stem_lr=[0.05,0.1,0.2,0.5]' --set stem_momentum=a0 "
             "--set 'client_lr=[0.01,0.02,0.05,0.1,0.2]' --set evals=20 --set 'seeds=[0,1]' --set workers=2 "
             "--set out_dir=figures/cpu_scale/second_grid"),
-    Reduced("cpu_scale/second_grid/khanduri2021/fig1_measured", "STEM Figure 1 measured under the second grid (κ̄ × "
+    Reduced("modified/second_grid/khanduri2021/fig1_measured", "STEM Figure 1 measured under the second grid (κ̄ × "
             "the first-epoch momentum weight a₀; spec §6.7)",
-            "the paper profile (its nine (b, I) pairs, budget, target and seeds), but STEM's grid is the second: "
-            "κ̄ ∈ {0.02, 0.03, 0.05, 0.1, 0.2, 0.4} × a₀ ∈ {0.1, 0.3, 0.5, 0.9}, c = a₀/η_1² (24 settings per pair "
-            "against the first grid's 6, PROPOSED, stated before its runs)",
+            "the paper's: the paper profile (its nine (b, I) pairs, budget, target and seeds), but STEM's grid is the "
+            "second, κ̄ ∈ {0.02, 0.03, 0.05, 0.1, 0.2, 0.4} × a₀ ∈ {0.1, 0.3, 0.5, 0.9}, c = a₀/η_1² (24 settings per "
+            "pair against the first grid's 6; PROPOSED, stated in spec §6.7 before any of its runs)",
             "python -m replicate figures khanduri2021/fig1_measured --profile paper --set stem_momentum=a0 "
-            "--set workers=2 --set out_dir=figures/cpu_scale/second_grid"),
+            "--set workers=2 --set out_dir=figures/modified/second_grid"),
 )

@@ -7,10 +7,12 @@ from pathlib import Path
 from replicate.core import paths
 from replicate.core.fileio import atomic_write_text
 from replicate.report import coverage, gpu_work, history, reduced, status
-from replicate.report.claims import BASES, KIND_RULE, REDUCED_FOLDER, held
+from replicate.report.claims import BASES, KIND_RULE, REDUCED_FOLDER, counted_nowhere
+from replicate.report.coverage import held
 from replicate.report.gpu_work import cell as _cell
 
 BELOW_SCALE = "its claims, at a scale below the paper's, are in the reduced-scale section (counted nowhere)"
+MODIFIED = "its claims, at the paper's scale with a setting changed, are in the reduced-scale section (counted nowhere)"
 THUMBNAIL_WIDTH = 160  # pixels: a summary row's figure, readable as a picture, small enough for one screen
 
 PAPER_TITLES = {
@@ -61,8 +63,9 @@ def _unique_compute(records: list[dict]) -> float:
 
 def counts(claims: list[dict]) -> str:
     """How many of ``claims`` hold, by kind, in one phrase."""
-    (ours, mine), (checks, checked), context = held(claims, "replication"), held(claims, "consistency"), \
-        held(claims, "context")[1]
+    ours, mine = held(claims, "replication")
+    checks, checked = held(claims, "consistency")
+    context = held(claims, "context")[1]
     if not mine and checked:  # an analytic item: nothing measured, nothing to count
         return f"no replication claims (nothing measured); {checks} of {checked} consistency checks hold"
     text = f"{ours} of {mine} replication claims hold" if mine else "no replication claims"  # e.g. all read a stand-in
@@ -139,8 +142,8 @@ def headline(claims: list[dict]) -> dict | None:
 def statuses(key: str, by_key: dict) -> list[tuple[str, str]]:
     """(item, status) of each coverage row a paper-scale figure backs; a run below the paper's scale is reduced
     scale whatever its claims say (``coverage.status``)."""
-    if key.startswith(REDUCED_FOLDER + "/"):
-        return [("", "reduced scale")]
+    if counted_nowhere(key):
+        return [("", "reduced scale" if key.startswith(REDUCED_FOLDER + "/") else "modified settings")]
     return [(item.name, item.status(by_key)) for item in coverage.ITEMS if key in item.figures]
 
 
@@ -156,8 +159,9 @@ def _summary_row(key: str, record: dict, what: str, by_key: dict) -> str:
     rows = statuses(key, by_key)
     status = "**<br>**".join(f"{name}: {s}" if len(rows) > 1 else s for name, s in rows)
     claim, said, ours, tally = headline(record["claims"]), "—", "—", counts(record["claims"])
-    if key.startswith(REDUCED_FOLDER + "/"):  # its claims stay in their labelled section, below every count
-        said, tally = BELOW_SCALE, "at this scale: " + tally
+    if counted_nowhere(key):  # its claims stay in their labelled section, below every count
+        below = key.startswith(REDUCED_FOLDER + "/")
+        said, tally = (BELOW_SCALE if below else MODIFIED), ("at this scale: " if below else "so modified: ") + tally
     elif claim:
         said = claim["claim"] + (f" (paper: {claim['paper_value']})" if claim.get("paper_value") else "")
         verdict = verdict_of(claim)
@@ -299,7 +303,8 @@ def _arena(root: Path) -> list[str]:
 
 
 def _reduced(root: Path) -> list[str]:
-    """The labelled below-paper-scale runs (``reduced.REDUCED``) whose outputs are committed."""
+    """The labelled runs (``reduced.REDUCED``) whose outputs are committed: below the paper's scale, and at it with a
+    setting changed (``Reduced.modified``)."""
     present = [(item, json.loads((root / f"{item.key}.claims.json").read_text())) for item in reduced.REDUCED
                if (root / f"{item.key}.claims.json").is_file()]
     if not present:
@@ -309,7 +314,10 @@ def _reduced(root: Path) -> list[str]:
              "computed: the GPU-scale "
              "work left table above), the largest "
              "scale that does, with what is reduced. Their claims are shown for what they say at that scale "
-             "and are not part of any count in this report.", ""]
+             "and are not part of any count in this report.", ""] + (
+             ["Those under figures/modified ran at the paper's scale with a setting changed (a PROPOSED alternative "
+              "beside the default, named in each): labelled modified, and likewise counted nowhere.", ""]
+             if any(item.modified for item, _ in present) else [])
     for item, record in present:
         lines += [f"### {item.what}", "",
                   f"{_target(item.key)}Scale: {item.scale}. [figure](figures/{item.key}.png); produced by "
@@ -318,7 +326,7 @@ def _reduced(root: Path) -> list[str]:
                   [f"**Stale:** {item.stale}", ""] if item.stale else []) + (
                   ["**Stale:** published before figures recorded their scale: its title lacks the CPU-scale label "
                    "and its claims record says only `profile: paper`; the command above republishes it.", ""]
-                  if record.get("scale") != "reduced" else []) + [
+                  if record.get("scale") != ("modified" if item.modified else "reduced") else []) + [
                   "| claim | paper | ours | margin | verdict at this scale |",
                   "|---|---|---|---|---|"]
         for c in record["claims"]:

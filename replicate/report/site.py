@@ -21,7 +21,7 @@ from pathlib import Path
 from replicate.core import paths
 from replicate.core.errors import ReplicateError
 from replicate.report import coverage, reduced, replication
-from replicate.report.claims import REDUCED_FOLDER
+from replicate.report.claims import counted_nowhere
 
 STAGING = Path("build/site-src")  # mkdocs.yml's docs_dir, relative to the repository
 # Repository markdown outside docs/ that the pages link to → its page in the site
@@ -93,7 +93,8 @@ def _short(paper: str) -> str:
 
 
 def _notebook(key: str) -> str:
-    """The notebook that makes a figure (``cpu_scale/`` runs are the paper's notebook with overrides)."""
+    """The notebook that makes a figure (``cpu_scale/`` and ``modified/`` runs are the paper's notebook with
+    overrides)."""
     paper, figure = key.split("/")[-2:]
     return f"notebooks/{paper}_{figure}.ipynb"
 
@@ -154,7 +155,7 @@ def _knobs_line(record: dict) -> str:
 
 def document_page(paper: str, rows: list[tuple[str, dict, str]], by_key: dict) -> str:
     """A document's figures at a glance, each linked to its page."""
-    counted = [c for key, r, _ in rows if not key.startswith(REDUCED_FOLDER + "/") for c in r["claims"]]
+    counted = [c for key, r, _ in rows if not counted_nowhere(key) for c in r["claims"]]
     lines = [f"# {replication.PAPER_TITLES[paper]}", "",
              f"At the paper's scale: {replication.counts(counted)}. Runs below the paper's scale are labelled "
              "reduced scale and counted nowhere. The [replication report](../replication.md) has every claim of "

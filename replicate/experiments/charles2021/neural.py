@@ -156,11 +156,8 @@ class Fig12Config(NeuralRuns):
     deviations: tuple[str, ...] = DEVIATIONS
 
     FIGURE: ClassVar[str] = "Figure 12"
-
-    @classmethod
-    def smoke(cls):
-        return cls(num_clients=2, clients_per_round=2, client_lrs=(0.01, 0.1), rounds=2, seeds=(0,), eval_every=1,
-                   tail_rounds=1, early_rounds=1, workers=1)
+    SMOKE: ClassVar[dict] = dict(num_clients=2, clients_per_round=2, client_lrs=(0.01, 0.1), rounds=2, seeds=(0,),
+                                 eval_every=1, tail_rounds=1, early_rounds=1, workers=1)
 
     def validate(self) -> None:
         self._check_windows(self.tail_rounds, self.early_rounds)
@@ -176,11 +173,7 @@ class Fig13Config(Fig12Config):
 
     server_lrs: tuple[float, ...] = SERVER_GRID  # η grid (10^-3 … 10^1), tuned per γ
     FIGURE: ClassVar[str] = "Figure 13"
-
-    @classmethod
-    def smoke(cls):
-        return cls(datasets=("femnist",), num_clients=2, clients_per_round=2, client_lrs=(0.01, 0.1),
-                   server_lrs=(0.01, 0.1), rounds=2, seeds=(0,), eval_every=1, tail_rounds=1, early_rounds=1, workers=1)
+    SMOKE: ClassVar[dict] = {**Fig12Config.SMOKE, "datasets": ("femnist",), "server_lrs": (0.01, 0.1)}
 
 
 def diverged(run: pd.DataFrame) -> bool:

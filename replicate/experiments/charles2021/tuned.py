@@ -56,11 +56,8 @@ class Fig6Config(NeuralRuns):
     CHOICES: ClassVar[dict] = {"datasets": ("femnist",), "servers": tuple(SERVER_LABELS)}
     ZERO_ALLOWED: ClassVar[tuple] = ("alphas",)
     FIGURE: ClassVar[str] = "Figure 6"
-
-    @classmethod
-    def smoke(cls):
-        return cls(num_clients=2, clients_per_round=2, client_lrs=(0.03162,), server_lrs=(0.01,), alphas=(0.0, 0.1),
-                   rounds=2, seeds=(0,), eval_every=1, tail_rounds=1, workers=1)
+    SMOKE: ClassVar[dict] = dict(num_clients=2, clients_per_round=2, client_lrs=(0.03162,), server_lrs=(0.01,),
+                                 alphas=(0.0, 0.1), rounds=2, seeds=(0,), eval_every=1, tail_rounds=1, workers=1)
 
     def validate(self) -> None:
         if "gd" not in self.servers or 0.0 not in self.alphas:

@@ -27,7 +27,7 @@ from replicate.core.errors import ReplicateError
 from replicate.fl.algorithms import FedAvg, FedProx
 from replicate.runs.config import RunConfig
 from replicate.fl import models
-from replicate.fl.gradient_variance import device_gradient_variance
+from replicate.fl.dissimilarity import device_gradient_variance
 from replicate.data import variants
 from replicate.experiments import knobs
 

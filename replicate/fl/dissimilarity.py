@@ -5,14 +5,19 @@ the FedProx experiments record it (``experiments.fedprox2020.common.dissimilarit
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
 from replicate.core.errors import ReplicateError
 
+if TYPE_CHECKING:
+    from replicate.fl.problems import SampleProblem
+
 
 @torch.no_grad()
-def device_gradient_variance(problem, flat: torch.Tensor, max_samples: int | None = None, piece: int = 64,
-                             budget: int = 1 << 22) -> float:
+def device_gradient_variance(problem: SampleProblem, flat: torch.Tensor, max_samples: int | None = None,
+                             piece: int = 64, budget: int = 1 << 22) -> float:
     """The variance of the devices' local gradients at ``flat``:
 
         (1/N) Σ_k ‖∇F_k(w) − ∇f(w)‖²,   ∇f(w) = Σ_k n_k ∇F_k(w) / Σ_k n_k,

@@ -124,7 +124,7 @@ def _executor_settings(args) -> None:
 def _check(args, overrides) -> int:
     from replicate.cli import check, runner
     from replicate.core import paths, settings
-    from replicate.report.claims import MODIFIED_FOLDER, REDUCED_FOLDER
+    from replicate.core.paths import MODIFIED_FOLDER, REDUCED_FOLDER
 
     # A labelled command of report/reduced.py (its --set ... out_dir=figures/cpu_scale or figures/modified, or a
     # folder of either) is checked against that folder: regenerated with the same knobs into build/check/<it> (so it

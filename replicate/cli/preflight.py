@@ -202,7 +202,14 @@ def check(notebooks: list[FigureNotebook], profile: str, values: dict) -> None:
     folders = [(current.build, "the build folder (REPLICATE_BUILD)"),
                (current.cache, "the run cache (REPLICATE_CACHE)")]
     if values.get("out_dir"):
-        folders.append((Path(values["out_dir"]), "out_dir"))
+        out_dir = Path(values["out_dir"])
+        labelled = any(paths.within(out_dir, paths.figures_dir() / f) for f in (paths.REDUCED_FOLDER,
+                                                                                   paths.MODIFIED_FOLDER))
+        if paths.within(out_dir, paths.figures_dir()) and not (profile == "paper" and labelled):
+            # only a plain paper-profile run, or a labelled command of report.reduced, writes there (the batch
+            # runner checks that the figures are the ones listed)
+            raise paths.committed_figures_refused(out_dir)
+        folders.append((out_dir, "out_dir"))
     for folder, what in folders:
         try:
             _writable(Path(folder))

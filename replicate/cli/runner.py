@@ -29,7 +29,8 @@ from replicate.core import paths
 from replicate.core import settings
 from replicate.cli.budget import Budget, BudgetSpent, Terminated, describe
 from replicate.cli.progress import Progress, previous
-from replicate.report.claims import MODIFIED_FOLDER, PROFILES, REDUCED_FOLDER, committed_figures_refused
+from replicate.core.paths import MODIFIED_FOLDER, REDUCED_FOLDER, committed_figures_refused
+from replicate.report.claims import PROFILES
 from replicate.report.coverage import held
 from replicate.core.fileio import atomic_file, atomic_write_text, check_writable
 from replicate.core.errors import ReplicateError

@@ -5,7 +5,23 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from replicate.core.errors import ReplicateError
+
 REPO = Path(__file__).resolve().parents[2]
+
+
+# The folders of figures/ that hold labelled records (report.reduced), counted nowhere: runs below the paper's scale,
+# and runs at the paper's scale with a setting changed. Where a figure is published says its scale.
+REDUCED_FOLDER, MODIFIED_FOLDER = "cpu_scale", "modified"
+
+
+def committed_figures_refused(folder) -> ReplicateError:
+    """The one-line refusal of an ``out_dir`` inside figures/ that only a paper-profile run (or a labelled command)
+    may write."""
+    return ReplicateError(
+        f"out_dir {folder} is inside the committed figures/: only `python -m replicate figures --profile paper` "
+        "without --set writes there (and the labelled commands of replicate/report/reduced.py, into "
+        "figures/cpu_scale or figures/modified); choose another folder, or leave out_dir unset for build/figures")
 
 
 def figures_dir() -> Path:

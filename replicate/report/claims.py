@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from replicate.core import paths
+from replicate.core.paths import MODIFIED_FOLDER, REDUCED_FOLDER, committed_figures_refused
 from replicate.core import settings
 from replicate.report import plotting
 from replicate.core.fileio import atomic_write_text, check_writable
@@ -62,12 +63,6 @@ KIND_RULE = ("A claim is a replication claim exactly when its verdict rests on a
              "Each claim records this basis: claim construction refuses a kind that contradicts it, and a test applies "
              "the rule to every committed claim that records one.")
 VACUOUS_SLACK = 1e3  # a bound this many times above the measured value everywhere cannot fail short of a bug
-
-
-# Where a run's outputs go says its scale: the labelled below-paper-scale runs are published under the first folder,
-# the labelled runs at the paper's scale with a setting changed (a PROPOSED alternative beside the default) under the
-# second. Both are documented in ``report.reduced`` and counted nowhere.
-REDUCED_FOLDER, MODIFIED_FOLDER = "cpu_scale", "modified"
 
 
 def counted_nowhere(key: str) -> bool:
@@ -198,13 +193,6 @@ def output_dir(out_dir: str | os.PathLike | None) -> Path:
         raise committed_figures_refused(folder)
     check_writable(folder)
     return folder
-
-
-def committed_figures_refused(folder) -> ReplicateError:
-    return ReplicateError(
-        f"out_dir {folder} is inside the committed figures/: only `python -m replicate figures --profile paper` "
-        "without --set writes there (and the labelled commands of replicate/report/reduced.py, into "
-        "figures/cpu_scale or figures/modified); choose another folder, or leave out_dir unset for build/figures")
 
 
 def publish(fig, data: pd.DataFrame, claims: list[Claim], *, paper: str, figure: str,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from replicate.report import facts, reduced_facts
-from replicate.report.claims import MODIFIED_FOLDER
+from replicate.core.paths import MODIFIED_FOLDER
 
 # --set names that say where or how a figure runs, not what it computes: never a changed knob of a record
 NOT_KNOBS = ("out_dir", "workers", "data_source")  # data_source: labelled apart (a stand-in is data-limited)

@@ -7,7 +7,8 @@ from pathlib import Path
 from replicate.core import paths
 from replicate.core.fileio import atomic_write_text
 from replicate.report import coverage, gpu_work, history, reduced, status
-from replicate.report.claims import BASES, KIND_RULE, REDUCED_FOLDER, counted_nowhere
+from replicate.core.paths import REDUCED_FOLDER
+from replicate.report.claims import BASES, KIND_RULE, counted_nowhere
 from replicate.report.coverage import held
 from replicate.report.gpu_work import cell as _cell
 

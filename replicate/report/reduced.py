@@ -256,4 +256,11 @@ REDUCED: tuple[Reduced, ...] = (
             "pair against the first grid's 6; PROPOSED, stated in spec §6.7 before any of its runs)",
             "python -m replicate figures khanduri2021/fig1_measured --profile paper --set stem_momentum=a0 "
             "--set workers=2 --set out_dir=figures/modified/second_grid"),
+    Reduced("modified/second_grid/khanduri2021/fig5",
+            "STEM Figure 5 under the second grid, at the paper's scale (spec §6.7)",
+            "the paper's: the paper profile (30,000 samples per worker, its seeds, FedAvg's and SCAFFOLD's grids), but "
+            "STEM's grid is the second, κ̄ × a₀ ∈ {0.1, 0.3, 0.5, 0.9}, c = a₀/η_1² (PROPOSED, stated in spec §6.7 "
+            "before any of its runs); computed on a GPU, its runs read from the ledger",
+            "REPLICATE_DEVICE=cuda python -m replicate figures khanduri2021/fig5 --profile paper "
+            "--set stem_momentum=a0 --set out_dir=figures/modified/second_grid"),
 )

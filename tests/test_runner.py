@@ -179,6 +179,32 @@ def test_reduced_scale_runs_are_shown_labelled_and_never_counted(tmp_path):
     assert "reduced b holds" not in text.split("## Reduced-scale runs")[0]
 
 
+def test_modified_runs_are_shown_labelled_modified_and_never_counted(tmp_path):
+    """A run at the paper's scale with a setting changed, under figures/modified (a ``Reduced.modified`` entry:
+    STEM's second grid), is shown in the labelled section as modified (its record's scale, no "Stale" line), in the
+    summary as modified settings, and counted nowhere."""
+    import pandas as pd
+
+    from replicate.report import reduced
+
+    out = tmp_path / "figures"
+    publish(None, pd.DataFrame({"x": [0]}), [check("a holds", True, "1")], paper="fedprox2020", figure="fig2",
+            profile="paper", out_dir=out)
+    item = next(i for i in reduced.REDUCED if i.modified)
+    *folder, paper, figure = item.key.split("/")
+    publish(None, pd.DataFrame({"x": [0]}), [check("modified b holds", False, "2")], paper=paper, figure=figure,
+            profile="paper", out_dir=out.joinpath(*folder))
+    assert json.loads((out / f"{item.key}.claims.json").read_text())["scale"] == "modified"
+    text = report.render(out)
+    assert "**1 of 1 replication claims hold** across 1 figures." in text
+    section = text.split("## Reduced-scale runs (labelled; not counted above)")[1]
+    assert "Those under figures/modified ran at the paper's scale with a setting changed" in section
+    mine = section.split(f"### {item.what}")[1].split("\n### ")[0]
+    assert item.command in mine and "| modified b holds |" in mine and "**Stale:**" not in mine
+    assert "modified settings" in text.split("## Reduced-scale runs")[0]
+    assert "| modified b holds |" not in text.split("## Reduced-scale runs")[0]
+
+
 def _sleeping_batch(tmp_path, **popen):
     """``figures notes/figA`` in a subprocess on a notebook that sleeps a minute, returned once its kernel runs."""
     import os

@@ -118,6 +118,15 @@ def test_report_defines_statuses_and_the_kind_rule(tmp_path):
     assert "replicated" not in text.split("## Data")[0].split("| document | item |")[1]
 
 
+def test_the_labelled_folder_of_a_path_is_stated_once():
+    figures = paths.figures_dir()
+    assert paths.labelled_folder(figures / "cpu_scale") == "cpu_scale"
+    assert paths.labelled_folder(figures / "modified" / "second_grid") == "modified"
+    assert paths.labelled_folder(figures / "cpu_scale" / ".." / "li2020") is None  # resolved, not read as text
+    assert paths.labelled_folder(figures) is None and paths.labelled_folder("build/check/cpu_scale") is None
+    assert all(scale_of("paper", f"figures/{folder}") == scale for folder, scale in paths.SCALE_OF_FOLDER.items())
+
+
 def test_reduced_scale_figures_say_so_in_title_and_record(tmp_path):
     import matplotlib.pyplot as plt
 

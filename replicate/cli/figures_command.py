@@ -124,24 +124,21 @@ def _executor_settings(args) -> None:
 def _check(args, overrides) -> int:
     from replicate.cli import check, runner
     from replicate.core import paths, settings
-    from replicate.core.paths import MODIFIED_FOLDER, REDUCED_FOLDER
 
     # A labelled command of report/reduced.py (its --set ... out_dir=figures/cpu_scale or figures/modified, or a
     # folder of either) is checked against that folder: regenerated with the same knobs into build/check/<it> (so it
     # is labelled as the committed record is: reduced, or modified).
     out_dir = overrides.get("out_dir")
-    figures = paths.figures_dir().resolve()
-    labelled = next((f for f in (REDUCED_FOLDER, MODIFIED_FOLDER)
-                     if out_dir is not None and paths.within(Path(out_dir).resolve(), figures / f)), None)
+    labelled = paths.labelled_folder(out_dir) if out_dir is not None else None
     if args.profile != "paper" or (overrides and not labelled):
         raise ReplicateError("--check regenerates the committed figures: use it with --profile paper and no --set, "
                              "or with a labelled command of REPLICATION.md (its --set out_dir=figures/cpu_scale or "
                              "figures/modified)")
-    folder = Path(out_dir).resolve().relative_to(figures) if labelled else Path()
+    folder = Path(out_dir).resolve().relative_to(paths.figures_dir().resolve()) if labelled else Path()
     committed, fresh = paths.figures_dir() / folder, settings.current().build / "check" / folder
     failed = runner.run(args.names, "paper", {**overrides, "out_dir": str(fresh)}, log_output=args.verbose,
                         time_budget=args.time_budget)
-    scale = {REDUCED_FOLDER: "reduced", MODIFIED_FOLDER: "modified"}.get(labelled, "paper")
+    scale = paths.SCALE_OF_FOLDER.get(labelled, "paper")
     results = [check.compare(nb.key, committed, fresh, scale=scale)
                for nb in runner.resolve(args.names)]
     print(check.report(results))

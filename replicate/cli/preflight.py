@@ -203,9 +203,7 @@ def check(notebooks: list[FigureNotebook], profile: str, values: dict) -> None:
                (current.cache, "the run cache (REPLICATE_CACHE)")]
     if values.get("out_dir"):
         out_dir = Path(values["out_dir"])
-        labelled = any(paths.within(out_dir, paths.figures_dir() / f) for f in (paths.REDUCED_FOLDER,
-                                                                                   paths.MODIFIED_FOLDER))
-        if paths.within(out_dir, paths.figures_dir()) and not (profile == "paper" and labelled):
+        if paths.within(out_dir, paths.figures_dir()) and not (profile == "paper" and paths.labelled_folder(out_dir)):
             # only a plain paper-profile run, or a labelled command of report.reduced, writes there (the batch
             # runner checks that the figures are the ones listed)
             raise paths.committed_figures_refused(out_dir)

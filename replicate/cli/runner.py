@@ -29,7 +29,7 @@ from replicate.core import paths
 from replicate.core import settings
 from replicate.cli.budget import Budget, BudgetSpent, Terminated, describe
 from replicate.cli.progress import Progress, previous
-from replicate.core.paths import MODIFIED_FOLDER, REDUCED_FOLDER, committed_figures_refused
+from replicate.core.paths import committed_figures_refused
 from replicate.report.claims import PROFILES
 from replicate.report.coverage import held
 from replicate.core.fileio import atomic_file, atomic_write_text, check_writable
@@ -91,10 +91,9 @@ def _reduced_scale(target: Path, profile: str, notebooks: list[FigureNotebook]) 
     from replicate.report.reduced import REDUCED
 
     listed = {item.key for item in REDUCED}
-    figures = paths.figures_dir().resolve()
-    if profile != "paper" or not any(paths.within(target, figures / f) for f in (REDUCED_FOLDER, MODIFIED_FOLDER)):
+    if profile != "paper" or not paths.labelled_folder(target):
         return False
-    folder = target.relative_to(figures).as_posix()
+    folder = target.resolve().relative_to(paths.figures_dir().resolve()).as_posix()
     return all(f"{folder}/{nb.key}" in listed for nb in notebooks)
 
 
@@ -131,7 +130,7 @@ def _staging(nb: FigureNotebook, labelled: str = "") -> Path:
 def _unstage(staging: Path) -> None:
     """Remove one run's staging folder, and ``build/staging`` itself once no other run uses it."""
     shutil.rmtree(staging, ignore_errors=True)
-    labelled = staging.parent.name in (REDUCED_FOLDER, MODIFIED_FOLDER)
+    labelled = staging.parent.name in paths.SCALE_OF_FOLDER
     for folder in (staging.parent, staging.parent.parent) if labelled else (staging.parent,):
         try:
             folder.rmdir()
@@ -262,7 +261,7 @@ def _run_all(notebooks, profile, overrides, executed_dir, committed, target, bud
             raise _stop(None, finished, left, budget, committed, signals)
         # a labelled command (and its --check into build/check/cpu_scale or build/check/modified) stages under its
         # folder's name, which publish reads its scale from
-        labelled = next((f for f in (REDUCED_FOLDER, MODIFIED_FOLDER) if f in target.parts), "")
+        labelled = next((f for f in paths.SCALE_OF_FOLDER if f in target.parts), "")
         staging = _staging(nb, labelled if profile == "paper" and not committed else "")
         executed_dir.mkdir(parents=True, exist_ok=True)
         progress_file = staging / "progress.json"

@@ -13,6 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 # The folders of figures/ that hold labelled records (report.reduced), counted nowhere: runs below the paper's scale,
 # and runs at the paper's scale with a setting changed. Where a figure is published says its scale.
 REDUCED_FOLDER, MODIFIED_FOLDER = "cpu_scale", "modified"
+SCALE_OF_FOLDER = {REDUCED_FOLDER: "reduced", MODIFIED_FOLDER: "modified"}
 
 
 def committed_figures_refused(folder) -> ReplicateError:
@@ -31,6 +32,13 @@ def figures_dir() -> Path:
 
 def notebooks_dir() -> Path:
     return REPO / "notebooks"
+
+
+def labelled_folder(path: str | os.PathLike) -> str | None:
+    """The labelled folder of figures/ (``REDUCED_FOLDER`` or ``MODIFIED_FOLDER``) that ``path`` is or lies in,
+    else None."""
+    figures = figures_dir()
+    return next((folder for folder in SCALE_OF_FOLDER if within(path, figures / folder)), None)
 
 
 def within(path: str | os.PathLike, root: str | os.PathLike) -> bool:

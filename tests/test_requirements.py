@@ -42,3 +42,30 @@ def test_requirements_follow_the_profile_and_the_knobs(monkeypatch):
             requirements.needs(key, profile)
     with pytest.raises(ReplicateError, match="no dataset builder is registered for 'imagenet'"):
         requirements.staged("imagenet")
+
+
+def test_a_figure_whose_data_is_missing_is_refused_before_any_notebook_starts(no_data, tmp_path, monkeypatch):
+    """`figures` refuses a figure that reads a dataset neither here nor read by any cached run, in one line, before a
+    kernel starts; a cached run that read it lets the figure through (its runs may all be cached: the ledger,
+    `cache import`), and a figure that reads no dataset is never refused."""
+    import json
+    import subprocess
+    import sys
+    import time
+
+    monkeypatch.setenv("REPLICATE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("REPLICATE_BUILD", str(tmp_path / "build"))
+    refused = requirements.refusal(["li2020/fig2", "khanduri2021/fig5", "li2020/table2"], "smoke")
+    assert refused.startswith("khanduri2021/fig5, li2020/table2 cannot run here: mnist is not available, and no "
+                              "cached run read it: run `python -m replicate data fetch mnist`"), refused
+    assert requirements.refusal(["li2020/fig2", "notes/convex"], "smoke") is None
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "replicate", "figures", "khanduri2021/fig5"],
+                          capture_output=True, text=True, timeout=120)
+    took = time.perf_counter() - start
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == ["error: " + refused.replace(
+        "khanduri2021/fig5, li2020/table2", "khanduri2021/fig5")], done.stderr
+    assert not (tmp_path / "build" / "executed").exists() and took < 20, took  # no kernel started
+    (tmp_path / "cache" / "to_target").mkdir(parents=True)  # a cached run that read MNIST (its sidecar says so)
+    (tmp_path / "cache" / "to_target" / "0123_to_0.5.json").write_text(json.dumps({"dataset": "mnist_stem_high"}))
+    assert requirements.refusal(["khanduri2021/fig5"], "smoke") is None

@@ -233,6 +233,10 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
                    f"(before VERSION {keys.VERSION}, or before it recorded checksums); they are not read and are "
                    "recomputed when needed "
                    "(`make clean-cache` frees their space)", file=sys.stderr)
+    from replicate.experiments import requirements
+
+    if refused := requirements.refusal([nb.key for nb in notebooks], profile, overrides):
+        raise ReplicateError(refused)  # before any kernel starts: one line, not a traceback seconds later
     # the runs in flight, in the kernels and their workers, save and stop at a round boundary when asked
     stop = checkpoints.stop_file()
     budget = Budget(time_budget, on_deadline=lambda: checkpoints.request_stop(stop)) if time_budget else None

@@ -43,21 +43,48 @@ def needs(key: str, profile: str = "smoke", overrides: dict | None = None) -> tu
     return tuple(sorted({s for name in dataset_names(config) for s in staged(name)}))
 
 
-def missing(key: str, profile: str = "smoke") -> list[str]:
+def missing(key: str, profile: str = "smoke", overrides: dict | None = None) -> list[str]:
     """The datasets figure ``key`` reads at ``profile`` that are neither staged nor stageable locally."""
     from replicate.data import store
 
-    return [name for name in needs(key, profile) if not store.is_available(name)]
+    return [name for name in needs(key, profile, overrides) if not store.is_available(name)]
+
+
+def _not_available(absent, why: str = "") -> str:
+    """The sentence that names the datasets ``absent`` and how to stage them (and this machine's stand-ins)."""
+    from replicate.data import variants
+
+    return (f"{', '.join(absent)} {'is' if len(absent) == 1 else 'are'} not available{why}: run "
+            f"`python -m replicate data fetch {' '.join(absent)}` (or set REPLICATE_DATA_FROM to a folder with the "
+            "files)."
+            + "".join(dict.fromkeys(variants.hint(name) for name in absent)))
 
 
 def skip_reason(key: str, profile: str = "smoke") -> str | None:
     """Why the notebook of ``key`` cannot run at ``profile`` here (a missing dataset), or ``None``."""
     absent = missing(key, profile)
-    if not absent:
-        return None
-    from replicate.data import variants
+    return _not_available(absent) if absent else None
 
-    return (f"{', '.join(absent)} {'is' if len(absent) == 1 else 'are'} not available: run "
-            f"`python -m replicate data fetch {' '.join(absent)}` (or set REPLICATE_DATA_FROM to a folder with the "
-            "files)."
-            + "".join(dict.fromkeys(variants.hint(name) for name in absent)))
+
+def refusal(keys, profile: str, overrides: dict | None = None) -> str | None:
+    """One line, said before any notebook starts, for the figures of ``keys`` that read a dataset that is neither
+    here nor read by any cached run, so that their first run would fail; else ``None``. A figure whose dataset is
+    missing but whose runs may all be cached (from the ledger, or ``cache import``) is let through: it needs no
+    data, and its notebook says so if a run turns out not to be cached."""
+    absent = {key: missing(key, profile, overrides) for key in keys}
+    if not any(absent.values()):
+        return None
+    from replicate.runs import cache
+
+    cached = set()
+    for name in cache.datasets_read():
+        try:
+            cached.update(staged(name))
+        except ReplicateError:  # a run of a dataset of one's own, registered by another program
+            continue
+    absent = {key: [name for name in names if name not in cached] for key, names in absent.items()}
+    blocked = [key for key, names in absent.items() if names]
+    if not blocked:
+        return None
+    names = sorted({name for key in blocked for name in absent[key]})
+    return f"{', '.join(blocked)} cannot run here: " + _not_available(names, ", and no cached run read it")

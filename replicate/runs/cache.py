@@ -60,17 +60,25 @@ def _with(entry: Path, suffix: str) -> Path:
     return entry.parent / f"{entry.name}{suffix}"  # not with_suffix: "<key>_to_0.29" has a dot of its own
 
 
-def older_entries() -> int:
-    """How many cached runs an older cache wrote (their sidecars record another or no ``VERSION``, or no
-    checksum): never read again, so a user should hear that they will be recomputed."""
-    count = 0
+def _sidecars():
+    """Each cached run's sidecar, parsed (``None`` for one that cannot be read)."""
     for sidecar in (p for folder in ("runs", "to_target") for p in (settings.current().cache / folder).glob("*.json")):
         try:
             meta = json.loads(sidecar.read_text())
-            count += meta.get("version") != VERSION or "csv_sha256" not in meta
-        except (OSError, ValueError, AttributeError):
-            count += 1
-    return count
+            yield meta if isinstance(meta, dict) else None
+        except (OSError, ValueError):
+            yield None
+
+
+def older_entries() -> int:
+    """How many cached runs an older cache wrote (their sidecars record another or no ``VERSION``, or no
+    checksum): never read again, so a user should hear that they will be recomputed."""
+    return sum(meta is None or meta.get("version") != VERSION or "csv_sha256" not in meta for meta in _sidecars())
+
+
+def datasets_read() -> set[str]:
+    """The datasets (their builders' names) that the cached runs read, as their sidecars record them."""
+    return {meta["dataset"] for meta in _sidecars() if meta and isinstance(meta.get("dataset"), str)}
 
 
 def recorded_runs(record: dict) -> dict[str, float] | None:

@@ -18,7 +18,7 @@ The public API:
 - Data — ``load_dataset(name, partition=None, seed=0)``; ``federate(x, y, partition, seed)`` for arrays of
   your own; ``partitions`` (``iid``, ``shards``, ``dirichlet``, ``quantity_skew``, ``natural``, ``describe``,
   ``plot_label_heatmap``); ``datasets()`` lists the registered names.
-- Models — a preset's name (``models.MODELS``: "logistic", "mlp", "cnn", …) or any ``torch.nn.Module``
+- Models — a preset's name (``models.PRESETS``: "logistic", "mlp", "cnn", …) or any ``torch.nn.Module``
   (``TorchModule`` wraps it).
 - ``ReplicateError`` — every refusal of bad input, in one line naming the fix.
 

@@ -372,13 +372,26 @@ def test_subsets_stay_uniform_when_repeats_are_redrawn():
     assert chi2 < 1224 + 5 * (2 * 1224) ** 0.5  # 1224 dof, about +5 sd
 
 
-def test_bench_times_every_solver_on_the_same_workload(capsys):
+@pytest.fixture
+def unstaged():
+    """A registered dataset whose files are not staged here: building it is refused, as a missing download is."""
+    from replicate.data import registry
+
+    @registry.builder("unstaged_for_bench")
+    def build(seed: int = 0):
+        raise ReplicateError("unstaged_for_bench is not staged: run `python -m replicate data fetch` first")
+
+    yield "unstaged_for_bench"
+    registry.BUILDERS.pop("unstaged_for_bench"), registry.READS.pop("unstaged_for_bench")
+
+
+def test_bench_times_every_solver_on_the_same_workload(capsys, unstaged):
     """The benchmark command's table (no timing asserted: only that every solver ran and the ratios are its own)."""
     from replicate.cli import bench
     from replicate.runs.config import RunConfig
 
     tiny = {"tiny": (RunConfig("synthetic(1,1)", num_clients=20, local_steps=2, batch_size=4), (3,)),
-            "unavailable": (RunConfig("no_such_dataset"), (3,))}
+            "unavailable": (RunConfig(unstaged), (3,))}
     try:
         rows = bench.run(rounds=1, repeats=1, device="cpu", workloads=tiny)
     except ReplicateError:
@@ -394,7 +407,7 @@ def test_bench_times_every_solver_on_the_same_workload(capsys):
     assert sum(profiled["shares"].values()) == pytest.approx(1.0) and profiled["ms_per_step"] > 0
 
 
-def test_bench_times_training_alone_and_the_lstm_executions(monkeypatch):
+def test_bench_times_training_alone_and_the_lstm_executions(monkeypatch, unstaged):
     """No evaluation inside the timed runs (eval_every=None gives an empty history), and the LSTM
     table times stacked, client loop and oracle on the same workload (Sent140 when staged)."""
     from replicate.cli import bench
@@ -413,7 +426,7 @@ def test_bench_times_training_alone_and_the_lstm_executions(monkeypatch):
     if not store.is_available("sent140"):
         pytest.skip("Sent140 (LEAF) is not staged: the LSTM benchmark rows need it")
     tiny = bench.LSTM_WORKLOADS["Sent140 LSTM 2×100 (frozen embedding), 20 steps"].replace(local_steps=1)
-    monkeypatch.setattr(bench, "LSTM_WORKLOADS", {"tiny sent140": tiny, "missing": RunConfig("no_such_dataset")})
+    monkeypatch.setattr(bench, "LSTM_WORKLOADS", {"tiny sent140": tiny, "missing": RunConfig(unstaged)})
     rows = bench.lstm_run(rounds=1, repeats=1, device="cpu")
     assert [r["workload"] for r in rows] == ["tiny sent140"] and rows[0]["auto"] == "stacked"
     assert all(rows[0][s] > 0 for s in bench.LSTM_SOLVERS)

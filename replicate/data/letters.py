@@ -13,7 +13,7 @@ import torch
 
 from replicate.data.registry import builder
 from replicate.core.errors import ReplicateError
-from replicate.data.checks import check_positive_int, check_seed
+from replicate.core.checks import check_positive_int, check_seed
 from replicate.data.federated import FederatedDataset, Split
 from replicate.data.emnist_tff import emnist_arrays
 from replicate.data.leaf import IMAGE_SHAPE, LOWER_A, data_generator, femnist_arrays, unpack_pixels

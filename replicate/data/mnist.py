@@ -26,7 +26,7 @@ import numpy as np
 from replicate.data.registry import builder
 from replicate.core.errors import ReplicateError
 from replicate.data import store
-from replicate.data.checks import check_positive_int, check_seed
+from replicate.core.checks import check_positive_int, check_seed
 from replicate.data.federated import FederatedDataset, Split
 
 # IDX type codes (third magic byte) -> big-endian numpy dtype.

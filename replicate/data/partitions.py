@@ -27,7 +27,7 @@ import torch
 
 from replicate.core import rng
 from replicate.core.errors import ReplicateError
-from replicate.data.checks import check_positive_int, check_seed
+from replicate.core.checks import check_positive_int, check_seed
 from replicate.data.federated import FederatedDataset, Split
 
 MAX_REDRAWS = 1000  # Dirichlet draws tried before a min_size is declared out of reach
@@ -123,7 +123,7 @@ class Dirichlet(Partition):
 
     alpha: float  # α, the concentration
     clients: int
-    min_size: int = 0
+    min_size: int = 1  # at least 1: a client without a sample cannot train (``federate`` refuses one)
     name: ClassVar[str] = "dirichlet"
 
     def __post_init__(self):
@@ -226,7 +226,7 @@ def shards(clients: int, shards_per_client: int = 2) -> Shards:
     return Shards(clients, shards_per_client)
 
 
-def dirichlet(alpha: float, clients: int, min_size: int = 0) -> Dirichlet:
+def dirichlet(alpha: float, clients: int, min_size: int = 1) -> Dirichlet:
     """Dirichlet label skew, concentration ``alpha`` (α; Hsu et al. 2019 §3), ≥ ``min_size`` samples a client."""
     return Dirichlet(alpha, clients, min_size)
 
@@ -303,13 +303,21 @@ def federate(x, y, partition: Partition, seed: int = 0, test=None, name: str = "
     x, y = _arrays(x, y, "train")
     pools = [y]
     if test is not None:
+        if not isinstance(test, (tuple, list)) or len(test) != 2:
+            raise ReplicateError("test must be a pair (x_test, y_test)")
         x_test, y_test = _arrays(*test, "test")
+        if x_test.shape[1:] != x.shape[1:]:
+            raise ReplicateError(f"test inputs have shape {x_test.shape[1:]} a row, train inputs {x.shape[1:]}")
         pools.append(y_test)
     top = max(int(p.max()) for p in pools) + 1
     num_classes = top if num_classes is None else num_classes
     if num_classes < top:
         raise ReplicateError(f"num_classes {num_classes} is too small for label {top - 1}; pass at least {top}")
     parts = partition.assign(y, seed)
+    if empty := sum(len(p) == 0 for p in parts):  # a client without a sample has no loss to descend: NaN, not data
+        raise ReplicateError(f"{partition} left {empty} of its {len(parts)} clients without a sample; "
+                             + ("give min_size=1 or more (the draw is repeated until every client holds that many) "
+                                "or use fewer clients" if isinstance(partition, Dirichlet) else "use fewer clients"))
     order = np.concatenate(parts)
     train = Split.from_arrays(np.ascontiguousarray(x[order], dtype=np.float32), y[order], [len(p) for p in parts])
     pooled = None

@@ -38,7 +38,7 @@ from functools import cached_property
 import torch
 
 from replicate.core.errors import ReplicateError
-from replicate.data.checks import check_nonnegative, check_positive_int
+from replicate.core.checks import check_nonnegative, check_positive_int
 
 F64 = torch.float64
 

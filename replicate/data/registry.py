@@ -16,9 +16,11 @@ READS: dict[str, tuple[str, ...]] = {}  # builder name → the staged datasets i
 
 
 def builder(name: str, reads: tuple[str, ...] = ()):
-    """Register the decorated function as dataset ``name``, reading the staged datasets ``reads``."""
+    """Register the decorated function as dataset ``name``, reading the staged datasets ``reads``. The same
+    function defined again (a notebook cell run twice, a module reloaded) replaces its first definition."""
     def register(function: Callable) -> Callable:
-        if name in BUILDERS and BUILDERS[name] is not function:
+        known = BUILDERS.get(name)
+        if known is not None and (known.__module__, known.__qualname__) != (function.__module__, function.__qualname__):
             raise ReplicateError(f"dataset {name!r} is registered twice ({BUILDERS[name].__module__} and "
                                  f"{function.__module__})")
         BUILDERS[name], READS[name] = function, tuple(reads)

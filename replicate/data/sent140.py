@@ -35,7 +35,7 @@ import numpy as np
 from replicate.data.registry import builder
 from replicate.core.errors import ReplicateError
 from replicate.data import cache, store
-from replicate.data.checks import check_seed
+from replicate.core.checks import check_seed
 from replicate.data.federated import FederatedDataset, Split
 from replicate.data.leaf import LeafUser, data_generator, read_leaf_split, sample_and_split, split_by_sample
 

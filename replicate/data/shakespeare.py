@@ -42,7 +42,7 @@ import numpy as np
 from replicate.data.registry import builder
 from replicate.core.errors import ReplicateError
 from replicate.data import store
-from replicate.data.checks import check_seed
+from replicate.core.checks import check_seed
 from replicate.data.federated import FederatedDataset, Split
 from replicate.data.leaf import sample_and_split
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from replicate.data.registry import builder
 from replicate.core.errors import ReplicateError
-from replicate.data.checks import check_seed
+from replicate.core.checks import check_seed
 from replicate.data.cifar import LOSSY_JPEG, OFFICIAL
 from replicate.data.federated import FederatedDataset, Split
 

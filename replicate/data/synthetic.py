@@ -30,7 +30,7 @@ import numpy as np
 
 from replicate.data.registry import builder
 from replicate.core.errors import ReplicateError
-from replicate.data.checks import check_nonnegative, check_positive_int, check_seed
+from replicate.core.checks import check_nonnegative, check_positive_int, check_seed
 from replicate.data.federated import FederatedDataset, Split
 
 DIMENSION = 60

@@ -76,6 +76,8 @@ class SampleProblem:
         # then differ only in their kernels' summation order (tests/test_cuda.py measures by how much)
         self._host_sizes, self._host_offsets = self.sizes.cpu(), self.train.offsets.cpu()
         self.x, self.y = self.train.x, self.train.y
+        if hasattr(model, "check_fits") and len(self.x):  # a module of one's own: its shapes, before any training
+            model.check_fits(self.x, dataset.num_classes)
         self.x_prepared, self.y_prepared = model.prepare(self.x, self.y, dataset.num_classes)
         self.row_norms, self.grad_bound = None, None
         if model.fused and self.x.shape[0]:  # ‖x_i‖ bound the fused solver's clipping

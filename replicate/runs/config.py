@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import re
 from dataclasses import dataclass, field
 
 import torch
 
 from replicate.core import settings
+from replicate.core.checks import check_fields, check_seed
 from replicate.fl import engine
 from replicate.fl import models
 from replicate.fl import problems
@@ -58,6 +60,10 @@ class RunConfig:
     execution: str = "stacked"  # "stacked", "sequential" (same maths) or "auto" (engine.preferred_execution)
 
     def __post_init__(self):
+        check_fields(self)  # each plain field's type first: rounds=2.5 or client_lr="0.1" is one line
+        check_seed(self.seed)
+        if self.data_seed is not None:
+            check_seed(self.data_seed, "data_seed")
         if not isinstance(self.dataset, (str, FederatedDataset)):
             raise ReplicateError(f"dataset must be a dataset's name or a FederatedDataset (replicate.federate(x, y, "
                                  f"partition)), got {type(self.dataset).__name__}")
@@ -71,8 +77,12 @@ class RunConfig:
         if (self.local_steps is None) == (self.local_epochs is None):
             raise ReplicateError("set exactly one of local_steps and local_epochs "
                                  f"(got local_steps={self.local_steps}, local_epochs={self.local_epochs})")
-        if self.rounds < 1:
-            raise ReplicateError(f"rounds must be >= 1, got {self.rounds}")
+        if self.rounds < 1 or self.eval_every < 1:
+            raise ReplicateError(f"rounds and eval_every must be >= 1, got {self.rounds} and {self.eval_every}")
+        if isinstance(self.dataset, str):
+            check_dataset_name(self.dataset)
+        if isinstance(self.model, str):
+            models.check_preset(self.model, self.hidden)
         if self.execution not in engine.EXECUTIONS:
             raise ReplicateError(f"execution must be one of {', '.join(engine.EXECUTIONS)}, got {self.execution!r}")
         name_of(self.algorithm)  # a registered algorithm's settings (each checks its own in __post_init__)
@@ -144,6 +154,26 @@ class RunConfig:
     @classmethod
     def fields(cls) -> tuple[str, ...]:
         return tuple(f.name for f in dataclasses.fields(cls))
+
+
+@functools.lru_cache(maxsize=64)
+def check_dataset_name(name: str) -> None:
+    """Refuse a dataset name that ``dataset`` cannot build from a name alone, before any data loads (a dataset of
+    one's own named by its contents, ``NAME@digest`` of ``runs.own``, is a cache name: not checked)."""
+    from replicate import data
+
+    if name in ("given", "quadratic") or "@" in name or _SYNTHETIC.match(name):
+        return
+    if name == "synthetic":
+        raise ReplicateError("dataset 'synthetic' takes its (α, β) in its name: e.g. dataset='synthetic(1,1)'")
+    if name not in data.available():
+        raise ReplicateError(f"unknown dataset {name!r}: a run names synthetic(α,β), quadratic or a registered "
+                             "dataset (replicate.datasets()); for arrays of your own or a partition of your choice, "
+                             "pass replicate.federate(x, y, partition) or replicate.load_dataset(name, partition=...)")
+    required = [p for p, default in data.parameters(name).items() if default is inspect.Parameter.empty]
+    if required:
+        raise ReplicateError(f"dataset {name!r} needs {', '.join(required)}, which a run config cannot give: "
+                             f"build it with replicate.data.load({name!r}, ...) and pass the dataset")
 
 
 def make(**params) -> RunConfig:

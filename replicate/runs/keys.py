@@ -67,8 +67,22 @@ def key(config: RunConfig, extra_metrics=None, device: str | None = None) -> str
               "metrics": metrics_key(extra_metrics), "numerics": numerics(config)}
     if DRAWS.get(device):  # only where set, so the keys of the other devices' runs stay as they were
         fields["draws"] = DRAWS[device]
+    if code := _own_code(config):  # only for code of one's own, so the keys of the package's runs stay as they were
+        fields["code"] = code
     payload = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:20]
+
+
+def _own_code(config: RunConfig) -> dict[str, str]:
+    """The digests of the algorithm class and the named dataset builder of one's own that a config uses
+    (``runs.own.code_digest``); empty for the package's."""
+    from replicate.data.registry import BUILDERS
+    from replicate.runs.own import code_digest
+
+    parts = {"algorithm": code_digest(type(config.algorithm)),
+             "dataset": code_digest(BUILDERS[config.dataset]) if isinstance(config.dataset, str)
+             and config.dataset in BUILDERS else None}
+    return {part: code for part, code in parts.items() if code}
 
 
 def numerics(config: RunConfig) -> dict[str, int]:

@@ -80,13 +80,13 @@ def code_of(module: torch.nn.Module) -> list:
     """The code of every class of one's own in ``module`` and in their bases (not torch's): each class's methods
     as compiled (defaults, closures and wrapped functions included), its properties and other attributes, and its
     source file where it has one (as it is on disk; the compiled methods are what runs), as ``digest`` parts."""
-    classes = {c for m in module.modules() for c in type(m).__mro__ if _own(c)}
+    return _classes_code({c for m in module.modules() for c in type(m).__mro__ if _own(c)})
+
+
+def _classes_code(classes) -> list:
     parts = []
     for cls in sorted(classes, key=lambda c: (c.__module__, c.__qualname__)):
-        parts.append(f"class {cls.__module__}.{cls.__qualname__}".encode())
-        file = getattr(sys.modules.get(cls.__module__), "__file__", None)
-        if file and Path(file).is_file():
-            parts.append(Path(file).read_bytes())
+        parts += [f"class {cls.__module__}.{cls.__qualname__}".encode(), *_file_of(cls)]
         for name, value in sorted(vars(cls).items()):
             if name in ("__dict__", "__weakref__", "__doc__", "__module__", "__qualname__"):
                 continue
@@ -94,8 +94,26 @@ def code_of(module: torch.nn.Module) -> list:
     return parts
 
 
-def _own(cls: type) -> bool:
-    return cls.__module__.split(".")[0] not in ("torch", "builtins")
+def _file_of(obj) -> list:
+    """The bytes of the source file ``obj`` was defined in, where it has one."""
+    file = getattr(sys.modules.get(obj.__module__), "__file__", None)
+    return [Path(file).read_bytes()] if file and Path(file).is_file() else []
+
+
+def _own(cls: type, beside: tuple[str, ...] = ()) -> bool:
+    return cls.__module__.split(".")[0] not in ("torch", "builtins", *beside)
+
+
+def code_digest(obj) -> str | None:
+    """The digest of an algorithm's class or a dataset builder of one's own (defined outside this package), as
+    ``code_of`` digests a module's classes: a run's key holds it (``runs.keys``), so editing that code names other
+    runs. None for this package's own, whose changes ``keys.VERSION`` and ``keys.NUMERICS`` version."""
+    if isinstance(obj, type):
+        classes = {c for c in obj.__mro__ if _own(c, ("replicate", "dataclasses", "typing", "abc"))}
+        return digest(*_classes_code(classes)) if classes else None
+    if getattr(obj, "__module__", "replicate").split(".")[0] == "replicate":
+        return None
+    return digest(*_file_of(obj), *_stable(obj))
 
 
 def _attributes(module: torch.nn.Module) -> list:
@@ -188,5 +206,5 @@ def register_model(module: torch.nn.Module, label: str | None = None, code: byte
     return name
 
 
-__all__ = ["DIGEST", "Preset", "code_of", "dataset_name", "digest", "model_name", "named", "register_dataset",
-           "register_model"]
+__all__ = ["DIGEST", "Preset", "code_digest", "code_of", "dataset_name", "digest", "model_name", "named",
+           "register_dataset", "register_model"]

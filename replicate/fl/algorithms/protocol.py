@@ -54,11 +54,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
+import sys
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Protocol, runtime_checkable
 
 import torch
 
+from replicate.core.checks import check_value
 from replicate.core.errors import ReplicateError
 # the declared plain-SGD update and the step an algorithm's client step descends with (``fl/sgd.py``)
 from replicate.fl.sgd import PlainSGD, descend_ as descend_
@@ -192,11 +195,36 @@ def register(name: str, example: dict):
     batched against alone, device placement, CUDA) iterate ``ALGORITHMS`` and train ``example(name)`` where
     they have no case of their own, so an algorithm registered here is covered without editing them."""
     def add(cls):
-        if ALGORITHMS.setdefault(name, cls) is not cls:
-            raise ValueError(f"two algorithms registered as {name!r}: {ALGORITHMS[name].__name__}, {cls.__name__}")
+        known = ALGORITHMS.get(name)
+        if known is not None and (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
+            raise ValueError(f"two algorithms registered as {name!r}: {known.__name__}, {cls.__name__}")
+        ALGORITHMS[name] = cls  # the same class defined again (a notebook cell run twice, a module reloaded): the new
         EXAMPLES[name] = dict(example)
+        _check_types_first(cls)
+        if (cls.__doc__ or "").startswith(cls.__name__ + "("):  # the signature a dataclass writes: help(cls) shows
+            cls.__doc__ = sys.modules[cls.__module__].__doc__  # its module's statement of the algorithm instead
         return cls
     return add
+
+
+def _check_types_first(cls) -> None:
+    """Every setting given to ``cls`` is checked against its field's plain type (``core.checks``) before the
+    class's own checks compare it: ``FedAvg(clients_per_round="10")`` is one line, not a ``TypeError`` from ``<``."""
+    init, types = cls.__init__, {f.name: f.type for f in dataclasses.fields(cls)}
+    signature = inspect.signature(init)
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        try:
+            given = signature.bind(self, *args, **kwargs).arguments
+        except TypeError:  # a misspelled setting: Python's own message names it
+            given = {}
+        for name, value in given.items():
+            if name in types:
+                check_value(cls.__name__, name, value, types[name])
+        init(self, *args, **kwargs)
+
+    cls.__init__ = __init__
 
 
 def example(name: str):

@@ -14,9 +14,7 @@ MODELS = {"logistic": LogisticRegression, "cnn": CNN, "char_lstm": CharLSTM, "ml
 
 def build(name: str, num_features: int, num_classes: int, **options) -> Model:
     """The model a run config names, for a dataset's feature count and classes."""
-    if name not in MODELS:
-        raise ReplicateError(f"unknown model {name!r}; available: {', '.join(MODELS)} (and {', '.join(_LSTM_PRESETS)} "
-                             "through for_dataset)")
+    check_preset(name)
     return MODELS[name](num_features, num_classes, **options)
 
 
@@ -36,6 +34,24 @@ _CNN_PRESETS = {"cnn": {}, "lenet": dict(channels=(10, 20), hidden=50, padding=0
                 "lenet5": dict(channels=(6, 16), hidden=(120, 84), padding=0)}
 # Reddi et al.'s EMNIST CNN with two dropouts (Charles & Konečný's FEMNIST model, spec Charles §7.2)
 _IMAGE_MODELS = {"cnn": CNN, "lenet": CNN, "lenet5": CNN, "conv_dropout": ConvDropout}
+
+
+# Every preset a run config may name (``for_dataset`` sizes it for the dataset)
+PRESETS = tuple(dict.fromkeys([*MODELS, *_IMAGE_MODELS, *_LSTM_PRESETS]))
+_WIDENED = ("mlp", *_LSTM_PRESETS)  # the presets whose hidden width a run may set
+
+
+def check_preset(name: str, hidden: int | None = None) -> None:
+    """Refuse an unknown preset, or a hidden width for a preset that has none, before any data loads. A module of
+    one's own named by its contents (``NAME@digest``, ``runs.own``) is a cache name, not a preset: not checked."""
+    if "@" in name:
+        return
+    if name not in PRESETS and name not in MODELS:
+        raise ReplicateError(f"unknown model {name!r}; the presets are {', '.join(PRESETS)}, or pass a "
+                             "torch.nn.Module of your own")
+    if hidden is not None and name not in _WIDENED:
+        raise ReplicateError(f"model {name!r} has no hidden width to set (hidden={hidden}); "
+                             f"{', '.join(_WIDENED)} have one")
 
 
 def graphed(name: str) -> bool:
@@ -72,5 +88,5 @@ def for_dataset(name: str, dataset, hidden: int | None = None) -> Model:
     return build(name, dataset.num_features, dataset.num_classes, **({} if hidden is None else {"hidden": hidden}))
 
 
-__all__ = ["CNN", "CharLSTM", "ConvDropout", "MLP", "LogisticRegression", "MODELS", "Model", "build", "clip_may_act",
-           "for_dataset", "graphed"]
+__all__ = ["CNN", "CharLSTM", "ConvDropout", "MLP", "LogisticRegression", "MODELS", "Model", "PRESETS", "build",
+           "check_preset", "clip_may_act", "for_dataset", "graphed"]

@@ -56,6 +56,24 @@ class TorchModule(Model):
         params = dict(fresh.named_parameters())
         return torch.cat([params[name].detach().reshape(-1) for name in self.names]).to(dtype)
 
+    def check_fits(self, x: torch.Tensor, num_classes: int) -> None:
+        """Refuse, in one line and before any training, a module that cannot map this dataset's samples ``x`` to
+        ``num_classes`` logits each: one forward pass of two of them."""
+        name, sample = type(self.module).__name__, x[:2].detach().cpu()
+        dtype = sample.dtype if sample.is_floating_point() else torch.float32  # a problem may compute in float64
+        try:
+            with torch.no_grad():
+                out = functional_call(self.module, {key: p.to(dtype) for key, p in self.module.named_parameters()},
+                                      (sample,))
+        except Exception as exc:  # noqa: BLE001  (a shape mismatch, as torch words it)
+            raise ReplicateError(f"{name} cannot take this dataset's samples of shape {tuple(x.shape[1:])}: "
+                                 f"{str(exc).strip().splitlines()[0]}") from None
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (len(sample), num_classes):
+            got = f"shape {tuple(out.shape)}" if isinstance(out, torch.Tensor) else f"a {type(out).__name__}"
+            raise ReplicateError(f"{name} must map a batch of samples to one logit per class, ({len(sample)}, "
+                                 f"{num_classes}) for {len(sample)} samples of this {num_classes}-class dataset; "
+                                 f"got {got}")
+
     def forward(self, params: dict, x: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
         return functional_call(self.module, {**self._fixed, **params}, (x,))
 

@@ -1,0 +1,59 @@
+"""Argument checks shared by the dataset builders, the algorithms' settings and ``RunConfig``; each failure is one
+actionable message, raised before anything is computed."""
+from __future__ import annotations
+
+import dataclasses
+import numbers
+
+from replicate.core.errors import ReplicateError
+
+# The plain annotations ``check_fields`` checks; a field annotated with anything else (a tensor, a tuple, a class)
+# is left to its owner's own checks.
+_PLAIN = {
+    "int": ("an integer", lambda v: isinstance(v, numbers.Integral) and not _is_bool(v)),
+    "float": ("a number", lambda v: isinstance(v, numbers.Real) and not _is_bool(v)),
+    "str": ("a string", lambda v: isinstance(v, str)),
+    "bool": ("True or False", lambda v: _is_bool(v)),
+    "None": ("None", lambda v: v is None),
+}
+
+
+def _is_bool(value) -> bool:
+    return type(value).__name__ in ("bool", "bool_")  # Python's and NumPy's, without importing NumPy
+
+
+def _kinds(annotation) -> list[str] | None:
+    """``"int | None"`` → ``["int", "None"]``; None when a part is not a plain type."""
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+    kinds = [part.strip().replace("NoneType", "None") for part in text.split("|")]
+    return kinds if all(kind in _PLAIN for kind in kinds) else None
+
+
+def check_value(owner: str, name: str, value, annotation) -> None:
+    """Refuse ``value`` for field ``name`` of ``owner`` unless it has the field's plain type (an int for ``int``,
+    a number for ``float``, NumPy's scalars included; never a bool for a number, nor a string for either)."""
+    kinds = _kinds(annotation)
+    if kinds is not None and not any(_PLAIN[kind][1](value) for kind in kinds):
+        wanted = " or ".join(_PLAIN[kind][0] for kind in kinds)
+        raise ReplicateError(f"{owner}: {name} must be {wanted}, got {value!r}")
+
+
+def check_fields(instance) -> None:
+    """``check_value`` for every field of a dataclass instance."""
+    for field in dataclasses.fields(instance):
+        check_value(type(instance).__name__, field.name, getattr(instance, field.name), field.type)
+
+
+def check_seed(seed, name: str = "seed") -> None:
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**32:
+        raise ReplicateError(f"{name} must be an integer in [0, 2**32), got {seed!r}")
+
+
+def check_positive_int(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
+        raise ReplicateError(f"{name} must be a positive integer, got {value!r}")
+
+
+def check_nonnegative(name: str, value, what: str = "a number") -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
+        raise ReplicateError(f"{name} must be {what} >= 0, got {value!r}")

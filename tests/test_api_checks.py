@@ -138,3 +138,19 @@ def test_the_code_of_ones_own_algorithm_and_dataset_is_in_its_runs_key(tmp_path,
     assert names[0] == names[1] and len(set(names)) == 3
     for name in ALGORITHMS:  # the package's: nothing of this kind in their keys
         assert not keys._own_code(RunConfig(dataset="mnist_balanced", algorithm=protocol.example(name)))
+
+
+def test_a_dataset_reads_as_what_it_is_and_its_heat_map_counts_in_whole_numbers(tmp_path, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    x, y = np.random.default_rng(0).random((60, 4), dtype=np.float32), np.arange(60) % 3
+    data = rp.federate(x, y, rp.partitions.iid(6), test=(x[:9], y[:9]))
+    assert repr(data) == "FederatedDataset('given': 6 clients, 60 training samples, 9 test samples, 3 classes)"
+    ax = rp.partitions.plot_label_heatmap(rp.partitions.describe(data)["counts"])
+    ax.figure.canvas.draw()
+    assert all(float(t).is_integer() for t in ax.get_yticks()) and ax.figure.get_layout_engine() is not None
+    monkeypatch.setenv("REPLICATE_DATA", str(tmp_path))  # no MNIST here: the partition is refused before it loads
+    monkeypatch.setenv("REPLICATE_DATA_FROM", "none")
+    with pytest.raises(ReplicateError, match=r"partition must be one of partitions.iid\(...\).*got 'iid'"):
+        rp.load_dataset("mnist", partition="iid")

@@ -78,6 +78,11 @@ class FederatedDataset:
     num_classes: int
     meta: dict = field(default_factory=dict)
 
+    def __repr__(self) -> str:  # its arrays are large: what they are, not their values
+        test = "no test split" if self.test is None else f"{len(self.test.y):,} test samples"
+        return (f"FederatedDataset({self.name!r}: {self.num_clients} clients, {len(self.train.y):,} training samples, "
+                f"{test}, {self.num_classes} classes)")
+
     @property
     def num_clients(self) -> int:
         return self.train.num_clients

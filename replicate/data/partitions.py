@@ -275,10 +275,12 @@ def plot_label_heatmap(counts, ax=None):
     if counts.ndim != 2:
         raise ReplicateError(f"counts must be a clients × classes matrix, got shape {counts.shape}")
     if ax is None:
-        _, ax = plt.subplots(figsize=(max(4.0, 0.2 * counts.shape[0]), 3.0))
+        _, ax = plt.subplots(figsize=(max(4.0, 0.2 * counts.shape[0]), 3.0), layout="constrained")  # labels kept
     image = ax.imshow(counts.T, aspect="auto", origin="lower", cmap="viridis", interpolation="nearest")
     ax.set_xlabel("client")
     ax.set_ylabel("label")
+    for axis in (ax.xaxis, ax.yaxis):  # clients and labels are whole numbers
+        axis.get_major_locator().set_params(integer=True)
     ax.figure.colorbar(image, ax=ax, label="samples")
     return ax
 

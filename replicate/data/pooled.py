@@ -91,6 +91,11 @@ def load_dataset(name: str, partition: Partition | None = None, seed: int = 0, *
                              "federate(x, y, partition) arrays of your own")
     if params:
         raise ReplicateError(f"a partitioned {name!r} takes no {', '.join(sorted(params))}: the partition says it")
+    from replicate.data.partitions import Partition
+
+    if not isinstance(partition, Partition):  # before the data loads
+        raise ReplicateError(f"partition must be one of partitions.iid(...), shards(...), dirichlet(...), "
+                             f"quantity_skew(...), natural(...), got {partition!r}")
     x, y, x_test, y_test, classes = POOLED[name]()
     return federate(x, y, partition, seed=seed, test=(x_test, y_test), name=name, num_classes=classes)
 

@@ -69,6 +69,18 @@ def test_every_committed_figure_has_a_page_in_the_built_site(site_dir):
     assert [k for k in keys if not (site_dir / "figures" / f"{k}.png").is_file()] == []
 
 
+def test_the_api_reference_states_each_algorithm(site_dir):
+    """An algorithm's class has no docstring of its own: the reference shows its module's statement of it."""
+    from replicate.fl.algorithms import ALGORITHMS
+
+    import html
+
+    text = (site_dir / "reference.html").read_text()
+    for cls in ALGORITHMS.values():
+        opening = sys.modules[cls.__module__].__doc__[:24]  # "FedProx (Li, Sahu, Zahee", "SCAFFOLD (Karimireddy ..."
+        assert f"<p>{html.escape(opening, quote=False)}" in text, cls.__name__
+
+
 @pytest.fixture(scope="module")
 def server(site_dir):
     """``python -m http.server`` on a free port of 127.0.0.1, serving the site; always stopped."""

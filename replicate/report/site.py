@@ -182,8 +182,11 @@ def api_page() -> str:
                 continue
             module, attribute = value.__module__, value.__qualname__
         where = module if attribute is None else f"{module}.{attribute}"
-        lines += [f"::: {where}", "    options:", "        show_root_heading: true",
-                  "        show_root_full_path: false", "        heading_level: 2", ""]
+        options = ["        show_root_heading: true", "        show_root_full_path: false", "        heading_level: 2"]
+        value = getattr(replicate, name, None)
+        if getattr(value, "__module__", "").startswith("replicate.fl.algorithms."):  # help() shows its module's
+            where, options = value.__module__, [*options, f"        members: [{value.__name__}]"]  # statement
+        lines += [f"::: {where}", "    options:", *options, ""]
     return "\n".join(lines)
 
 

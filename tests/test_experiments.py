@@ -295,3 +295,17 @@ def test_the_processor_is_named_by_model_and_instruction_set(tmp_path):
     assert cpu_model(info) == "AMD EPYC 7B13"
     name = describe("cpu")
     assert torch.backends.cpu.get_cpu_capability() in name and f"torch {torch.__version__.split('+')[0]}" in name
+
+
+def test_a_figures_title_states_the_settings_it_ran_with():
+    """A title states E, K, b or L/μ from the run's own settings, not the paper's (a changed knob shows)."""
+    import pandas as pd
+
+    from replicate.experiments import catalog, knobs
+    from replicate.experiments.charles2021.common import stated
+
+    fig4 = catalog.config_class("li2020/fig4")
+    assert knobs.configure(fig4, "paper", {}).settings() == "E = 10, K = 10, b = 24"
+    assert knobs.configure(fig4, "smoke", {"epochs": 3}).settings() == "E = 3, K = 10, b = 24"
+    frame = pd.DataFrame({"condition": [100.0, 100.0], "K": [10, 10], "d": [10, 100]})
+    assert stated(frame, condition="L/μ", K="K", d="d") == "L/μ = 100, K = 10"  # d has several values: left out

@@ -162,6 +162,18 @@ def run_local_update(problem, x0, a, gamma: float, server: "th.ServerOpt", round
     return torch.tensor(history[[f"x{i}" for i in range(problem.dim)]].to_numpy())
 
 
+def stated(data: pd.DataFrame, **symbols: str) -> str:
+    """The settings the data holds one value of, as a title states them: ``stated(data, condition="L/μ", K="K")``
+    → "L/μ = 100, K = 100" (a setting the figure's knobs gave several values is left out)."""
+    return ", ".join(f"{symbol} = {data[column].dropna().iloc[0]:g}" for column, symbol in symbols.items()
+                     if data[column].nunique() == 1)
+
+
+def _within(text: str) -> str:
+    """`` (text)`` after a title, or nothing."""
+    return f" ({text})" if text else ""
+
+
 def plot_frontiers(data: pd.DataFrame, *, hue: str = "series", facet: str = "panel", title: str = "",
                    diagonal: bool = False, endpoints: bool = False, ncols: int | None = None):
     """Frontier panels in the (ρ, ε) square, lines drawn in row order (curves may turn back).

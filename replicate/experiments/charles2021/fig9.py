@@ -11,7 +11,7 @@ import pandas as pd
 from replicate import theory as th
 from replicate.report.claims import consistency
 from replicate.experiments.charles2021.common import (SERVER_LABELS, quoted, _Profiled, _subset_claims, _swept_frontier,
-                                                      plot_frontiers)
+                                                      _within, plot_frontiers, stated)
 
 
 VISIBLE = 0.01  # a change of 1% of the unit ρ/ε axes: the least a reader can see on the figure
@@ -76,4 +76,5 @@ def fig9_claims(data: pd.DataFrame, config: Fig9Config):
 
 
 def plot_fig9(data: pd.DataFrame):
-    return plot_frontiers(data, endpoints=True, title="Fig. 9 — guaranteed MAML frontiers for several α (L/μ = 100)")
+    return plot_frontiers(data, endpoints=True, title="Fig. 9 — guaranteed MAML frontiers for several α"
+                          + _within(stated(data, condition="L/μ")))

@@ -16,7 +16,7 @@ from replicate import theory as th
 from replicate.report.claims import consistency
 from replicate.experiments.charles2021.common import (SERVER_LABELS, quoted, _curve, _intercept, _panel, _points,
                                                       _Profiled, _subset_claims, _swept_frontier, _universal,
-                                                      plot_frontiers)
+                                                      _within, plot_frontiers, stated)
 
 
 @dataclass(frozen=True)
@@ -213,8 +213,9 @@ def fig3_claims(data: pd.DataFrame, config: Fig3Config):
 
 
 def plot_fig3(data: pd.DataFrame):
-    return plot_frontiers(data, endpoints=True,
-                          title="Fig. 3 — FedProx: frontiers for several α (dot: where each stops), L/μ = 100")
+    title = ", ".join(filter(None, ["Fig. 3 — FedProx: frontiers for several α (dot: where each stops)",
+                                    stated(data, condition="L/μ")]))
+    return plot_frontiers(data, endpoints=True, title=title)
 
 
 @dataclass(frozen=True)
@@ -272,4 +273,5 @@ def fig4_claims(data: pd.DataFrame, config: Fig4Config):
 
 
 def plot_fig4(data: pd.DataFrame):
-    return plot_frontiers(data, endpoints=True, title="Fig. 4 — FedAvg vs MAML, guaranteed regimes (L/μ = 100)")
+    return plot_frontiers(data, endpoints=True, title="Fig. 4 — FedAvg vs MAML, guaranteed regimes"
+                          + _within(stated(data, condition="L/μ")))

@@ -15,7 +15,7 @@ import pandas as pd
 from replicate import theory as th
 from replicate.report.claims import consistency
 from replicate.experiments.charles2021.common import (SERVER_LABELS, quoted, _intercept, _panel, _points, _Profiled,
-                                                      _universal, plot_frontiers)
+                                                      _universal, _within, plot_frontiers, stated)
 
 
 VISIBLE = 0.01  # a change of 1% of the unit ρ/ε axes: the least a reader can see on the figure
@@ -138,7 +138,8 @@ def fig5_claims(data: pd.DataFrame, config: Fig5Config):
 
 
 def plot_fig5(data: pd.DataFrame):
-    return plot_frontiers(data, title="Fig. 5 — simulated MAML (e_K) beyond γ = 1/(KL) vs FedAvg (L/μ = 100)")
+    return plot_frontiers(data, title="Fig. 5 — simulated MAML (e_K) beyond γ = 1/(KL) vs FedAvg"
+                          + _within(stated(data, condition="L/μ")))
 
 
 @dataclass(frozen=True)
@@ -195,7 +196,8 @@ def fig7_claims(data: pd.DataFrame, config: Fig7Config):
 
 
 def plot_fig7(data: pd.DataFrame):
-    return plot_frontiers(data, title="Fig. 7 — simulated MAML vs FedAvg for several L/μ (K = 10, d = 100)")
+    return plot_frontiers(data, title="Fig. 7 — simulated MAML vs FedAvg for several L/μ"
+                          + _within(stated(data, K="K", d="d")))
 
 
 @dataclass(frozen=True)
@@ -252,7 +254,8 @@ def fig8_claims(data: pd.DataFrame, config: Fig8Config):
 
 
 def plot_fig8(data: pd.DataFrame):
-    return plot_frontiers(data, title="Fig. 8 — simulated MAML vs FedAvg under server momentum (L/μ = 100)")
+    return plot_frontiers(data, title="Fig. 8 — simulated MAML vs FedAvg under server momentum"
+                          + _within(stated(data, condition="L/μ")))
 
 
 @dataclass(frozen=True)
@@ -313,4 +316,5 @@ def fig10_claims(data: pd.DataFrame, config: Fig10Config):
 
 def plot_fig10(data: pd.DataFrame):
     return plot_frontiers(data, ncols=2, endpoints=True,
-                          title="Fig. 10 — simulated FedProx and MAML for several α (L/μ = 100, K = 100)")
+                          title="Fig. 10 — simulated FedProx and MAML for several α"
+                          + _within(stated(data, condition="L/μ", K="K")))

@@ -70,6 +70,11 @@ class SchemesConfig(knobs.FigureConfig):
                          local_steps=self.epochs * STEPS_PER_EPOCH, batch_size=batch_size(dataset), client_lr=lr,
                          rounds=self.rounds, seed=seed, data_seed=data_seed(dataset, seed), **LI2020_OBJECTIVE)
 
+    def settings(self) -> str:
+        """E, K and b as the figure's title states them: "E = 10, K = 10, b = 24"."""
+        batches = ", ".join(dict.fromkeys(str(batch_size(d)) for d in self.datasets))
+        return f"E = {self.epochs}, K = {self.clients_per_round}, b = {batches}"
+
     def grid(self) -> Grid:
         """The Original's η0 grid per dataset, tuned on the first seeds (``runs.tune.Grid``)."""
         return Grid({d: list(self.original_lrs) for d in self.datasets},

@@ -68,6 +68,14 @@ def test_success_promotes_and_failure_keeps_committed_figures(project):
     assert committed.read_text() == before
 
 
+def test_verbose_streams_each_cell_and_the_notebooks_output(project, capfd):
+    _notebook(project / "notebooks", "notes_figA", GOOD + "\nprint('said by the cell')")
+    assert runner.run(["notes/figA"], "smoke", log_output=True) == 0
+    err = capfd.readouterr().err
+    assert "Executing Cell 2" in err and "said by the cell" in err
+    assert runner.run(["notes/figA"], "smoke") == 0 and "Executing Cell" not in capfd.readouterr().err
+
+
 def test_only_an_unmodified_paper_run_writes_committed_figures(project, tmp_path):
     _notebook(project / "notebooks", "notes_figA", GOOD)
     committed = project / "figures" / "notes" / "figA.csv"
@@ -497,9 +505,12 @@ def test_reduced_scale_commands_still_write_figures_cpu_scale(project, monkeypat
     that what they write is a labelled record (not "not figures/", which it is inside)."""
     from replicate.report import reduced
 
+    from replicate.experiments import requirements
+
     paper, figure = reduced.REDUCED[0].key.split("/")[1:]
     _notebook(project / "notebooks", f"{paper}_{figure}", GOOD.replace('"notes"', f'"{paper}"')
               .replace('"figA"', f'"{figure}"'))
+    monkeypatch.setattr(requirements, "refusal", lambda *args: None)  # this stand-in notebook reads no data
     monkeypatch.chdir(project)
     assert runner.run([f"{paper}/{figure}"], "paper", {"out_dir": "figures/cpu_scale"}) == 0
     record = json.loads((project / "figures" / "cpu_scale" / paper / f"{figure}.claims.json").read_text())

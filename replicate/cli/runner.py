@@ -14,6 +14,7 @@ deadline the same way, after publishing what finished before.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -160,8 +161,6 @@ def _route_asyncio_log(kernel_log: Path | None):
     papermill's cell task can still fail with "Kernel died" once the interrupted kernel exits, and asyncio
     prints that orphaned task's traceback when the task is collected, at a moment no ``except`` controls
     (seen in CI about once in five runs); the terminal keeps its one line."""
-    import logging
-
     logger = logging.getLogger("asyncio")
     for handler in logger.handlers:
         handler.close()
@@ -170,12 +169,24 @@ def _route_asyncio_log(kernel_log: Path | None):
 
 
 @contextmanager
+def _streamed(log_output: bool):
+    """With ``-v``, show what papermill logs at INFO (each cell, and the notebook's output), which no handler
+    shows by default."""
+    logger, handler = logging.getLogger("papermill"), logging.StreamHandler(sys.stderr)
+    level = logger.level
+    if log_output:
+        logger.setLevel(logging.INFO), logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.setLevel(level), logger.removeHandler(handler)
+
+
+@contextmanager
 def _quiet_when_stopping(signals: Signals):
     """Drop papermill's log records once a stop is asked: nbclient, papermill's client, logs "Kernel died while
     waiting for execute reply." when the kernel interrupted at a second Ctrl-C exits before it replies, and the
     command's one line already says what happened."""
-    import logging
-
     class Quiet(logging.Filter):
         def filter(self, record) -> bool:
             return signals.signum is None
@@ -242,7 +253,7 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
     budget = Budget(time_budget, on_deadline=lambda: checkpoints.request_stop(stop)) if time_budget else None
     try:
         with (settings.use(settings.current().replace(stop_file=stop)), Signals(stop, budget).installed() as signals,
-              _quiet_when_stopping(signals)):
+              _quiet_when_stopping(signals), _streamed(log_output)):
             return _run_all(notebooks, profile, overrides, executed_dir, committed, target, budget, log_output,
                             signals)
     finally:

@@ -45,8 +45,10 @@ def test_resolve_and_unknown_figure(project):
     assert [nb.key for nb in runner.resolve(["notes/figA"])] == ["notes/figA"]
     assert [nb.key for nb in runner.resolve(["notes"])] == ["notes/figA"]
     assert runner.discover()[0].title == "notes_figA title"
-    with pytest.raises(ReplicateError, match="unknown figure 'notes/figZ'.*--list"):
+    with pytest.raises(ReplicateError, match="unknown figure 'notes/figZ'; did you mean notes/figA or notes\\?.*--list"):
         runner.resolve(["notes/figZ"])
+    with pytest.raises(ReplicateError, match="unknown figure 'elsewhere' \\(`python -m replicate figures --list`"):
+        runner.resolve(["elsewhere"])
 
 
 def test_wrong_parameter_is_rejected_before_running(project):

@@ -19,6 +19,12 @@ EXIT_STATUS = """exit status:
   130  interrupted by Ctrl-C (SIGINT): the runs in flight saved likewise; rerun the same command to resume"""
 
 
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number, got {text!r}")
+    return int(text)
+
+
 def add_parser(sub) -> None:
     fig = sub.add_parser("figures", help="run figure notebooks with papermill", epilog=EXIT_STATUS,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -43,9 +49,9 @@ def add_parser(sub) -> None:
                           "or ray, the Ray cluster at --ray-address (see docs/cluster.md)")
     fig.add_argument("--ray-address", metavar="HOST:PORT", default=None,
                      help="the Ray cluster's head node (default RAY_ADDRESS; none: a private cluster of this machine)")
-    fig.add_argument("--workers", type=int, default=None,
+    fig.add_argument("--workers", type=_positive, default=None,
                      help="worker processes of the local executor (default REPLICATE_WORKERS, else one per core)")
-    fig.add_argument("--batch-runs", type=int, default=None, metavar="R",
+    fig.add_argument("--batch-runs", type=_positive, default=None, metavar="R",
                      help="train up to R runs of a sweep as one batch; 1: one by one (default REPLICATE_BATCH_RUNS, "
                           "else batched where a batch computes bitwise what its runs compute alone, the logistic "
                           "model, and for every model on CUDA, where neural runs agree to float32 "
@@ -88,9 +94,12 @@ def _figures_command(args) -> int:
         if args.names or args.set or args.check or args.list or args.time_budget:
             raise ReplicateError("--estimate takes no figures, --set, --check, --list or --time-budget: it reads "
                                  "the committed ledger")
+        if (args.device or "cuda").split(":")[0] != "cuda":
+            raise ReplicateError(f"--estimate models the GPU-scale figures on a GPU (--device cuda), got --device "
+                                 f"{args.device} (docs/figures.md gives their hours on a CPU core)")
         from replicate.cli import ledger_command
 
-        print(ledger_command.estimate_table(args.device or "cuda"))
+        print(ledger_command.estimate_table("cuda"))
         return 0
     if args.list:
         for nb in notebooks.discover():

@@ -28,7 +28,12 @@ def add_parser(sub) -> None:
 
 
 def ledger_command(args) -> int:
-    from replicate.core import paths
+    from replicate.core import paths, settings
+
+    folder = settings.current().ledger
+    if args.action != "add" and folder is not None and not folder.is_dir():  # a typo would read as an empty ledger
+        raise ReplicateError(f"REPLICATE_LEDGER={folder} is not a folder: point it at a run ledger (the "
+                             "committed one is figures/ledger), or set it to off")
     from replicate.runs import ledger
 
     if args.action != "add" and (args.file or args.note or args.wall_s is not None or args.machine):

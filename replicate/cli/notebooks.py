@@ -3,6 +3,8 @@ checks of a command's figure names answer in well under a second); the notebooks
 catalogue (``replicate.experiments.catalog``)."""
 from __future__ import annotations
 
+import difflib
+
 from replicate.core.errors import ReplicateError
 from replicate.experiments.catalog import FigureNotebook, discover
 
@@ -17,8 +19,10 @@ def resolve(names: list[str], available: list[FigureNotebook] | None = None) -> 
         key = name.replace("_", "/", 1) if "/" not in name else name
         match = [nb for nb in available if nb.key == key or nb.paper == name]
         if not match:
-            raise ReplicateError(f"unknown figure {name!r}; run `python -m replicate figures --list` "
-                                 f"to see the {len(available)} available "
-                                 f"(e.g. {available[0].key if available else '-'})")
+            names = [nb.key for nb in available] + sorted({nb.paper for nb in available})
+            close = difflib.get_close_matches(key, names, n=2, cutoff=0.6)
+            raise ReplicateError(f"unknown figure {name!r}"
+                                 + (f"; did you mean {' or '.join(close)}?" if close else "")
+                                 + f" (`python -m replicate figures --list` shows the {len(available)} there are)")
         chosen += [nb for nb in match if nb not in chosen]
     return chosen

@@ -12,8 +12,8 @@ import pytest
 from replicate.core import paths
 from replicate.core.errors import ReplicateError
 from replicate.report import coverage, facts, replication
-from replicate.report.claims import (BASES, REDUCED_LABEL, bound_claim, check, consistency, kind_for, publish,
-                                     scale_of)
+from replicate.report.claims import (BASES, REDUCED_LABEL, SMOKE_LABEL, bound_claim, check, consistency, kind_for,
+                                     publish, scale_of)
 
 
 def test_the_kind_of_a_claim_follows_from_its_basis():
@@ -181,6 +181,12 @@ def test_a_paper_profile_run_with_edited_knobs_is_labelled_modified_not_paper(tm
     assert suptitle == f"{REDUCED_LABEL}: STEM Fig. 5"
     _, _, record = run(Fig5Config.for_profile("smoke"), tmp_path / "smoke")
     assert record["scale"] == "modified"  # smoke settings published as "paper" do not pass as the paper's
+    fig, _ = plt.subplots()
+    fig.suptitle("STEM Fig. 5")
+    publish(fig, pd.DataFrame({"x": [0]}), [check("a", True, "1")], paper="khanduri2021", figure="fig5",
+            profile="smoke", out_dir=tmp_path / "first_look")
+    assert fig._suptitle.get_text() == f"{SMOKE_LABEL}\nSTEM Fig. 5"  # beside the committed figure, it says so
+    plt.close(fig)
 
 
 def test_a_wrapped_title_gets_the_reduced_label_on_its_own_line_above_it():

@@ -221,6 +221,8 @@ def publish(fig, data: pd.DataFrame, claims: list[Claim], *, paper: str, figure:
     if fig is not None:
         if scale == "reduced":
             label_reduced(fig)
+        elif scale == "smoke":  # beside a committed paper-scale figure, it must not pass for one
+            label_reduced(fig, SMOKE_LABEL, own_line=True)
         elif scale == "modified":
             label_reduced(fig, MODIFIED_LABEL + (f" ({', '.join(changed)})" if changed else ""), own_line=True)
         if stand_ins:
@@ -264,6 +266,7 @@ def publish(fig, data: pd.DataFrame, claims: list[Claim], *, paper: str, figure:
 
 REDUCED_LABEL = "CPU SCALE (reduced; not the paper's scale)"
 MODIFIED_LABEL = "MODIFIED: not the paper's settings"
+SMOKE_LABEL = "SMOKE SCALE: a first look, not the paper's scale"
 STAND_IN_LABEL = "OFFLINE STAND-IN DATA (not the paper's)"
 
 

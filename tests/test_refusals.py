@@ -45,6 +45,7 @@ CASES = {
     "a Ray address nothing listens at": (["figures", "li2020/fig2", "--executor", "ray", "--ray-address",
                                           "127.0.0.1:9"], {}, "no Ray cluster at 127.0.0.1:9"),
     "an estimate for a CPU": (["figures", "--estimate", "--device", "cpu"], {}, "models the GPU-scale figures on a GPU"),
+    "a knob for every figure": (["figures", "--set", "rounds=5"], {}, "--set applies to each of the"),
     "no workers": (["figures", "li2020/fig2", "--workers", "0"], {}, "argument --workers: must be a positive whole"),
     "a ledger folder that is not there": (["ledger", "verify"], {"REPLICATE_LEDGER": "/nonexistent/ledger"},
                                           "REPLICATE_LEDGER=/nonexistent/ledger is not a folder"),

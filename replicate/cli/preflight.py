@@ -197,7 +197,13 @@ def check(notebooks: list[FigureNotebook], profile: str, values: dict) -> None:
         raise ReplicateError(f"--profile must be one of {', '.join(knobs.PROFILES)}, got {profile!r}")
     knobs_only = {k: v for k, v in values.items() if k not in ("profile", "out_dir")}
     for nb in notebooks:
-        check_knobs(nb, knobs_only)
+        try:
+            check_knobs(nb, knobs_only)
+        except ReplicateError as exc:
+            if len(notebooks) == 1:
+                raise
+            raise ReplicateError(f"{exc} (--set applies to each of the {len(notebooks)} figures named, or to all when "
+                                 "none is: name the figures it is for)") from None
     current = settings.current()
     folders = [(current.build, "the build folder (REPLICATE_BUILD)"),
                (current.cache, "the run cache (REPLICATE_CACHE)")]

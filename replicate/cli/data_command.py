@@ -21,7 +21,8 @@ def add_parsers(sub) -> None:
     data.add_argument("action", choices=["fetch", "list", "pack"], help="fetch, list or pack datasets")
     data.add_argument("names", nargs="*", default=[], help="datasets to fetch or pack (see `data list`)")
     data.add_argument("--all", action="store_true", help="fetch every registered dataset and report each")
-    data.add_argument("--to", default=".", help="pack: the folder the packs are written to (default: here)")
+    data.add_argument("--to", default=None, help="pack: the folder the packs are written to (default: the build "
+                                                 "folder's packs/, outside the checkout's tracked files)")
     data.add_argument("--from", dest="source", default=None,
                       help="stage from this local directory instead of downloading")
     data.add_argument("--dry-run", action="store_true",
@@ -57,8 +58,10 @@ def _data(args) -> int:
         if not args.names:
             raise ReplicateError("name the dataset(s) to pack, e.g. "
                                  "`python -m replicate data pack femnist --to .carry/data`")
+        from replicate.core import settings
+
         for name in args.names:
-            path = store.pack(name, args.to)
+            path = store.pack(name, args.to or settings.current().build / "packs")
             print(f"{name}: {path} ({path.stat().st_size / 2**20:.1f} MiB)")
         return 0
     if args.action == "fetch" and args.all:
@@ -81,7 +84,8 @@ def _data(args) -> int:
         width = max(map(len, names), default=0)
         for name in names:
             ds = store.spec(name)
-            state = "available" if store.is_available(name) else "not fetched"
+            action = store.fetch_plan(name, None)[0]  # the words of `data fetch --dry-run`
+            state = {"staged": "staged", "copy": "stageable"}.get(action, "not fetched")
             source = "download" if ds.downloadable else "no download"
             print(f"{name:{width}s}  {state:11s}  {ds.status:7s}  {source:11s}  checksums: {ds.checksums}")
     return 0
@@ -91,11 +95,15 @@ def _cache(args) -> int:
     from pathlib import Path
 
     from replicate.core import settings
-    from replicate.runs import archive
 
     if args.action == "import":
         if args.names or args.new:
             raise ReplicateError("cache import takes the archive alone: it imports every run in it")
+        if not Path(args.file).is_file():  # before the heavy imports
+            raise ReplicateError(f"cache import: {args.file} is not a file (a `cache export` archive)")
+    from replicate.runs import archive
+
+    if args.action == "import":
         written, same, elsewhere = archive.load(Path(args.file))
         print(f"imported {written} runs into {settings.current().cache} ({same} already there, identical)"
               + "".join(f"; {count} of them ran on {device}, which notebooks here read only with "

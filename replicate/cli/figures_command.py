@@ -31,10 +31,12 @@ def add_parser(sub) -> None:
     fig.add_argument("names", nargs="*",
                      help="figures (li2020/fig2), notebooks (li2020_fig2) or papers (li2020); default all")
     fig.add_argument("--profile", default="smoke", choices=["smoke", "paper"],
-                     help="smoke: minutes, written to build/figures; paper: full scale, written to figures/")
+                     help="smoke: minutes, written to build/figures; paper: full scale, written to figures/ "
+                          "(with --set: to build/figures, labelled MODIFIED)")
     fig.add_argument("--list", action="store_true", help="list the available figures and exit")
     fig.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                     help="extra notebook parameter (checked against its parameters cell)")
+                     help="a notebook parameter (a knob of its parameters cell, checked against it); repeat it "
+                          "for several")
     fig.add_argument("--check", action="store_true",
                      help="with --profile paper: regenerate into build/check and compare with the committed "
                           "CSVs and claim verdicts within the stated tolerance (replicate/cli/check.py); with a "
@@ -113,9 +115,10 @@ def _figures_command(args) -> int:
     if args.time_budget is not None:
         args.time_budget = budget.parse(args.time_budget)
     _executor_settings(args)
-    from replicate.cli import runner
     if args.check:
         return _check(args, overrides)
+    from replicate.cli import runner
+
     return 1 if runner.run(args.names, args.profile, overrides, log_output=args.verbose,
                            time_budget=args.time_budget) else 0
 
@@ -131,7 +134,6 @@ def _executor_settings(args) -> None:
 
 
 def _check(args, overrides) -> int:
-    from replicate.cli import check, runner
     from replicate.core import paths, settings
 
     # A labelled command of report/reduced.py (its --set ... out_dir=figures/cpu_scale or figures/modified, or a
@@ -143,6 +145,7 @@ def _check(args, overrides) -> int:
         raise ReplicateError("--check regenerates the committed figures: use it with --profile paper and no --set, "
                              "or with a labelled command of REPLICATION.md (its --set out_dir=figures/cpu_scale or "
                              "figures/modified)")
+    from replicate.cli import check, runner  # after the refusal: these import torch and papermill
     folder = Path(out_dir).resolve().relative_to(paths.figures_dir().resolve()) if labelled else Path()
     committed, fresh = paths.figures_dir() / folder, settings.current().build / "check" / folder
     failed = runner.run(args.names, "paper", {**overrides, "out_dir": str(fresh)}, log_output=args.verbose,

@@ -82,7 +82,9 @@ def main(argv=None) -> int:
     bench_command.add_parser(sub)
     data_command.add_parsers(sub)
     ledger_command.add_parser(sub)
-    rep = sub.add_parser("report", help="regenerate REPLICATION.md from figures/")
+    rep = sub.add_parser("report", help="regenerate REPLICATION.md from figures/",
+                         description="regenerate REPLICATION.md and README.md's status table from the committed "
+                                     "figures' claims records (figures/**/*.claims.json); computes nothing")
     rep.add_argument("--work", action="store_true",
                      help="first re-enumerate the GPU-scale figures' paper-profile work into figures/gpu_work.json "
                           "(loads the datasets their epoch-based runs train on; counts ops per local step)")

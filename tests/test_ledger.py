@@ -180,8 +180,8 @@ def test_a_graphed_steps_op_by_op_cost_is_marked_an_estimate_not_a_bound(monkeyp
             for row in out.splitlines()[3:16]}
     assert line["fedprox2020/fig3 [shakespeare]"].split()[-3] == "‡" and line["khanduri2021/fig2"].split()[-3] == "*"
     assert " of it ‡)" in out and "an estimate, likely high, not a bound" in out
-    assert main(["figures", "--estimate", "--device", "cpu"]) == 0  # no graph on a CPU: no ‡, and no word of it
-    assert "‡" not in capsys.readouterr().out
+    assert main(["figures", "--estimate", "--device", "cpu"]) == 2  # the model prices a GPU: not a CPU's minutes
+    assert "models the GPU-scale figures on a GPU" in capsys.readouterr().err
     from replicate.report import gpu_work
     recorded = json.loads((paths.figures_dir() / "gpu_work.json").read_text())["estimate"]
     table = "\n".join(gpu_work.estimate_table(recorded))

@@ -280,7 +280,7 @@ def test_every_setting_is_checked_at_the_edge_in_one_line(monkeypatch, capsys):
     monkeypatch.setenv("REPLICATE_DEVICE", "tpu")  # a flag's bad value is named in the same line as the variables'
     assert main(["figures", "--list", "--workers", "0"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "REPLICATE_DEVICE must be" in err and "REPLICATE_WORKERS must be" in err
+    assert "\n" not in err and "REPLICATE_DEVICE must be" in err and "--workers must be" in err  # the flag typed
     monkeypatch.delenv("REPLICATE_DEVICE")
     assert settings.current().checkpoint_s == 120.0 and settings.current().workers == 2
 

@@ -100,7 +100,7 @@ def _cache(args) -> int:
         if args.names or args.new:
             raise ReplicateError("cache import takes the archive alone: it imports every run in it")
         if not Path(args.file).is_file():  # before the heavy imports
-            raise ReplicateError(f"cache import: {args.file} is not a file (a `cache export` archive)")
+            raise ReplicateError(f"cache import: no such archive {args.file} (a file `cache export` wrote)")
     from replicate.runs import archive
 
     if args.action == "import":

@@ -19,12 +19,6 @@ EXIT_STATUS = """exit status:
   130  interrupted by Ctrl-C (SIGINT): the runs in flight saved likewise; rerun the same command to resume"""
 
 
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive whole number, got {text!r}")
-    return int(text)
-
-
 def add_parser(sub) -> None:
     fig = sub.add_parser("figures", help="run figure notebooks with papermill", epilog=EXIT_STATUS,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -51,9 +45,9 @@ def add_parser(sub) -> None:
                           "or ray, the Ray cluster at --ray-address (see docs/cluster.md)")
     fig.add_argument("--ray-address", metavar="HOST:PORT", default=None,
                      help="the Ray cluster's head node (default RAY_ADDRESS; none: a private cluster of this machine)")
-    fig.add_argument("--workers", type=_positive, default=None,
+    fig.add_argument("--workers", type=int, default=None,
                      help="worker processes of the local executor (default REPLICATE_WORKERS, else one per core)")
-    fig.add_argument("--batch-runs", type=_positive, default=None, metavar="R",
+    fig.add_argument("--batch-runs", type=int, default=None, metavar="R",
                      help="train up to R runs of a sweep as one batch; 1: one by one (default REPLICATE_BATCH_RUNS, "
                           "else batched where a batch computes bitwise what its runs compute alone, the logistic "
                           "model, and for every model on CUDA, where neural runs agree to float32 "

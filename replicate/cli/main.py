@@ -18,7 +18,13 @@ def _settings(args):
              if field in ("executor", "ray_address", "workers", "batch_runs")
              and getattr(args, field, None) is not None}
     source = getattr(args, "source", None)  # `data fetch --from DIR` stages from DIR, whatever the variable says
-    read = settings.Settings.read(given=flags, skip=("REPLICATE_DATA_FROM",) if source else ())
+    try:
+        read = settings.Settings.read(given=flags, skip=("REPLICATE_DATA_FROM",) if source else ())
+    except ReplicateError as exc:  # a flag's bad value is named by the flag the user typed
+        message = str(exc)
+        for name in flags:
+            message = message.replace(f"{name} must", f"--{settings.VARIABLES[name][0].replace('_', '-')} must")
+        raise ReplicateError(message) from None
     return read.replace(data_from=None) if source else read
 
 

@@ -112,6 +112,7 @@ def test_a_signal_saves_the_runs_in_flight_and_the_rerun_finishes_them_identical
     resumed = _start(tmp_path)  # the same command again, to the end
     _, err = resumed.communicate(timeout=240)
     assert resumed.returncode == 0, err
+    assert f"; {len(saved)} runs went on from their checkpoints" in err  # the done line says it resumed
     assert not list((build / "cache" / "checkpoints").glob("*.pt"))  # every cut-off run resumed and was stored
     assert (build / CSV).read_bytes() == reference()
 

@@ -341,6 +341,8 @@ def _run_all(notebooks, profile, overrides, executed_dir, committed, target, bud
                 if total:
                     parts.append(f"{holding}/{total} {words}")
             status = "; ".join(["no replication claims"] + parts)
+        if record.get("runs_resumed"):  # the rerun of a command cut off: where it went on from
+            status += f"; {record['runs_resumed']} runs went on from their checkpoints"
         tqdm.write(f"done   {nb.key} in {elapsed:.0f}s ({status}) -> {target / nb.paper}", file=sys.stderr)
     _route_asyncio_log(None)
     if committed:

@@ -9,6 +9,7 @@ from tqdm.auto import tqdm
 
 from replicate.core import settings
 from replicate.core.fileio import atomic_write_text
+from replicate.runs import checkpoints
 from replicate.runs.config import RunConfig
 from replicate.runs.keys import VERSION
 
@@ -33,6 +34,7 @@ class RunLog:
     to_compute: int = 0  # runs announced (``planned``) or started here, that are not in the cache
     computed: int = 0  # of those, finished (here or by a worker process)
     pending: int = 0  # announced and not started here nor finished by a worker
+    resumed: int = 0  # of those announced, the runs with a checkpoint to go on from (cut off before: Ctrl-C, a budget)
     announced: set = field(default_factory=set)  # entries ``planned`` so far (each counted once)
     by_dataset: dict = field(default_factory=dict)  # dataset → compute seconds: where a figure's time goes
     seconds: dict = field(default_factory=dict)  # run key → compute seconds, so totals over figures count a run once
@@ -68,6 +70,7 @@ class RunLog:
         twice (a figure's sweep, then its frame) counts once."""
         new = [name for name in entries if name not in self.announced]
         self.announced.update(new)
+        self.resumed += sum((checkpoints.folder() / f"{name}.pt").is_file() for name in new)
         self.to_compute += len(new)
         self.pending += len(new)
         self._report()
@@ -78,6 +81,7 @@ class RunLog:
             self.pending -= 1
         else:
             self.to_compute += 1
+            self.resumed += entry is not None and (checkpoints.folder() / f"{entry}.pt").is_file()
         self._report()
 
     def finished(self, by_worker: bool = False) -> None:
@@ -111,7 +115,8 @@ class RunLog:
                 "runs_compute_s": round(self.compute_s, 1), "runs_untimed": self.untimed,
                 "runs_compute_by_dataset_s": {k: round(v, 1) for k, v in sorted(self.by_dataset.items())},
                 "run_seconds": dict(sorted(self.seconds.items())), "cache_version": VERSION,
-                "machines": dict(sorted(self.machines.items()))}
+                "machines": dict(sorted(self.machines.items())),
+                **({"runs_resumed": self.resumed} if self.resumed else {})}
 
 
 __all__ = ["RunLog"]

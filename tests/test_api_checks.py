@@ -30,6 +30,9 @@ from replicate.runs.config import RunConfig
     (dict(model="cnn", hidden=5), "model 'cnn' has no hidden width to set"),
     (dict(dataset="synthetic"), r"takes its \(α, β\) in its name: e.g. dataset='synthetic\(1,1\)'"),
     (dict(dataset="mnist"), r"unknown dataset 'mnist'.*replicate.load_dataset\(name, partition=...\)"),
+    (dict(model="mlp", hidden=0), r"hidden \(the width of 'mlp''s hidden layer\) must be >= 1, got 0"),
+    (dict(num_clients=0), "num_clients must be >= 1, got 0"),
+    (dict(dataset="quadratic", num_clients=5), "fixed counterexample: leave data_seed and num_clients unset"),
 ])
 def test_a_run_config_refuses_a_wrong_value_when_made(changes, said):
     start = time.perf_counter()
@@ -41,7 +44,11 @@ def test_a_run_config_refuses_a_wrong_value_when_made(changes, said):
 def test_numpy_scalars_and_the_packages_names_are_accepted():
     config = RunConfig(dataset="mnist_balanced", model="lenet", rounds=np.int64(3), client_lr=np.float32(0.1),
                        algorithm=rp.FedAvg(clients_per_round=np.int64(5)))
-    assert config.rounds == 3 and RunConfig(dataset="quadratic").dataset == "quadratic"
+    assert type(config.rounds) is int and type(config.client_lr) is float  # plain: a run's key is JSON
+    assert type(config.algorithm.clients_per_round) is int
+    assert keys.key(config, device="cpu") == keys.key(config.replace(rounds=3), device="cpu")  # one entry
+    assert type(rp.FedProx(prox_mu=0).prox_mu) is int  # a Python int stays one: recorded keys keep their names
+    assert RunConfig(dataset="quadratic").dataset == "quadratic"
     assert RunConfig(dataset="synthetic(0.5,0.5)", model="Net@0123456789ab").model == "Net@0123456789ab"
 
 
@@ -70,7 +77,7 @@ def test_federate_refuses_an_empty_client_and_a_test_split_that_is_not_one():
     assert all(n >= 1 for n in rp.federate(x, y, rp.partitions.dirichlet(0.5, 20)).train.sizes.tolist())
     with pytest.raises(ReplicateError, match=r"test must be a pair \(x_test, y_test\)"):
         rp.federate(x, y, rp.partitions.iid(5), test=x[:5])
-    with pytest.raises(ReplicateError, match=r"test inputs have shape \(10,\) a row, train inputs \(20,\)"):
+    with pytest.raises(ReplicateError, match=r"a test row has shape \(10,\), a training row \(20,\)"):
         rp.federate(x, y, rp.partitions.iid(5), test=(x[:5, :10], y[:5]))
 
 

@@ -38,10 +38,19 @@ def check_value(owner: str, name: str, value, annotation) -> None:
         raise ReplicateError(f"{owner}: {name} must be {wanted}, got {value!r}")
 
 
+def plain(value):
+    """A NumPy scalar as the Python number it holds (a run's key is JSON, which NumPy's scalars are not); any other
+    value as it is (an int given for a float stays an int: the keys of runs recorded so stay theirs)."""
+    return value.item() if type(value).__module__ == "numpy" and hasattr(value, "item") else value
+
+
 def check_fields(instance) -> None:
-    """``check_value`` for every field of a dataclass instance."""
+    """``check_value`` for every field of a (frozen) dataclass instance, each NumPy scalar made ``plain``."""
     for field in dataclasses.fields(instance):
-        check_value(type(instance).__name__, field.name, getattr(instance, field.name), field.type)
+        value = getattr(instance, field.name)
+        check_value(type(instance).__name__, field.name, value, field.type)
+        if plain(value) is not value and _kinds(field.type) is not None:
+            object.__setattr__(instance, field.name, plain(value))
 
 
 def check_seed(seed, name: str = "seed") -> None:

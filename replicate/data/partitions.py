@@ -275,7 +275,7 @@ def plot_label_heatmap(counts, ax=None):
     if counts.ndim != 2:
         raise ReplicateError(f"counts must be a clients × classes matrix, got shape {counts.shape}")
     if ax is None:
-        _, ax = plt.subplots(figsize=(max(4.0, 0.2 * counts.shape[0]), 3.0), layout="constrained")  # labels kept
+        _, ax = plt.subplots(figsize=(min(12.0, max(4.0, 0.2 * counts.shape[0])), 3.0), layout="constrained")
     image = ax.imshow(counts.T, aspect="auto", origin="lower", cmap="viridis", interpolation="nearest")
     ax.set_xlabel("client")
     ax.set_ylabel("label")
@@ -309,7 +309,8 @@ def federate(x, y, partition: Partition, seed: int = 0, test=None, name: str = "
             raise ReplicateError("test must be a pair (x_test, y_test)")
         x_test, y_test = _arrays(*test, "test")
         if x_test.shape[1:] != x.shape[1:]:
-            raise ReplicateError(f"test inputs have shape {x_test.shape[1:]} a row, train inputs {x.shape[1:]}")
+            raise ReplicateError(f"a test row has shape {x_test.shape[1:]}, a training row {x.shape[1:]}: they must "
+                                 "match")
         pools.append(y_test)
     top = max(int(p.max()) for p in pools) + 1
     num_classes = top if num_classes is None else num_classes

@@ -79,8 +79,13 @@ class RunConfig:
                                  f"(got local_steps={self.local_steps}, local_epochs={self.local_epochs})")
         if self.rounds < 1 or self.eval_every < 1:
             raise ReplicateError(f"rounds and eval_every must be >= 1, got {self.rounds} and {self.eval_every}")
+        if self.num_clients is not None and self.num_clients < 1:
+            raise ReplicateError(f"num_clients must be >= 1, got {self.num_clients}")
         if isinstance(self.dataset, str):
             check_dataset_name(self.dataset)
+        if self.dataset == "quadratic" and (self.data_seed, self.num_clients) != (None, None):
+            raise ReplicateError("dataset 'quadratic' is Li et al.'s fixed counterexample: leave data_seed and "
+                                 "num_clients unset")
         if isinstance(self.model, str):
             models.check_preset(self.model, self.hidden)
         if self.execution not in engine.EXECUTIONS:

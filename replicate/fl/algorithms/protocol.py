@@ -61,7 +61,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 import torch
 
-from replicate.core.checks import check_value
+from replicate.core.checks import check_fields, check_value
 from replicate.core.errors import ReplicateError
 # the declared plain-SGD update and the step an algorithm's client step descends with (``fl/sgd.py``)
 from replicate.fl.sgd import PlainSGD, descend_ as descend_
@@ -223,6 +223,7 @@ def _check_types_first(cls) -> None:
             if name in types:
                 check_value(cls.__name__, name, value, types[name])
         init(self, *args, **kwargs)
+        check_fields(self)  # NumPy scalars made plain: the settings enter a run's key as JSON
 
     cls.__init__ = __init__
 

@@ -52,6 +52,8 @@ def check_preset(name: str, hidden: int | None = None) -> None:
     if hidden is not None and name not in _WIDENED:
         raise ReplicateError(f"model {name!r} has no hidden width to set (hidden={hidden}); "
                              f"{', '.join(_WIDENED)} have one")
+    if hidden is not None and hidden < 1:
+        raise ReplicateError(f"hidden (the width of {name!r}'s hidden layer) must be >= 1, got {hidden}")
 
 
 def graphed(name: str) -> bool:

@@ -25,7 +25,8 @@ from replicate.runs.config import RunConfig
     (dict(eval_every=0), "eval_every must be >= 1"),
     (dict(seed="a"), "seed must be an integer, got 'a'"),
     (dict(seed=-1), r"seed must be an integer in \[0, 2\*\*32\), got -1"),
-    (dict(client_lr="0.1"), "client_lr must be a number, got '0.1'"),
+    (dict(client_lr="0.1"), "client_lr must be a finite number, got '0.1'"),
+    (dict(client_lr=float("inf")), "client_lr must be a finite number, got inf"),
     (dict(model="MLP"), "unknown model 'MLP'; the presets are logistic, cnn, char_lstm, mlp, lenet"),
     (dict(model="cnn", hidden=5), "model 'cnn' has no hidden width to set"),
     (dict(dataset="synthetic"), r"takes its \(α, β\) in its name: e.g. dataset='synthetic\(1,1\)'"),
@@ -56,7 +57,8 @@ def test_numpy_scalars_and_the_packages_names_are_accepted():
     (lambda: rp.FedAvg(clients_per_round="10"), "FedAvg: clients_per_round must be an integer, got '10'"),
     (lambda: rp.FedAvg(clients_per_round=2.5), "clients_per_round must be an integer, got 2.5"),
     (lambda: rp.FedProx(clients_per_round=None), "FedProx: clients_per_round must be an integer, got None"),
-    (lambda: rp.FedProx(prox_mu="0.01"), "FedProx: prox_mu must be a number, got '0.01'"),
+    (lambda: rp.FedProx(prox_mu="0.01"), "FedProx: prox_mu must be a finite number, got '0.01'"),
+    (lambda: rp.FedProx(prox_mu=float("nan")), "FedProx: prox_mu must be a finite number, got nan"),
     (lambda: rp.LocalUpdate(nesterov="yes"), "nesterov must be True or False"),
 ])
 def test_an_algorithm_refuses_a_setting_of_the_wrong_type_before_its_own_checks(make, said):
@@ -75,6 +77,8 @@ def test_federate_refuses_an_empty_client_and_a_test_split_that_is_not_one():
     with pytest.raises(ReplicateError, match=r"left \d+ of its 100 clients without a sample; give min_size=1"):
         rp.federate(x, y, rp.partitions.dirichlet(0.5, 100, min_size=0))
     assert all(n >= 1 for n in rp.federate(x, y, rp.partitions.dirichlet(0.5, 20)).train.sizes.tolist())
+    with pytest.raises(ReplicateError, match="train inputs hold 1 values that are NaN or infinite"):
+        rp.federate(np.where(np.arange(1000).reshape(50, 20) == 7, np.nan, x), y, rp.partitions.iid(5))
     with pytest.raises(ReplicateError, match=r"test must be a pair \(x_test, y_test\)"):
         rp.federate(x, y, rp.partitions.iid(5), test=x[:5])
     with pytest.raises(ReplicateError, match=r"a test row has shape \(10,\), a training row \(20,\)"):

@@ -3,6 +3,7 @@ actionable message, raised before anything is computed."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import numbers
 
 from replicate.core.errors import ReplicateError
@@ -11,7 +12,7 @@ from replicate.core.errors import ReplicateError
 # is left to its owner's own checks.
 _PLAIN = {
     "int": ("an integer", lambda v: isinstance(v, numbers.Integral) and not _is_bool(v)),
-    "float": ("a number", lambda v: isinstance(v, numbers.Real) and not _is_bool(v)),
+    "float": ("a finite number", lambda v: isinstance(v, numbers.Real) and not _is_bool(v) and math.isfinite(v)),
     "str": ("a string", lambda v: isinstance(v, str)),
     "bool": ("True or False", lambda v: _is_bool(v)),
     "None": ("None", lambda v: v is None),

@@ -287,6 +287,8 @@ def plot_label_heatmap(counts, ax=None):
 
 def _arrays(x, y, what: str) -> tuple[np.ndarray, np.ndarray]:
     x = x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+    if np.issubdtype(x.dtype, np.floating) and not np.isfinite(x).all():  # a NaN trains to NaN, silently
+        raise ReplicateError(f"{what} inputs hold {int((~np.isfinite(x)).sum())} values that are NaN or infinite")
     y = _labels(y)
     if x.ndim == 0 or len(x) != len(y):
         raise ReplicateError(f"{what}: {len(x) if x.ndim else 0} inputs but {len(y)} labels; give one label per row")

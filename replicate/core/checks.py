@@ -32,7 +32,7 @@ def _kinds(annotation) -> list[str] | None:
 
 def check_value(owner: str, name: str, value, annotation) -> None:
     """Refuse ``value`` for field ``name`` of ``owner`` unless it has the field's plain type (an int for ``int``,
-    a number for ``float``, NumPy's scalars included; never a bool for a number, nor a string for either)."""
+    a finite number for ``float``, NumPy's scalars included; never a bool for a number, nor a string for either)."""
     kinds = _kinds(annotation)
     if kinds is not None and not any(_PLAIN[kind][1](value) for kind in kinds):
         wanted = " or ".join(_PLAIN[kind][0] for kind in kinds)

@@ -198,7 +198,7 @@ def register(name: str, example: dict):
         known = ALGORITHMS.get(name)
         if known is not None and (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
             raise ValueError(f"two algorithms registered as {name!r}: {known.__name__}, {cls.__name__}")
-        ALGORITHMS[name] = cls  # the same class defined again (a notebook cell run twice, a module reloaded): the new
+        ALGORITHMS[name] = cls  # the same class defined again (a cell run twice, a module reloaded) replaces it
         EXAMPLES[name] = dict(example)
         _check_types_first(cls)
         if (cls.__doc__ or "").startswith(cls.__name__ + "("):  # the signature a dataclass writes: help(cls) shows

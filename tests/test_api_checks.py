@@ -9,13 +9,14 @@ import sys
 import time
 
 import numpy as np
+import pandas as pd
 import pytest
 from torch import nn
 
 import replicate as rp
 from replicate.core.errors import ReplicateError
 from replicate.fl.algorithms import ALGORITHMS, protocol
-from replicate.runs import keys
+from replicate.runs import cache, keys
 from replicate.runs.config import RunConfig
 
 
@@ -141,14 +142,21 @@ def test_the_code_of_ones_own_algorithm_and_dataset_is_in_its_runs_key(tmp_path,
             module = importlib.import_module("edited_code")  # defined again: it replaces its first registration
             config = RunConfig(dataset="edited_synthetic", algorithm=module.EditedAvg(clients_per_round=2))
             names.append(keys.key(config, device="cpu"))
-            assert set(keys._own_code(config)) == {"algorithm", "dataset"}
+            assert set(keys.own_code(config)) == {"algorithm", "dataset"}
+        _, meta = cache.entry_of(config, None, None, pd.DataFrame({"round": [0]}), 1.0, "cpu", serialize=False)
     finally:
         registry.BUILDERS.pop("edited_synthetic", None), registry.READS.pop("edited_synthetic", None)
         protocol.ALGORITHMS.pop("edited_avg", None), protocol.EXAMPLES.pop("edited_avg", None)
         sys.modules.pop("edited_code", None)
     assert names[0] == names[1] and len(set(names)) == 3
+    # a process that has not imported the builder (`cache export`) names the run by the code its sidecar recorded
+    protocol.register("edited_avg", example={})(module.EditedAvg)
+    try:
+        assert keys.entry_name(meta) == names[-1]
+    finally:
+        protocol.ALGORITHMS.pop("edited_avg", None), protocol.EXAMPLES.pop("edited_avg", None)
     for name in ALGORITHMS:  # the package's: nothing of this kind in their keys
-        assert not keys._own_code(RunConfig(dataset="mnist_balanced", algorithm=protocol.example(name)))
+        assert not keys.own_code(RunConfig(dataset="mnist_balanced", algorithm=protocol.example(name)))
 
 
 def test_a_dataset_reads_as_what_it_is_and_its_heat_map_counts_in_whole_numbers(tmp_path, monkeypatch):

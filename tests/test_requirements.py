@@ -55,10 +55,12 @@ def test_a_figure_whose_data_is_missing_is_refused_before_any_notebook_starts(no
 
     monkeypatch.setenv("REPLICATE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("REPLICATE_BUILD", str(tmp_path / "build"))
-    refused = requirements.refusal(["li2020/fig2", "khanduri2021/fig5", "li2020/table2"], "smoke")
-    assert refused.startswith("khanduri2021/fig5, li2020/table2 cannot run here: mnist is not available, and no "
-                              "cached run read it: run `python -m replicate data fetch mnist`"), refused
-    assert requirements.refusal(["li2020/fig2", "notes/convex"], "smoke") is None
+    blocked = requirements.blocked(["li2020/fig2", "khanduri2021/fig5", "li2020/table2"], "smoke")
+    assert list(blocked) == ["khanduri2021/fig5", "li2020/table2"]
+    refused = "khanduri2021/fig5 cannot run here: " + blocked["khanduri2021/fig5"]
+    assert refused.startswith("khanduri2021/fig5 cannot run here: mnist is not available, and no cached run read it: "
+                              "run `python -m replicate data fetch mnist`"), refused
+    assert requirements.blocked(["li2020/fig2", "notes/convex"], "smoke") == {}
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "replicate", "figures", "khanduri2021/fig5"],
                           capture_output=True, text=True, timeout=120)
@@ -66,6 +68,10 @@ def test_a_figure_whose_data_is_missing_is_refused_before_any_notebook_starts(no
     assert done.returncode == 2 and done.stderr.strip().splitlines() == ["error: " + refused.replace(
         "khanduri2021/fig5, li2020/table2", "khanduri2021/fig5")], done.stderr
     assert not (tmp_path / "build" / "executed").exists() and took < 20, took  # no kernel started
+    both = subprocess.run([sys.executable, "-m", "replicate", "figures", "khanduri2021/fig5", "notes/optimal_e"],
+                          capture_output=True, text=True, timeout=300)  # a batch: the others run, these are said
+    assert both.returncode == 1 and "skipped khanduri2021/fig5: mnist is not available" in both.stderr, both.stderr
+    assert "done   notes/optimal_e" in both.stderr
     (tmp_path / "cache" / "to_target").mkdir(parents=True)  # a cached run that read MNIST (its sidecar says so)
     (tmp_path / "cache" / "to_target" / "0123_to_0.5.json").write_text(json.dumps({"dataset": "mnist_stem_high"}))
-    assert requirements.refusal(["khanduri2021/fig5"], "smoke") is None
+    assert requirements.blocked(["khanduri2021/fig5"], "smoke") == {}

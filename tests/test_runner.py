@@ -512,7 +512,7 @@ def test_reduced_scale_commands_still_write_figures_cpu_scale(project, monkeypat
     paper, figure = reduced.REDUCED[0].key.split("/")[1:]
     _notebook(project / "notebooks", f"{paper}_{figure}", GOOD.replace('"notes"', f'"{paper}"')
               .replace('"figA"', f'"{figure}"'))
-    monkeypatch.setattr(requirements, "refusal", lambda *args: None)  # this stand-in notebook reads no data
+    monkeypatch.setattr(requirements, "blocked", lambda *args: {})  # this stand-in notebook reads no data
     monkeypatch.chdir(project)
     assert runner.run([f"{paper}/{figure}"], "paper", {"out_dir": "figures/cpu_scale"}) == 0
     record = json.loads((project / "figures" / "cpu_scale" / paper / f"{figure}.claims.json").read_text())

@@ -56,7 +56,7 @@ def add_parser(sub) -> None:
     fig.add_argument("--estimate", action="store_true",
                      help="print what each GPU-scale figure's paper profile still costs on --device, from the "
                           "timings of the committed run ledger, each marked measured, estimate or bound")
-    fig.add_argument("--device", default=None, help="with --estimate: the device type (default cuda)")
+    fig.add_argument("--device", default=None, help="with --estimate: cuda, the one device it models (default)")
     fig.set_defaults(func=_figures)
 
 

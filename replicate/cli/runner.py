@@ -35,7 +35,7 @@ from replicate.report.claims import PROFILES
 from replicate.report.coverage import held
 from replicate.core.fileio import atomic_file, atomic_write_text, check_writable
 from replicate.core.errors import ReplicateError
-from replicate.experiments import catalog, knobs
+from replicate.experiments import catalog, knobs, requirements
 from replicate.data import cache as data_cache
 from replicate.runs import cache, checkpoints, keys
 from replicate.cli.notebooks import FigureNotebook, discover, resolve  # noqa: F401  (runner.resolve, ...)
@@ -244,18 +244,20 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
                    f"(before VERSION {keys.VERSION}, or before it recorded checksums); they are not read and are "
                    "recomputed when needed "
                    "(`make clean-cache` frees their space)", file=sys.stderr)
-    from replicate.experiments import requirements
-
-    if refused := requirements.refusal([nb.key for nb in notebooks], profile, overrides):
-        raise ReplicateError(refused)  # before any kernel starts: one line, not a traceback seconds later
+    blocked = requirements.blocked([nb.key for nb in notebooks], profile, overrides)  # said before any kernel starts
+    if blocked and len(blocked) == len(notebooks):
+        raise ReplicateError(f"{', '.join(blocked)} cannot run here: {'; '.join(dict.fromkeys(blocked.values()))}")
+    for key, why in blocked.items():  # the others run; these count as failed
+        tqdm.write(f"skipped {key}: {why}", file=sys.stderr)
+    notebooks = [nb for nb in notebooks if nb.key not in blocked]
     # the runs in flight, in the kernels and their workers, save and stop at a round boundary when asked
     stop = checkpoints.stop_file()
     budget = Budget(time_budget, on_deadline=lambda: checkpoints.request_stop(stop)) if time_budget else None
     try:
         with (settings.use(settings.current().replace(stop_file=stop)), Signals(stop, budget).installed() as signals,
               _quiet_when_stopping(signals), _streamed(log_output)):
-            return _run_all(notebooks, profile, overrides, executed_dir, committed, target, budget, log_output,
-                            signals)
+            return len(blocked) + _run_all(notebooks, profile, overrides, executed_dir, committed, target, budget,
+                                           log_output, signals)
     finally:
         stop.unlink(missing_ok=True)
 

@@ -12,7 +12,8 @@ from replicate.core.errors import ReplicateError
 # is left to its owner's own checks.
 _PLAIN = {
     "int": ("an integer", lambda v: isinstance(v, numbers.Integral) and not _is_bool(v)),
-    "float": ("a finite number", lambda v: isinstance(v, numbers.Real) and not _is_bool(v) and math.isfinite(v)),
+    "float": ("a finite number", lambda v: isinstance(v, numbers.Real) and not _is_bool(v)
+              and (isinstance(v, numbers.Integral) or math.isfinite(v))),  # an int is finite (and may overflow a float)
     "str": ("a string", lambda v: isinstance(v, str)),
     "bool": ("True or False", lambda v: _is_bool(v)),
     "None": ("None", lambda v: v is None),
@@ -45,13 +46,19 @@ def plain(value):
     return value.item() if type(value).__module__ == "numpy" and hasattr(value, "item") else value
 
 
-def check_fields(instance) -> None:
-    """``check_value`` for every field of a (frozen) dataclass instance, each NumPy scalar made ``plain``."""
+def make_plain(instance) -> None:
+    """Each NumPy scalar in a plain field of a (frozen) dataclass instance made ``plain``."""
     for field in dataclasses.fields(instance):
         value = getattr(instance, field.name)
-        check_value(type(instance).__name__, field.name, value, field.type)
         if plain(value) is not value and _kinds(field.type) is not None:
             object.__setattr__(instance, field.name, plain(value))
+
+
+def check_fields(instance) -> None:
+    """``check_value`` for every field of a (frozen) dataclass instance, then ``make_plain``."""
+    for field in dataclasses.fields(instance):
+        check_value(type(instance).__name__, field.name, getattr(instance, field.name), field.type)
+    make_plain(instance)
 
 
 def check_seed(seed, name: str = "seed") -> None:

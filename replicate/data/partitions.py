@@ -270,6 +270,7 @@ def plot_label_heatmap(counts, ax=None):
     """A heat map of label counts (``describe(...)["counts"]``, clients × classes): clients across, labels up.
     Draws on ``ax`` (a new figure when None) and returns it."""
     import matplotlib.pyplot as plt  # here: plotting is optional for the data layer
+    from matplotlib.ticker import MaxNLocator
 
     counts = np.asarray(counts)
     if counts.ndim != 2:
@@ -280,7 +281,7 @@ def plot_label_heatmap(counts, ax=None):
     ax.set_xlabel("client")
     ax.set_ylabel("label")
     for axis in (ax.xaxis, ax.yaxis):  # clients and labels are whole numbers
-        axis.get_major_locator().set_params(integer=True)
+        axis.set_major_locator(MaxNLocator(integer=True))
     ax.figure.colorbar(image, ax=ax, label="samples")
     return ax
 

@@ -66,14 +66,14 @@ def skip_reason(key: str, profile: str = "smoke") -> str | None:
     return _not_available(absent) if absent else None
 
 
-def refusal(keys, profile: str, overrides: dict | None = None) -> str | None:
-    """One line, said before any notebook starts, for the figures of ``keys`` that read a dataset that is neither
-    here nor read by any cached run, so that their first run would fail; else ``None``. A figure whose dataset is
-    missing but whose runs may all be cached (from the ledger, or ``cache import``) is let through: it needs no
-    data, and its notebook says so if a run turns out not to be cached."""
+def blocked(keys, profile: str, overrides: dict | None = None) -> dict[str, str]:
+    """The figures of ``keys`` that read a dataset that is neither here nor read by any cached run, so that their
+    first run would fail, each with the sentence that says which and how to stage it. A figure whose dataset is
+    missing but whose runs may all be cached (from the ledger, or ``cache import``) is left out: it needs no data,
+    and its notebook says so if a run turns out not to be cached."""
     absent = {key: missing(key, profile, overrides) for key in keys if catalog.FIGURES.get(key)}  # with a config
     if not any(absent.values()):
-        return None
+        return {}
     from replicate.runs import cache
 
     cached = set()
@@ -82,9 +82,5 @@ def refusal(keys, profile: str, overrides: dict | None = None) -> str | None:
             cached.update(staged(name))
         except ReplicateError:  # a run of a dataset of one's own, registered by another program
             continue
-    absent = {key: [name for name in names if name not in cached] for key, names in absent.items()}
-    blocked = [key for key, names in absent.items() if names]
-    if not blocked:
-        return None
-    names = sorted({name for key in blocked for name in absent[key]})
-    return f"{', '.join(blocked)} cannot run here: " + _not_available(names, ", and no cached run read it")
+    return {key: _not_available(left, ", and no cached run read it") for key, names in absent.items()
+            if (left := [name for name in names if name not in cached])}

@@ -10,6 +10,7 @@ clipping); a paper's conventions are a preset its experiments pass, e.g. Li et a
 """
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import functools
 import inspect
@@ -30,6 +31,7 @@ from replicate.fl.models.module import as_model
 from replicate.fl.schedules import FORMER_NAMES, LRSchedule
 
 DEFAULT_LOCAL_STEPS = 50
+_RECORDED = contextvars.ContextVar("recorded", default=False)  # a config read back (``from_dict``), not made
 _SYNTHETIC = re.compile(r"^synthetic\(([0-9.]+),\s*([0-9.]+)\)$")
 
 
@@ -81,12 +83,16 @@ class RunConfig:
             raise ReplicateError(f"rounds and eval_every must be >= 1, got {self.rounds} and {self.eval_every}")
         if self.num_clients is not None and self.num_clients < 1:
             raise ReplicateError(f"num_clients must be >= 1, got {self.num_clients}")
-        if isinstance(self.dataset, str):
-            check_dataset_name(self.dataset)
+        if isinstance(self.dataset, str) and not _RECORDED.get():
+            given = {"seed": self.data_seed, "num_clients": self.num_clients}
+            required = [p for p in check_dataset_name(self.dataset) if given.get(p) is None]
+            if required:
+                raise ReplicateError(f"dataset {self.dataset!r} needs {', '.join(required)}, which a run config "
+                                     "cannot give: build it with replicate.data.load(...) and pass the dataset")
         if self.dataset == "quadratic" and (self.data_seed, self.num_clients) != (None, None):
             raise ReplicateError("dataset 'quadratic' is Li et al.'s fixed counterexample: leave data_seed and "
                                  "num_clients unset")
-        if isinstance(self.model, str):
+        if isinstance(self.model, str) and not _RECORDED.get():
             models.check_preset(self.model, self.hidden)
         if self.execution not in engine.EXECUTIONS:
             raise ReplicateError(f"execution must be one of {', '.join(engine.EXECUTIONS)}, got {self.execution!r}")
@@ -154,7 +160,11 @@ class RunConfig:
         fields = {k: v for k, v in values.items() if k in known and k != "algorithm"}
         if fields.get("lr_schedule") in FORMER_NAMES:  # recorded before the schedules were renamed
             fields["lr_schedule"] = FORMER_NAMES[fields["lr_schedule"]]
-        return cls(**fields, algorithm=algorithm)
+        token = _RECORDED.set(True)  # names this process need not know: a builder of one's own not imported here
+        try:
+            return cls(**fields, algorithm=algorithm)
+        finally:
+            _RECORDED.reset(token)
 
     @classmethod
     def fields(cls) -> tuple[str, ...]:
@@ -162,23 +172,20 @@ class RunConfig:
 
 
 @functools.lru_cache(maxsize=64)
-def check_dataset_name(name: str) -> None:
-    """Refuse a dataset name that ``dataset`` cannot build from a name alone, before any data loads (a dataset of
-    one's own named by its contents, ``NAME@digest`` of ``runs.own``, is a cache name: not checked)."""
+def check_dataset_name(name: str) -> tuple[str, ...]:
+    """Refuse a dataset name that ``dataset`` cannot build, before any data loads (a dataset of one's own named by
+    its contents, ``NAME@digest`` of ``runs.own``, is a cache name: not checked); the parameters its builder needs."""
     from replicate import data
 
     if name in ("given", "quadratic") or "@" in name or _SYNTHETIC.match(name):
-        return
+        return ()
     if name == "synthetic":
         raise ReplicateError("dataset 'synthetic' takes its (α, β) in its name: e.g. dataset='synthetic(1,1)'")
     if name not in data.available():
         raise ReplicateError(f"unknown dataset {name!r}: a run names synthetic(α,β), quadratic or a registered "
                              "dataset (replicate.datasets()); for arrays of your own or a partition of your choice, "
                              "pass replicate.federate(x, y, partition) or replicate.load_dataset(name, partition=...)")
-    required = [p for p, default in data.parameters(name).items() if default is inspect.Parameter.empty]
-    if required:
-        raise ReplicateError(f"dataset {name!r} needs {', '.join(required)}, which a run config cannot give: "
-                             f"build it with replicate.data.load({name!r}, ...) and pass the dataset")
+    return tuple(p for p, default in data.parameters(name).items() if default is inspect.Parameter.empty)
 
 
 def make(**params) -> RunConfig:

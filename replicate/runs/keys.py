@@ -54,7 +54,7 @@ def metrics_key(extra_metrics) -> str | None:
     return name
 
 
-def key(config: RunConfig, extra_metrics=None, device: str | None = None) -> str:
+def key(config: RunConfig, extra_metrics=None, device: str | None = None, code: dict | None = None) -> str:
     """The hash of everything a run's numbers depend on: the whole config (every field, defaults
     included, so a default that changes meaning cannot alias old entries), the device type (CPU and
     CUDA draw the same streams but sum in another order) with its ``DRAWS`` version, the extra metrics
@@ -67,13 +67,15 @@ def key(config: RunConfig, extra_metrics=None, device: str | None = None) -> str
               "metrics": metrics_key(extra_metrics), "numerics": numerics(config)}
     if DRAWS.get(device):  # only where set, so the keys of the other devices' runs stay as they were
         fields["draws"] = DRAWS[device]
-    if code := _own_code(config):  # only for code of one's own, so the keys of the package's runs stay as they were
+    # only for code of one's own, so the keys of the package's runs stay as they were; ``code``: as a sidecar recorded
+    # it (a process that has not imported that code, e.g. `cache export`, names the run as the one that computed it)
+    if code := code if code is not None else own_code(config):
         fields["code"] = code
     payload = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
 
-def _own_code(config: RunConfig) -> dict[str, str]:
+def own_code(config: RunConfig) -> dict[str, str]:
     """The digests of the algorithm class and the named dataset builder of one's own that a config uses
     (``runs.own.code_digest``); empty for the package's."""
     from replicate.data.registry import BUILDERS
@@ -99,7 +101,7 @@ def entry_name(meta: dict) -> str:
     """The name this code gives the run a JSON sidecar describes (``<key>`` or ``<key>_to_<loss>``):
     an entry made under another ``VERSION``, ``NUMERICS`` or config has another name."""
     name = key(sidecar_config(meta), _Named(meta.get("extra_metrics")) if meta.get("extra_metrics") else None,
-               device=str(meta["device"]).split(":")[0])
+               device=str(meta["device"]).split(":")[0], code=meta.get("code"))
     return name if meta.get("target") is None else f"{name}_to_{meta['target']:g}"
 
 

@@ -61,7 +61,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 import torch
 
-from replicate.core.checks import check_fields, check_value
+from replicate.core.checks import check_value, make_plain
 from replicate.core.errors import ReplicateError
 # the declared plain-SGD update and the step an algorithm's client step descends with (``fl/sgd.py``)
 from replicate.fl.sgd import PlainSGD, descend_ as descend_
@@ -202,7 +202,7 @@ def register(name: str, example: dict):
         EXAMPLES[name] = dict(example)
         _check_types_first(cls)
         if (cls.__doc__ or "").startswith(cls.__name__ + "("):  # the signature a dataclass writes: help(cls) shows
-            cls.__doc__ = sys.modules[cls.__module__].__doc__  # its module's statement of the algorithm instead
+            cls.__doc__ = getattr(sys.modules.get(cls.__module__), "__doc__", None) or cls.__doc__  # its module's
         return cls
     return add
 
@@ -223,7 +223,7 @@ def _check_types_first(cls) -> None:
             if name in types:
                 check_value(cls.__name__, name, value, types[name])
         init(self, *args, **kwargs)
-        check_fields(self)  # NumPy scalars made plain: the settings enter a run's key as JSON
+        make_plain(self)  # NumPy scalars made plain numbers: the settings enter a run's key as JSON
 
     cls.__init__ = __init__
 

@@ -15,6 +15,8 @@ MODELS = {"logistic": LogisticRegression, "cnn": CNN, "char_lstm": CharLSTM, "ml
 def build(name: str, num_features: int, num_classes: int, **options) -> Model:
     """The model a run config names, for a dataset's feature count and classes."""
     check_preset(name)
+    if name not in MODELS:
+        raise ReplicateError(f"model {name!r} is sized by its dataset (image shape, vocabulary): use for_dataset")
     return MODELS[name](num_features, num_classes, **options)
 
 

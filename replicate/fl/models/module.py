@@ -59,7 +59,7 @@ class TorchModule(Model):
     def check_fits(self, x: torch.Tensor, num_classes: int) -> None:
         """Refuse, in one line and before any training, a module that cannot map this dataset's samples ``x`` to
         ``num_classes`` logits each: one forward pass of two of them."""
-        name, sample = type(self.module).__name__, x[:2].detach().cpu()
+        name, sample = type(self.module).__name__, x[:2].detach().to(next(self.module.parameters()).device)
         dtype = sample.dtype if sample.is_floating_point() else torch.float32  # a problem may compute in float64
         try:
             with torch.no_grad():

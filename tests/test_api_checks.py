@@ -173,3 +173,20 @@ def test_a_dataset_reads_as_what_it_is_and_its_heat_map_counts_in_whole_numbers(
     monkeypatch.setenv("REPLICATE_DATA_FROM", "none")
     with pytest.raises(ReplicateError, match=r"partition must be one of partitions.iid\(...\).*got 'iid'"):
         rp.load_dataset("mnist", partition="iid")
+
+
+def test_an_algorithm_of_ones_own_keeps_its_defaults_as_written():
+    """Only the settings given are type-checked: a default of one's own (``x: int = None``) is the author's."""
+    import dataclasses
+
+    @protocol.register("defaults_as_written", example={})
+    @dataclasses.dataclass(frozen=True)
+    class Mine(rp.FedAvg):
+        x: int = None
+
+    try:
+        assert Mine().x is None and Mine(x=np.int64(3)).x == 3 and type(Mine(x=np.int64(3)).x) is int
+        with pytest.raises(ReplicateError, match="Mine: x must be an integer, got 'a'"):
+            Mine(x="a")
+    finally:
+        protocol.ALGORITHMS.pop("defaults_as_written"), protocol.EXAMPLES.pop("defaults_as_written")

@@ -76,6 +76,21 @@ def test_export_import_and_replot_without_computing(tmp_path, monkeypatch, capsy
     assert "imported 0 runs" in out and "4 already there, identical" in out
 
 
+def test_export_says_which_record_names_the_runs_it_lacks(tmp_path, monkeypatch, capsys):
+    """A figure's runs that are not in this cache are counted against the record that names them, by its path,
+    so that a committed paper-profile record is not mistaken for this machine's smoke run."""
+    log = cache.RunLog(display=False)
+    publish(None, fig2.fig2(TINY, progress=False, log=log), [], paper="li2020", figure="fig2", profile="smoke",
+            provenance=log.provenance())
+    monkeypatch.setattr(paths, "figures_dir", lambda: tmp_path / "no_committed_figures")
+    record = settings.current().build / "figures" / "li2020" / "fig2.claims.json"
+    named = sorted(cache.recorded_runs(json.loads(record.read_text())))
+    (settings.current().cache / "runs" / f"{named[0]}.csv").unlink()
+    assert main(["cache", "export", str(tmp_path / "fig2.tar.xz"), "li2020/fig2"]) == 0
+    out = capsys.readouterr().out
+    assert f": {len(named) - 1} runs; 1 runs named by {record} are not in this cache" in out
+
+
 def test_reimport_skips_identical_and_refuses_a_different_entry(tmp_path, monkeypatch):
     file, empty_cache = _one_run_archive(tmp_path, monkeypatch)
     assert archive.load(file) == (2, 0, {})

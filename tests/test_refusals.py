@@ -32,6 +32,7 @@ CASES = {
     "nan, as Python spells it": (["figures", "li2020/fig2", "--set", "lr=nan"], {}, "must be a finite number"),
     "a list knob given a word": (["figures", "li2020/fig2", "--set", "local_steps=[1, x]"], {}, "not a whole JSON"),
     "a bad time budget": (["figures", "li2020/fig2", "--time-budget", "5x"], {}, "--time-budget expects"),
+    "a negative time budget": (["figures", "li2020/fig2", "--time-budget", "-5m"], {}, "got '-5m'"),
     "an unknown profile": (["figures", "li2020/fig2", "--profile", "huge"], {}, "invalid choice"),
     "an unwritable run cache": (["figures", "li2020/fig2"], {"REPLICATE_CACHE": "/proc/replicate-cache"},
                                 "the run cache (REPLICATE_CACHE)"),

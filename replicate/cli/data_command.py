@@ -114,13 +114,14 @@ def _cache(args) -> int:
     if args.names:
         from replicate.cli import runner
 
-        names, unnamed = set(), []
+        names, unnamed, records = set(), [], []
         for nb in runner.resolve(args.names):
-            runs = runner.recorded_runs(nb)
-            if runs is None:
+            named = _recorded_runs(nb)
+            if not named:
                 unnamed.append(nb.key)
-            else:
+            for record, runs in named.items():
                 names |= runs
+                records.append(record)
         if unnamed:
             print(f"not exported: {', '.join(unnamed)} (no published record of theirs names its runs; rerun them "
                   "to publish one, or export the whole cache: no NAMES)", file=sys.stderr)
@@ -132,11 +133,32 @@ def _cache(args) -> int:
     written, stale = archive.export(Path(args.file), names)
     absent = len(names - set(written) - set(stale)) if names is not None else 0
     notes = ([f"{len(stale)} stale entries left out (this code would not read them)"] if stale else []) + \
-            ([f"{absent} runs named by the figures' records are not in this cache"] if absent else [])
+            ([f"{absent} runs named by {', '.join(records)} are not in this cache (a paper-profile record names "
+              "the runs `--profile paper` computes; `cache import` brings them from where they ran)"]
+             if absent else [])
     size = Path(args.file).stat().st_size
     size = f"{size / 2**20:.1f} MiB" if size >= 2**20 else f"{size / 2**10:.0f} KiB"
     print(f"wrote {args.file} ({size}): {len(written)} runs" + "".join(f"; {n}" for n in notes))
     return 0
+
+
+def _recorded_runs(nb) -> dict[str, set[str]]:
+    """The cache entries each published claims record of this figure names (``run_seconds``), by the record's
+    path: the committed one in figures/ and the last one in build/figures, whatever their profile; a record
+    published before records named their runs is left out."""
+    import json
+    from pathlib import Path
+
+    from replicate.core import paths, settings
+    from replicate.runs import cache
+
+    named = {}
+    for root in (paths.figures_dir(), settings.current().build / "figures"):
+        claims = root / nb.paper / f"{nb.figure}.claims.json"
+        if claims.exists() and (runs := cache.recorded_runs(json.loads(claims.read_text()))) is not None:
+            shown = claims.relative_to(Path.cwd()) if paths.within(claims, Path.cwd()) else claims
+            named[str(shown)] = set(runs)
+    return named
 
 
 __all__ = ["add_parsers"]

@@ -59,6 +59,10 @@ def main(argv=None) -> int:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
     argv = list(sys.argv[1:] if argv is None else argv)
+    for i, arg in enumerate(argv[:-1]):  # `--time-budget -5m`: argparse takes "-5m" for a flag; parse() refuses it
+        if arg == "--time-budget" and argv[i + 1].startswith("-") and argv[i + 1] not in ("-h", "--help"):
+            argv[i:i + 2] = [f"--time-budget={argv[i + 1]}"]
+            break
     if argv[:1] == ["arena"] and not {"-h", "--help"} & set(argv):  # the arena is its notebook, run as figures are
         from replicate.cli import arena
 

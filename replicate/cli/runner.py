@@ -43,18 +43,6 @@ from replicate.cli.preflight import parse_value  # noqa: F401  (runner.parse_val
 from replicate.cli.signals import Interrupted, NotStarted, Signals  # noqa: F401  (runner.Interrupted)
 
 
-def recorded_runs(nb: FigureNotebook) -> set[str] | None:
-    """The cache entries this figure's published records name (``run_seconds`` of its claims record in
-    figures/ and in build/figures, whatever their profile); None when no record names them (never
-    published, or published before records named their runs)."""
-    runs = None
-    for root in (paths.figures_dir(), settings.current().build / "figures"):
-        claims = root / nb.paper / f"{nb.figure}.claims.json"
-        if claims.exists() and (named := cache.recorded_runs(json.loads(claims.read_text()))) is not None:
-            runs = (runs or set()) | set(named)
-    return runs
-
-
 def _papermill():
     """papermill, imported without ``rfc3987_syntax``: nbformat validates notebooks with jsonschema, whose format
     checkers import that package, and it compiles about 35 Lark grammars at import — 2 s of every command that

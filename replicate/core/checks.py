@@ -11,7 +11,7 @@ from replicate.core.errors import ReplicateError
 # The plain annotations ``check_fields`` checks; a field annotated with anything else (a tensor, a tuple, a class)
 # is left to its owner's own checks.
 _PLAIN = {
-    "int": ("an integer", lambda v: isinstance(v, numbers.Integral) and not _is_bool(v)),
+    "int": ("an integer", lambda v: _is_integer(v)),
     "float": ("a finite number", lambda v: isinstance(v, numbers.Real) and not _is_bool(v)
               and (isinstance(v, numbers.Integral) or math.isfinite(v))),  # an int is finite (and may overflow a float)
     "str": ("a string", lambda v: isinstance(v, str)),
@@ -22,6 +22,10 @@ _PLAIN = {
 
 def _is_bool(value) -> bool:
     return type(value).__name__ in ("bool", "bool_")  # Python's and NumPy's, without importing NumPy
+
+
+def _is_integer(value) -> bool:
+    return isinstance(value, numbers.Integral) and not _is_bool(value)
 
 
 def _kinds(annotation) -> list[str] | None:
@@ -62,15 +66,15 @@ def check_fields(instance) -> None:
 
 
 def check_seed(seed, name: str = "seed") -> None:
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**32:
+    if not _is_integer(seed) or not 0 <= seed < 2**32:
         raise ReplicateError(f"{name} must be an integer in [0, 2**32), got {seed!r}")
 
 
 def check_positive_int(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
+    if not _is_integer(value) or value <= 0:
         raise ReplicateError(f"{name} must be a positive integer, got {value!r}")
 
 
 def check_nonnegative(name: str, value, what: str = "a number") -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
+    if _is_bool(value) or not isinstance(value, numbers.Real) or not value >= 0:
         raise ReplicateError(f"{name} must be {what} >= 0, got {value!r}")

@@ -1,6 +1,6 @@
 """The work of the paper profile of every GPU-scale figure, enumerated without running it.
 
-A GPU-scale figure is one whose paper profile this project's 2-core CPU cannot run: ``FIGURES`` below is
+A GPU-scale figure is one whose paper profile the 2-core CPU of these records cannot run: ``FIGURES`` below is
 the one list of them, each with its coverage item (``report.coverage.ITEMS``). For each, its figure config at the paper
 profile (the dataclass defaults; the FedProx figures with their LSTM panels, Shakespeare and Sent140, named in
 ``datasets``) yields its run configs the way the figure's own code does: the tuning grid on the tuning seeds, then the

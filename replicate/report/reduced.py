@@ -21,9 +21,9 @@ NOT_KNOBS = ("out_dir", "workers", "data_source")  # data_source: labelled apart
 
 @dataclass(frozen=True)
 class Reduced:
-    """A run below the paper's scale, committed under ``figures/cpu_scale/<paper>/`` where the paper's
-    scale does not fit this project's CPU, or at the paper's scale with a setting changed (``modified``, under
-    ``figures/modified/``): its claims are shown, labelled, and never counted."""
+    """A run below the paper's scale, committed under ``figures/cpu_scale/<paper>/`` where the paper's scale does
+    not fit the CPU the records were computed on, or at the paper's scale with a setting changed (``modified``,
+    under ``figures/modified/``): its claims are shown, labelled, and never counted."""
 
     key: str  # figures/<key>.claims.json: "cpu_scale/<paper>/<figure>" (or "modified/...", a folder between allowed)
     what: str

@@ -311,7 +311,7 @@ def _reduced(root: Path) -> list[str]:
     if not present:
         return []
     lines = ["## Reduced-scale runs (labelled; not counted above)", "",
-             "Where the paper's scale does not fit this project's 2-core CPU (what GPU runs have "
+             "Where the paper's scale does not fit the 2-core CPU these records were computed on (what GPU runs have "
              "computed: the GPU-scale "
              "work left table above), the largest "
              "scale that does, with what is reduced. Their claims are shown for what they say at that scale "

@@ -141,6 +141,9 @@ def stem_fig5(by_key: dict) -> dict:
     finals = curves[curves.algorithm == "STEM"]
     nan_at = finals[finals.train_loss.isna()].groupby(["local_updates", "seed"]).samples.min()
     others = tuning[tuning.algorithm != "STEM"].groupby(["algorithm", "local_updates"]).final_train_loss.min()
+    nan_runs = curves[curves.algorithm != "STEM"].groupby(["algorithm", "local_updates", "seed"]).train_loss.apply(
+        lambda losses: losses.isna().any())
+    diverged = [f"{name}'s at I = {i}, seed {seed:.0f}" for (name, i, seed), nan in nan_runs.items() if nan]
     root = Path(record["data_file"]).parents[1]  # the figures folder the records were read from
     return {**_replayed(root), **_cpu_scale(root),
             "stem_pairs": f"{len(stem) // stem.local_updates.nunique()}",
@@ -148,7 +151,9 @@ def stem_fig5(by_key: dict) -> dict:
             "stem_first": ", ".join(sorted(finals.chosen.unique())),
             "nan_from": f"{nan_at.min():,.0f}" if len(nan_at) else "?",
             "nan_to": f"{nan_at.max():,.0f}" if len(nan_at) else "?",
-            "others": f"{others.min():.3f}-{others.max():.3f}", "runs": f"{record['runs']}"}
+            "others": f"{others.min():.3f}-{others.max():.3f}", "runs": f"{record['runs']}",
+            "others_diverged": (f"of their {len(nan_runs)} finals, {len(diverged)} diverged: {', '.join(diverged)}"
+                                if diverged else f"none of their {len(nan_runs)} finals diverged")}
 
 
 def _replayed(root: Path) -> dict:

@@ -63,6 +63,7 @@ KIND_RULE = ("A claim is a replication claim exactly when its verdict rests on a
              "Each claim records this basis: claim construction refuses a kind that contradicts it, and a test applies "
              "the rule to every committed claim that records one.")
 VACUOUS_SLACK = 1e3  # a bound this many times above the measured value everywhere cannot fail short of a bug
+WIDE_RANGE = 10.0  # draws spanning this factor put a plausible wrong number inside their range (basis wide-range)
 
 
 def counted_nowhere(key: str) -> bool:

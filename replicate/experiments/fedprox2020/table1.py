@@ -69,12 +69,13 @@ PARTIAL = ("emnist", "sent140")
 
 
 def basis_of(key: str, column: str, stand_in: bool = False) -> str:
-    """A row's comparison basis: fitted seeds, then sources outside the five documents (the final README and
-    paper), then partial data (a row on a partial stand-in); else a measurement the draft's number can test."""
-    if key in FITTED:
-        return "fitted"
+    """A row's comparison basis: sources outside the five documents (the final README and paper: context, even
+    for a fitted seed), then fitted seeds, then partial data (a row on a partial stand-in); else a measurement the
+    draft's number can test."""
     if column == "final":
         return "external"
+    if key in FITTED:
+        return "fitted"
     return "partial-data" if stand_in and key in PARTIAL else "measured"
 
 

@@ -19,7 +19,7 @@ import pandas as pd
 import torch
 
 from replicate.report import plotting  # noqa: F401  (applies the project's plot style)
-from replicate.report.claims import check
+from replicate.report.claims import WIDE_RANGE, check
 from replicate.fl.algorithms import FedAvg
 from replicate.runs.config import RunConfig
 from replicate.experiments import knobs
@@ -261,10 +261,6 @@ def fig1a_claims(data: pd.DataFrame, config: Fig1aConfig, margin: float = 0.10, 
     for dataset in config.datasets:
         claims.append(_rounds_match(dataset, ours, agree, data[data.source == "floor"], config.target(dataset)))
     return claims
-
-
-# Draws spanning this factor (median over the E grid) put a plausible wrong number inside their range: claims.BASES
-WIDE_RANGE = 10.0
 
 
 def _depth(dataset: str, floors: pd.DataFrame, target: float) -> str:

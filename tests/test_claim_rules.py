@@ -235,6 +235,35 @@ def test_li2020_table2_counts_the_fitted_partition_as_a_consistency_check():
     assert unbalanced.kind == "consistency" and unbalanced.basis == "fitted" and unbalanced.passed
 
 
+def test_li2020_table2_a_range_of_draws_spanning_ten_fold_is_a_consistency_check():
+    """The paper's number inside the 5-95% range of our draws counts only while the range spans less than
+    ``claims.WIDE_RANGE``: the committed std range (×10.9) makes both synthetic claims consistency checks, and the
+    same claim over a range five-fold wide is a replication claim that can fail."""
+    from replicate.experiments.li2020 import table2
+    from replicate.report.claims import WIDE_RANGE
+
+    config = table2.Table2Config(datasets=("synthetic(0,0)", "synthetic(1,1)"))
+    data = pd.read_csv(paths.figures_dir() / "li2020" / "table2.csv")
+    data = data[data.dataset.str.startswith("synthetic")]
+    spread = (data.draws_hi / data.draws_lo).max()
+    assert spread >= WIDE_RANGE
+    assert all(c.basis == "wide-range" and c.kind == "consistency" for c in table2.table2_claims(data, config))
+    narrow = data.assign(draws_lo=data.draws_hi / 5)
+    claims = table2.table2_claims(narrow, config)
+    assert all(c.basis == "measured" and c.kind == "replication" for c in claims)
+    assert not claims[1].passed  # synthetic(1,1)'s std, 421, lies below a five-fold range ending at 3,910
+
+
+def test_a_source_outside_the_five_documents_decides_before_a_fitted_seed():
+    """FedProx Table 1: a row compared with the authors' final README is context even where its generator seed
+    was fitted to those numbers; a fitted row of the draft stays a consistency check."""
+    from replicate.experiments.fedprox2020 import table1
+
+    assert table1.basis_of("femnist", "final") == "external"
+    assert table1.basis_of("emnist_star", "draft") == "fitted" and table1.basis_of("mnist", "draft") == "fitted"
+    assert table1.basis_of("shakespeare", "draft") == "measured"
+
+
 OUTSIDE = ("final paper", "readme", "recalled")  # sources outside the five documents (issue #40 item 2)
 
 

@@ -130,7 +130,8 @@ ITEMS: tuple[Item, ...] = (
     Item("li2020", "Table 2", "dataset statistics", "paper", "redrawn",
          "MNIST sets exact (mnist unbalanced's partition seed is the best fit to these numbers: a consistency "
          "check, not counted); synthetic sets are other draws of the unseeded generators: the paper's totals and "
-         "stds are tested against the 5–95% range of 2,000 of our draws (the claims give both ends)",
+         "stds are tested against the 5–95% range of 2,000 of our draws (the claims give both ends and their "
+         "spread; a range spanning ×10 or more makes the claim a consistency check: it holds a wrong number too)",
          ("li2020/table2",)),
     Item("li2020", "Figure 1a", "rounds to target vs E", "paper", "redrawn",
          "all four datasets at paper scale, the synthetic sets over six Table-2-matched data draws: MNIST rounds "

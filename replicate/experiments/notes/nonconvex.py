@@ -240,12 +240,16 @@ def nonconvex_claims(data: pd.DataFrame, config: NonconvexConfig) -> list:
             "ours)" + ("" if bad.empty else " — a finding about the notes: with ηL < 1 their proof puts the upper "
                        "bound of Lemma 5 into a term with a negative coefficient"),
             margin="left ≤ right at every logged T (left: mean over seeds; F* := 0)", source=THEOREM2_SOURCE))
+    probes = data[(data.kind == "run") & data.Eg_sq_at.notna()]
     for (model, E), row in terms.iterrows():
+        probed = probes[(probes.model == model) & (probes.E == E)]
+        at = int(probed.steps[probed.Eg_sq_at.idxmax()]) if len(probed) else None
         claims.append(check(
             f"Notes Lemma 5, {MODEL_LABELS.get(model, model)}, E = {E}: E‖g_t‖² ≤ Σp_k²G² along the run",
             row.Eg_sq_ratio_max <= 1,
-            f"largest E‖g_t‖²/(Σp_k²G²) at the probed global models: {row.Eg_sq_ratio_max:.3g} "
-            f"(E‖g_t‖² up to {row.Eg_sq_max:.3g}, Σp_k² = {row.sum_p2:.3g}, G² = {row.G2:.3g}); Jensen gives only "
+            f"largest E‖g_t‖²/(Σp_k²G²) at the probed global models: {row.Eg_sq_ratio_max:.3g}"
+            + ("" if at is None else " at step 0, the initial model every E shares" if at == 0 else f" at step {at}")
+            + f" (E‖g_t‖² up to {row.Eg_sq_max:.3g}, Σp_k² = {row.sum_p2:.3g}, G² = {row.G2:.3g}); Jensen gives only "
             "E‖g_t‖² ≤ G², and G² here is a maximum over clients and iterates",
             margin="ratio ≤ 1 at every probed round", source=LEMMA5_SOURCE))
     for model, rows in terms.groupby(level="model", sort=False):

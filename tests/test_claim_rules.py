@@ -254,6 +254,24 @@ def test_li2020_table2_a_range_of_draws_spanning_ten_fold_is_a_consistency_check
     assert not claims[1].passed  # synthetic(1,1)'s std, 421, lies below a five-fold range ending at 3,910
 
 
+def test_a_margin_every_inner_grid_point_meets_is_a_consistency_check():
+    """Eq. (8)'s E* against Figure 1a's measured optimum: on synthetic(0,0) every E inside the grid (100-1,250
+    steps) lies within a decade of E* = 638, so the decade margin cannot fail once the minimum is inside the grid
+    (basis powerless); on synthetic(1,1) (E* = 1,632 against 100-300) it can, and the claim counts. An E* ten times
+    larger would give synthetic(0,0)'s claim the power to fail."""
+    from replicate.experiments.notes import optimal_e
+
+    config = optimal_e.OptimalEConfig.for_profile("paper")
+    data = pd.read_csv(paths.figures_dir() / "notes" / "optimal_e.csv")
+    first, second = optimal_e.optimal_e_claims(data, config)
+    assert (first.basis, first.kind) == ("powerless", "consistency") and "within 0.80 decades" in first.result
+    assert (second.basis, second.kind) == ("measured", "replication")
+    far = data.copy()
+    far.loc[(far.kind == "summary") & (far.dataset == "synthetic(0,0)"), "E_star"] *= 10
+    moved, _ = optimal_e.optimal_e_claims(far, config)
+    assert moved.basis == "measured" and not moved.passed
+
+
 def test_a_source_outside_the_five_documents_decides_before_a_fitted_seed():
     """FedProx Table 1: a row compared with the authors' final README is context even where its generator seed
     was fitted to those numbers; a fitted row of the draft stays a consistency check."""

@@ -42,6 +42,8 @@ BASES = {
     "vacuous": "a bound whose slack on our data is so large (≥ 1e3 at every point) that only a bug could break it",
     "wide-range": "the paper's number inside the range of our draws, where those draws span a factor of ten or more: "
                   "a plausible wrong result lands inside it too",
+    "powerless": "a margin that no outcome on the measured grid can miss (every grid point the measurement can "
+                 "land on lies within it): the grid cannot contradict the claim",
     "external": "a number or statement from outside the five documents (the final FedProx paper, the authors' "
                 "README): shown beside the figure, never counted",
     "partial-data": "the paper's number for data we hold only in part or in another version (a partial local copy): "
@@ -56,7 +58,8 @@ KIND_RULE = ("A claim is a replication claim exactly when its verdict rests on a
              "fitted to the compared numbers and a margin the measurement can miss. Every other claim (a property "
              "of a closed-form or reconstructed formula, an identity of our implementation, a comparison with "
              "numbers our inputs were fitted to, a bound with slack ≥ 1e3 everywhere, the paper's number inside a "
-             "range of draws spanning a factor of ten or more) is a consistency check. "
+             "range of draws spanning a factor of ten or more, a margin no point of the measured grid can miss) is a "
+             "consistency check. "
              "A comparison whose source lies outside the five documents, or with data we hold only in part, or a "
              "paper's statement tested under the arena's protocol instead of the paper's, is "
              "context: shown beside its figure, counted nowhere. "

@@ -8,6 +8,7 @@ import re
 
 from replicate.core import paths
 from replicate.report import coverage, replication
+from replicate.report.claims import counted_nowhere
 
 SUMMARY = "## Summary: each figure at a glance"
 _ROW = re.compile(r'^\| <img src="(?P<src>[^"]+)" width="\d+" alt="[^"]*"><br>\[(?P<name>[^\]]+)\]\(#(?P<anchor>[^)]+)\)'
@@ -81,9 +82,11 @@ def test_each_summary_row_says_what_its_claims_record_says():
                 "no replication claims" in phrase), (key, phrase)
         passed, total = _tally(record["claims"], "consistency")
         assert (f"{passed} of {total} consistency checks hold" in phrase) == bool(total), (key, phrase)
-        if key.startswith("cpu_scale/"):  # labelled, and its claims stay in their own section
-            assert status.startswith("**reduced scale**<br>at this scale: "), key
-            assert (said, ours) == (replication.BELOW_SCALE, "—"), key
+        if counted_nowhere(key):  # labelled (cpu_scale/, modified/), and its claims stay in their own section
+            below = key.startswith("cpu_scale/")
+            assert status.startswith("**reduced scale**<br>at this scale: " if below else
+                                     "**modified settings**<br>so modified: "), key
+            assert (said, ours) == (replication.BELOW_SCALE if below else replication.MODIFIED, "—"), key
             continue
         items = [item for item in coverage.ITEMS if key in item.figures]
         expected = [_status(item, records) if len(items) == 1 else f"{item.name}: {_status(item, records)}"
@@ -107,7 +110,7 @@ def test_the_readme_status_table_is_the_records_own():
 
     readme = (paths.REPO / "README.md").read_text()
     assert status.block(replication.records_in(paths.figures_dir())) in readme
-    claims = [c for key, r in _records().items() if not key.startswith("cpu_scale/") for c in r["claims"]]
+    claims = [c for key, r in _records().items() if not counted_nowhere(key) for c in r["claims"]]
     replication_claims = [c for c in claims if c.get("kind", "replication") == "replication"]
     total = f"**{sum(c['passed'] for c in replication_claims)} of {len(replication_claims)}**"
     assert total in readme.split(status.BEGIN)[1].split(status.END)[0]

@@ -240,7 +240,7 @@ def nonconvex_claims(data: pd.DataFrame, config: NonconvexConfig) -> list:
             "ours)" + ("" if bad.empty else " — a finding about the notes: with ηL < 1 their proof puts the upper "
                        "bound of Lemma 5 into a term with a negative coefficient"),
             margin="left ≤ right at every logged T (left: mean over seeds; F* := 0)", source=THEOREM2_SOURCE))
-    probes = data[(data.kind == "run") & data.Eg_sq_at.notna()]
+    probes = data[(data.kind == "run") & data["Eg_sq_at"].notna()] if "Eg_sq_at" in data else data.iloc[:0]
     for (model, E), row in terms.iterrows():
         probed = probes[(probes.model == model) & (probes.E == E)]
         at = int(probed.steps[probed.Eg_sq_at.idxmax()]) if len(probed) else None

@@ -214,8 +214,8 @@ def optimal_e_claims(data: pd.DataFrame, config: OptimalEConfig) -> list:
         off = 0.0 if low <= row.E_star <= high else min(abs(math.log10(row.E_star / low)),
                                                          abs(math.log10(row.E_star / high)))
         at_edge = row.E_measured >= row.E_grid_high or row.E_measured <= row.E_grid_low
-        grid = data[(data.kind == "curve") & (data.dataset == row.dataset) & (data.source == "Fig. 1a ours")]
-        inner = sorted(grid.local_steps.unique())[1:-1]  # where a minimum inside the grid can lie
+        grid = data[(data.kind == "curve") & (data.dataset == row.dataset) & (data.get("source") == "Fig. 1a ours")]
+        inner = sorted(grid.get("local_steps", grid.index).unique())[1:-1]  # where an inner minimum can lie
         reach = max((abs(math.log10(row.E_star / e)) for e in inner), default=math.inf)
         claims.append(check(
             name, off <= config.orders and not at_edge,

@@ -104,17 +104,23 @@ def _built(config: RunConfig, device):
     return build(config, device=device, problem=_shakespeare_shaped(device) if config.dataset == "given" else None)
 
 
+def median_s(call, repeats: int, device) -> float:
+    """Median wall seconds of ``call(i)`` for i = 1..``repeats``, after ``call(0)`` warms up; a GPU is
+    synchronised after each call, so that its queued kernels count."""
+    times = []
+    for i in range(repeats + 1):
+        start = time.perf_counter()
+        call(i)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times[1:])
+
+
 def _seconds_per_round(solver: dict, config: RunConfig, rounds: int, repeats: int, device) -> float:
     problem, algorithm, work, schedule, objective = _built(config, device)
-    times = []
-    for repeat in range(repeats + 1):  # the first repeat warms up and is discarded
-        start = time.perf_counter()
-        engine.run(problem, algorithm, work, schedule, objective=objective, rounds=rounds, seed=repeat,
-                   eval_every=None, **solver)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        times.append((time.perf_counter() - start) / rounds)
-    return statistics.median(times[1:])
+    return median_s(lambda seed: engine.run(problem, algorithm, work, schedule, objective=objective, rounds=rounds,
+                                            seed=seed, eval_every=None, **solver), repeats, device) / rounds
 
 
 def _timed(name: str, solver: str, seconds: float) -> None:
@@ -189,14 +195,7 @@ def gemm_peak_gflops(n: int = 1024, repeats: int = 5, device=None) -> float:
     """This machine's single-precision GEMM rate on one large square product (a practical peak)."""
     device = torch.device(device) if device else run_device()
     a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
-    times = []
-    for _ in range(repeats + 1):
-        start = time.perf_counter()
-        a @ b
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    return 2 * n ** 3 / statistics.median(times[1:]) / 1e9
+    return 2 * n ** 3 / median_s(lambda _: a @ b, repeats, device) / 1e9
 
 
 # Which work each aten op of the fused linear solver is (the rest: softmax, scaling, clipping bound).

@@ -29,7 +29,9 @@ import time
 
 import torch
 
+from replicate.cli.bench import _markdown
 from replicate.core.errors import ReplicateError
+from replicate.core.threads import threads
 from replicate.fl import engine
 from replicate.fl.algorithms import FedAvg, FedProx, Stem
 from replicate.fl.schedules import LRSchedule
@@ -65,16 +67,10 @@ def _seconds_per_run(problem, work, objective, configs, rounds, execution) -> fl
 def run(repeats: int = 3, device=None, sizes=SIZES) -> list[dict]:
     """One row per workload: seconds per run (and per round) at each batch size R, and the gain over R = 1."""
     device = torch.device(device) if device else run_device()
-    results, threads = [], torch.get_num_threads()
-    torch.set_num_threads(1)  # as a sweep's worker processes run (runs/executors.py)
-    try:
-        for name, (base, grid, rounds) in WORKLOADS.items():
-            row = _workload(name, base, grid, rounds, repeats, device, sizes)
-            if row is not None:
-                results.append(row)
-    finally:
-        torch.set_num_threads(threads)
-    return results
+    with threads(1):  # as a sweep's worker processes run (runs/executors.py)
+        rows = [_workload(name, base, grid, rounds, repeats, device, sizes)
+                for name, (base, grid, rounds) in WORKLOADS.items()]
+    return [row for row in rows if row is not None]
 
 
 def _workload(name, base, grid, rounds, repeats, device, sizes) -> dict | None:
@@ -106,9 +102,6 @@ def _workload(name, base, grid, rounds, repeats, device, sizes) -> dict | None:
 def table(results: list[dict], sizes=SIZES) -> str:
     header = ["workload", "execution", *(f"R = {r}: s/round per run" for r in sizes),
               *(f"R = {r} vs one by one" for r in sizes[1:]), "runs the sweep runner batches here"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for row in results:
-        cells = [row["workload"], row["execution"], *(f"{row[f'R={r}']:.4f}" for r in sizes),
-                 *(f"{row[f'gain R={r}']:.2f}×" for r in sizes[1:]), str(row["runner"])]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return _markdown(header, [[row["workload"], row["execution"], *(f"{row[f'R={r}']:.4f}" for r in sizes),
+                               *(f"{row[f'gain R={r}']:.2f}×" for r in sizes[1:]), str(row["runner"])]
+                              for row in results])

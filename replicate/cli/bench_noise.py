@@ -4,38 +4,20 @@ to the device. Reddi et al.'s CNN at Charles & Konečný's paper settings: M = 1
 9,344 units = 1.9 M values a step."""
 from __future__ import annotations
 
-import statistics
-import time
-
 import torch
 
+from replicate.cli.bench import median_s
 from replicate.core import counter_rng, rng
 
 SHAPE = (10, 20, 64 * 12 * 12 + 128)  # clients, batch, the two dropouts' units (fl/models/nets.py ConvDropout)
 
 
-def _seconds(draw, device: torch.device, repeats: int) -> float:
-    """Median seconds of ``draw`` (after a warm-up), the device synchronised around each."""
-    def sync():
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-    draw(0)
-    times = []
-    for step in range(1, repeats + 1):
-        sync()
-        start = time.perf_counter()
-        draw(step)
-        sync()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def run(device=None, repeats: int = 20) -> list[dict]:
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    host = _seconds(lambda s: torch.rand(SHAPE, generator=rng.generator(0, "dropout", 0, s)).to(device), device,
-                    repeats)
-    stream = _seconds(lambda s: counter_rng.uniform(rng.seed_for(0, "dropout", 0, s), SHAPE, device), device,
-                      repeats)
+    host = median_s(lambda s: torch.rand(SHAPE, generator=rng.generator(0, "dropout", 0, s)).to(device), repeats,
+                    device)
+    stream = median_s(lambda s: counter_rng.uniform(rng.seed_for(0, "dropout", 0, s), SHAPE, device), repeats,
+                      device)
     return [{"draw": "CPU generator, copied to the device (before)", "ms": host * 1e3},
             {"draw": "counter stream on the device (runs now)", "ms": stream * 1e3}]
 

@@ -12,6 +12,7 @@ import torch
 
 from replicate.cli.bench import _markdown, _timed
 from replicate.core.errors import ReplicateError
+from replicate.core.threads import threads
 from replicate.fl import engine
 from replicate.fl.algorithms import Stem
 from replicate.runs.config import RunConfig, build, run_device
@@ -33,9 +34,8 @@ def run(device=None) -> list[dict]:
     """One row per STEM CIFAR-10 workload: seconds of a regular round stacked and in the client loop,
     and of the warm-up round (stacked), with one intra-op thread."""
     device = torch.device(device) if device else run_device()
-    results, threads = [], torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    results = []
+    with threads(1):
         for name, (b, i) in STEM_WORKLOADS.items():
             config = _stem_cifar(b, i)
             try:
@@ -59,8 +59,6 @@ def run(device=None) -> list[dict]:
                 row[f"{solver}_cpu"] = cpu[1] - cpu[0]
             row["stacked_gain"] = row["sequential"] / row["stacked"]
             results.append(row)
-    finally:
-        torch.set_num_threads(threads)
     return results
 
 

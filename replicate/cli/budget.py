@@ -59,7 +59,7 @@ GRACE_S = 10.0
 class Budget:
     """A deadline ``seconds`` from now, and the interrupt of a notebook still running at it. With
     ``on_deadline`` (``runs.checkpoints.request_stop``: the runs in flight save at their next round
-    boundary and stop, so a slice always keeps its progress) that is called first, and the interrupt
+    boundary and stop, so a time-limited job always keeps its progress) that is called first, and the interrupt
     follows ``grace`` seconds later if the notebook is still running."""
 
     def __init__(self, seconds: float, on_deadline=None, grace: float | None = None):

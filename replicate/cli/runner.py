@@ -39,7 +39,6 @@ from replicate.experiments import catalog, knobs, requirements
 from replicate.data import cache as data_cache
 from replicate.runs import cache, checkpoints, keys
 from replicate.cli.notebooks import FigureNotebook, discover, resolve  # noqa: F401  (runner.resolve, ...)
-from replicate.cli.preflight import parse_value  # noqa: F401  (runner.parse_value)
 from replicate.cli.signals import Interrupted, NotStarted, Signals  # noqa: F401  (runner.Interrupted)
 
 
@@ -157,34 +156,25 @@ def _route_asyncio_log(kernel_log: Path | None):
 
 
 @contextmanager
-def _streamed(log_output: bool):
-    """With ``-v``, show what papermill logs at INFO (each cell, and the notebook's output), which no handler
-    shows by default."""
-    logger, handler = logging.getLogger("papermill"), logging.StreamHandler(sys.stderr)
-    level = logger.level
+def _quiet_when_stopping(signals: Signals, log_output: bool = False):
+    """papermill's log: with ``-v`` shown at INFO (each cell, and the notebook's output), which no handler shows by
+    default; and dropped once a stop is asked: nbclient logs "Kernel died while waiting for execute reply." when
+    the kernel interrupted at a second Ctrl-C exits before it replies, and the command's one line already says
+    what happened."""
+    def quiet(record) -> bool:  # a logging filter may be a plain callable
+        return signals.signum is None
+
+    logger, handler, level = logging.getLogger("papermill"), logging.StreamHandler(sys.stderr), None
+    logger.addFilter(quiet)
     if log_output:
+        level = logger.level
         logger.setLevel(logging.INFO), logger.addHandler(handler)
     try:
         yield
     finally:
-        logger.setLevel(level), logger.removeHandler(handler)
-
-
-@contextmanager
-def _quiet_when_stopping(signals: Signals):
-    """Drop papermill's log records once a stop is asked: nbclient, papermill's client, logs "Kernel died while
-    waiting for execute reply." when the kernel interrupted at a second Ctrl-C exits before it replies, and the
-    command's one line already says what happened."""
-    class Quiet(logging.Filter):
-        def filter(self, record) -> bool:
-            return signals.signum is None
-
-    logger, quiet = logging.getLogger("papermill"), Quiet()
-    logger.addFilter(quiet)
-    try:
-        yield
-    finally:
         logger.removeFilter(quiet)
+        if level is not None:
+            logger.setLevel(level), logger.removeHandler(handler)
 
 
 def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
@@ -243,7 +233,7 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
     budget = Budget(time_budget, on_deadline=lambda: checkpoints.request_stop(stop)) if time_budget else None
     try:
         with (settings.use(settings.current().replace(stop_file=stop)), Signals(stop, budget).installed() as signals,
-              _quiet_when_stopping(signals), _streamed(log_output)):
+              _quiet_when_stopping(signals, log_output)):
             return len(blocked) + _run_all(notebooks, profile, overrides, executed_dir, committed, target, budget,
                                            log_output, signals)
     finally:
@@ -362,27 +352,23 @@ def _stop(nb: FigureNotebook | None, finished: list[str], left: list[FigureNoteb
     else (Ctrl-C) ``Interrupted``; a signal that came after the budget stopped the batch leaves it the budget's."""
     signalled = signals is not None and signals.signum is not None and not signals.after_budget
     spent = budget is not None and (budget.fired or (nb is None and budget.spent()))
-    if committed and finished:  # what this slice published goes into REPLICATION.md, as at a batch's end
+    if committed and finished:  # what the batch published before it stopped goes into REPLICATION.md, as at a batch's end
         from replicate.report import replication as report
 
         report.write()
-    if signalled or not spent:
-        terminated = signalled and signals.signum == signal.SIGTERM
-        return (Terminated if terminated else Interrupted)(_interrupted(nb, finished, saved, terminated))
     where = (f"during {nb.key}: its finished runs are cached in {settings.current().cache}" if nb
              else "between notebooks")
+    if signalled or not spent:
+        terminated = signalled and signals.signum == signal.SIGTERM
+        if saved and nb is not None:
+            where += f", its runs in flight saved at their round boundary in {checkpoints.folder()}"
+        done = f"; finished and saved: {', '.join(finished)}" if finished else ""
+        return (Terminated if terminated else Interrupted)(
+            f"{'terminated (SIGTERM)' if terminated else 'interrupted'} {where}{done}; rerun the same command to "
+            "resume (committed figures were not touched)")
     names = [item.key for item in left]
     waiting = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
     return BudgetSpent(f"time budget of {describe(budget.seconds)} spent {where}; "
                        f"finished and saved: {', '.join(finished) or 'none'}; not started: {waiting or 'none'}; "
                        "rerun the same command to go on (unfinished figures' committed files were not touched)")
 
-
-def _interrupted(nb: FigureNotebook | None, finished: list[str], saved: bool = False, terminated: bool = False) -> str:
-    cache_dir = settings.current().cache
-    how = "terminated (SIGTERM)" if terminated else "interrupted"
-    where = (f"during {nb.key}: its finished runs are cached in {cache_dir}"
-             + (f", its runs in flight saved at their round boundary in {checkpoints.folder()}" if saved else "")
-             if nb is not None else "between notebooks")
-    done = f"; finished and saved: {', '.join(finished)}" if finished else ""
-    return f"{how} {where}{done}; rerun the same command to resume (committed figures were not touched)"

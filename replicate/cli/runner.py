@@ -352,7 +352,7 @@ def _stop(nb: FigureNotebook | None, finished: list[str], left: list[FigureNoteb
     else (Ctrl-C) ``Interrupted``; a signal that came after the budget stopped the batch leaves it the budget's."""
     signalled = signals is not None and signals.signum is not None and not signals.after_budget
     spent = budget is not None and (budget.fired or (nb is None and budget.spent()))
-    if committed and finished:  # what the batch published before it stopped goes into REPLICATION.md, as at a batch's end
+    if committed and finished:  # what it published before it stopped goes into REPLICATION.md
         from replicate.report import replication as report
 
         report.write()

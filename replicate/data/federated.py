@@ -22,6 +22,13 @@ def offsets_of(sizes) -> np.ndarray:
     return offsets
 
 
+
+def size_statistics(name: str, sizes) -> dict:
+    """Devices, samples, and the mean and std (ddof = 0) of the samples per device."""
+    sizes = np.asarray(sizes, dtype=np.float64)
+    return {"dataset": name, "devices": int(sizes.size), "samples": int(sizes.sum()), "mean": float(sizes.mean()),
+            "std": float(sizes.std())}
+
 @dataclass(frozen=True)
 class Split:
     """Samples of all clients, concatenated client after client."""
@@ -101,14 +108,7 @@ class FederatedDataset:
         part = {"train": self.train, "test": self.test}.get(split)
         if part is None:
             raise ReplicateError(f"dataset {self.name!r} has no {split!r} split; use 'train' or 'test'")
-        sizes = part.sizes.numpy().astype(np.float64)
-        return {
-            "dataset": self.name,
-            "devices": int(sizes.size),
-            "samples": int(sizes.sum()),
-            "mean": float(sizes.mean()),
-            "std": float(sizes.std()),
-        }
+        return size_statistics(self.name, part.sizes.numpy())
 
     def first(self, n: int) -> "FederatedDataset":
         """The first ``n`` clients only, train and (per-client) test: a smaller federation."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from replicate.data.federated import FederatedDataset
+from replicate.data.federated import FederatedDataset, size_statistics
 
 # FedProx draft Table 1 (seed text §5.1) and the final README, spec §1(c):
 # (devices, samples, mean, std).
@@ -40,11 +40,4 @@ def table1_statistics(dataset: FederatedDataset) -> dict:
     if dataset.test is not None and dataset.test.num_clients == dataset.train.num_clients:
         sizes = sizes + dataset.test.sizes.numpy()
         counted = "train+test"
-    return {
-        "dataset": dataset.name,
-        "devices": int(sizes.size),
-        "samples": int(sizes.sum()),
-        "mean": float(sizes.mean()),
-        "std": float(sizes.std()),
-        "counted": counted,
-    }
+    return {**size_statistics(dataset.name, sizes), "counted": counted}

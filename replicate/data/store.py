@@ -347,12 +347,8 @@ def ensure(name: str) -> Path:
 
 def is_available(name: str) -> bool:
     """True when ``ensure(name)`` can work without a download (staged or stageable)."""
-    ds = spec(name)
-    source = settings.current().data_from
-    if source is None:
-        return all(_staged(ds, f) for f in ds.files)
-
-    return all(_staged(ds, f) or _in_source(ds, source, f) for f in ds.files)
+    ds, source = spec(name), settings.current().data_from
+    return all(_staged(ds, f) or (source is not None and _in_source(ds, source, f)) for f in ds.files)
 
 
 def _in_source(ds: DatasetFiles, source: Path, file: FileSpec) -> bool:

@@ -1,22 +1,14 @@
 """What each GPU-scale figure's paper profile still costs on a device, from the committed run ledger.
 
 ``python -m replicate figures --estimate [--device cuda]`` prints it; ``report --work`` records it in
-``figures/gpu_work.json``, which REPLICATION.md renders. A unit is a GPU-scale figure of ``work.FIGURES``
-(a FedProx figure split by its LSTM panels), listed in ``UNITS``.
-
-Done / left per unit: its tuning runs are known exactly (``work.runs``), so they are looked up in the
-ledger by key; a final run depends on the rates the tuning chose, so it counts as done when the ledger
-holds a run equal to its template on every field the tuning does not set (``TUNED``). Cost: seconds a
-sequential local step of that model and dataset took on this device type, the median over the ledger's runs
-(``elapsed_s``: a batch's time shared among its runs). Without one it is *modelled*: from a bench's CUDA
-timing of that model (``REFERENCE_S``), else the larger of ops per step × ``OP_SECONDS`` (host-bound,
-shared by the runs a batch steps together, ``work.BATCHING``) and the step's FLOPs at ``DEVICE_FLOPS``:
-a lower bound, marked so. A model whose step a GPU replays from a CUDA graph (``fl.models.graphed``: the
-LSTMs) does not pay the op-by-op dispatch, so its modelled cost is an estimate, likely high, not a bound
-(``Progress.graphed``). A run's sequential steps count its rounds at their busiest sampled client's length
-(``work``'s round_epoch_steps), as the engine steps them. Run-seconds become wall seconds over the
-concurrency measured on the ledger's pieces (``wall_s``), else 1. A run with a checkpoint in this machine's
-cache counts from the round it reached.
+``figures/gpu_work.json``, which REPLICATION.md renders. A unit (``UNITS``) is a figure of ``work.FIGURES``, a
+FedProx figure split by its LSTM panels. Tuning runs are looked up in the ledger by key; a final run counts as done
+when the ledger holds a run equal to its template on every field the tuning does not set (``TUNED``). A run's cost
+is its sequential local steps times the median seconds a step of its model and dataset took in the ledger on this
+device kind; without such a timing it is *modelled* (``_modelled``): a lower bound, or for a step a GPU replays
+from a CUDA graph an estimate, likely high (``graphed_estimate``). Run-seconds become wall seconds over the
+concurrency measured on the ledger's pieces. A run with a checkpoint in this machine's cache counts from the round
+it reached.
 """
 from __future__ import annotations
 
@@ -30,6 +22,7 @@ from replicate.core.fileio import atomic_write_text
 from replicate.experiments import work
 from replicate.fl import models
 from replicate.runs import cache, checkpoints, ledger
+from replicate.runs.config import RunConfig
 
 OP_SECONDS = 8e-6  # host dispatch + launch of one op on the GPU machine (measured: 3.5-6.5 µs + launch)
 # FEMNIST's dropout noise a step: the 22 ops core.counter_rng.uniform dispatches (counted with a
@@ -159,7 +152,7 @@ def progress(unit: Unit, runs: dict[str, dict], device: str = "cuda", epochs: di
     keys = {cache.key(c, device=device): c for c in tuning}
     final = [c for c in final if cache.key(c, device=device) not in keys]
     on_device = {name: meta for name, meta in runs.items() if str(meta.get("device", "")).split(":")[0] == device}
-    flat_runs = [_flat(cache.sidecar_config(meta)) for meta in on_device.values()]
+    flat_runs = [_flat(RunConfig.from_dict(meta)) for meta in on_device.values()]
     done_final = [c for c in final if _is_final_done(c, flat_runs)]
     rate = _seconds_per_step(on_device, epochs)
     spent = sum(on_device[k]["elapsed_s"] for k in keys if k in on_device)
@@ -213,7 +206,7 @@ def _seconds_per_step(runs: dict[str, dict], epochs: dict) -> dict[tuple[str, st
     trained to their last round (a diverged run stops early and would understate the cost)."""
     rates: dict[tuple[str, str], list[float]] = {}
     for meta in runs.values():
-        config = cache.sidecar_config(meta)
+        config = RunConfig.from_dict(meta)
         if meta.get("elapsed_s") and meta.get("trained", True):
             try:
                 rates.setdefault((config.model, config.dataset), []).append(meta["elapsed_s"] / steps(config, epochs))

@@ -1,34 +1,15 @@
 """The work of the paper profile of every GPU-scale figure, enumerated without running it.
 
-A GPU-scale figure is one whose paper profile the 2-core CPU of these records cannot run: ``FIGURES`` below is
-the one list of them, each with its coverage item (``report.coverage.ITEMS``). For each, its figure config at the paper
-profile (the dataclass defaults; the FedProx figures with their LSTM panels, Shakespeare and Sent140, named in
-``datasets``) yields its run configs the way the figure's own code does: the tuning grid on the tuning seeds, then the
-chosen rates on every seed. Which rate is chosen does not change the count (a final run on a tuning seed is a tuning
-run), so the first grid point stands in for it. Runs are counted once (the run cache computes a config once).
+``FIGURES`` is the one list of the GPU-scale figures (those whose paper profile a CPU core cannot run), each with
+its coverage item. Each yields its run configs the way the figure's own code does (the tuning grid on the tuning
+seeds, then the chosen rates on every seed), counted once. Per run, its sequential local steps, counted exactly from
+the algorithm's own plan and the clients' sizes (``runs.batched.round_steps``): a round takes as many steps as its
+busiest sampled client. Per figure, those steps trained in batches (``BATCHING``) in lockstep and at each run's own
+pace, the ops and GFLOP of a local step, and where its model's step was timed. ``report.gpu_work.WORK_TEXT`` says
+what each column means. The work is enumerated on the labelled offline stand-ins (``SOURCE``, docs/data.md).
 
-Per run: its *sequential* local steps — a GPU steps a round's stacked clients together, so a round takes as
-many steps as its busiest sampled client: ``runs.batched.round_steps`` counts them from the algorithm's own
-plan (sampling and stragglers as the engine draws them) and the dataset's client sizes, exactly, without
-training. And per figure, the steps of its runs trained in batches (``BATCHING``: ``runs.batched.group``'s
-batches of at most 8 runs, cut for 2 workers, as ``--batch-runs 8 --workers 2`` on one GPU)
-two ways: in lockstep, each round as long as its longest run's
-(``fl.batching.batch_steps``), and as the engine trains them, each run beginning its next round as soon as its own
-clients finish, so a piece lasts as long as its longest run alone (``fl.batching.own_pace_steps``; in lockstep for
-an algorithm that reads the round's step or warm-up, ``protocol.own_pace``: STEM). The epoch columns state one epoch in
-steps two ways: the mean over the training clients of ⌈n_k/b⌉ and the busiest sampled client's per round (the figure's
-sequential steps over its rounds × epochs), which the estimate (``experiments.estimate``) prices. Ops per local step are
-``fl.models.opcount.step_ops`` of the model at its data's input shape (sequence length) with narrowed widths (the count
-does not depend on widths, as ``cli.bench.op_table``); the GFLOP of a client's step, at the paper's widths and the run's
-mini-batch, are ``flops_per_step``'s (the planner's arithmetic bound). The measured CPU costs are quoted from where they
-were measured (named in each), never projected here.
-
-The GPU work is enumerated on the labelled offline stand-ins (``SOURCE``), the data the committed ledger's
-GPU runs trained on (docs/data.md). On a machine with the official downloads, ``make figures`` computes the
-same grids on the official data, whose client sizes change the step counts.
-
-``write()`` stores the table in ``figures/gpu_work.json`` (``python -m replicate report --work``; it loads
-the four datasets the epoch-based figures train on); REPLICATION.md renders it from there.
+``write()`` stores the table in ``figures/gpu_work.json`` (``python -m replicate report --work``, which loads the
+four datasets the epoch-based figures train on); REPLICATION.md renders it from there.
 """
 from __future__ import annotations
 

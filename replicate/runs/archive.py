@@ -29,7 +29,7 @@ from replicate.core import settings
 from replicate.core.errors import ReplicateError
 from replicate.core.fileio import atomic_file
 from replicate.runs import cache, keys
-from replicate.runs.config import run_device
+from replicate.runs.config import RunConfig, run_device
 
 FORMAT = 1  # the archive layout; bump when the manifest changes meaning
 MANIFEST = "manifest.json"
@@ -116,7 +116,7 @@ def write(file: Path, items: list[tuple[Entry, dict[str, bytes]]]) -> None:
     for entry, data in items:
         meta = json.loads(data[".json"])
         listed.append({"folder": entry.folder, "name": entry.name, "device": meta.get("device"),
-                       "numerics": cache.numerics(cache.sidecar_config(meta)),
+                       "numerics": cache.numerics(RunConfig.from_dict(meta)),
                        "json_sha256": _sha256(data[".json"]), "csv_sha256": _sha256(data[".csv"])})
         blobs += [(entry.member(suffix), data[suffix]) for suffix in (".json", ".csv")]
     manifest = {"format": FORMAT, "cache_version": keys.VERSION, "numerics": dict(keys.NUMERICS),
@@ -239,7 +239,7 @@ def _refusal(entry: Entry, item: dict, data: dict) -> str | None:
     if "csv_sha256" in meta and meta["csv_sha256"] != _sha256(data[".csv"]):
         return "its CSV is not the one its sidecar records (damaged or edited)"
     try:
-        numerics = cache.numerics(cache.sidecar_config(meta))
+        numerics = cache.numerics(RunConfig.from_dict(meta))
     except (ReplicateError, TypeError, ValueError, KeyError, AttributeError) as exc:
         return f"its recorded config is not one this code accepts ({exc!r})"
     if item.get("numerics") != numerics:

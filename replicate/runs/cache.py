@@ -35,7 +35,7 @@ from replicate.runs.config import RunConfig, build, run_device
 from replicate.runs.runlog import RunLog  # noqa: F401  (cache.RunLog: what a notebook passes on)
 # entries are named by runs/keys.py (its versions are read there: keys.VERSION, keys.NUMERICS, keys.DRAWS);
 # its functions are the cache's too (cache.key, cache.entry_name, ...)
-from replicate.runs.keys import VERSION, entry_name, key, metrics_key, numerics, own_code, sidecar_config  # noqa: F401
+from replicate.runs.keys import VERSION, entry_name, key, metrics_key, numerics, own_code  # noqa: F401
 
 # pandas < 3 reads a float's shortest text up to one ulp off with its default parser (seen on a GPU machine's
 # pandas 2: a cached run then differed from the same run computed); "round_trip" reads it exactly, and pandas 3,

@@ -38,15 +38,11 @@ def folder() -> Path:
     return settings.current().cache / "checkpoints"
 
 
-def every_s() -> float:
-    return settings.current().checkpoint_s
-
-
 class FileCheckpoints(Checkpoints):
     """The checkpoints of one batch of runs, named by their cache entries."""
 
     def __init__(self, names: list[str], seconds: float | None = None):
-        self.names, self.seconds = names, every_s() if seconds is None else seconds
+        self.names, self.seconds = names, settings.current().checkpoint_s if seconds is None else seconds
         self.last = time.monotonic()
         self.stop_file = settings.current().stop_file
 
@@ -231,5 +227,5 @@ def request_stop(path: Path) -> None:
     path.touch()
 
 
-__all__ = ["FileCheckpoints", "clear", "continue_as", "decode", "encode", "every_s", "folder", "reached_by",
+__all__ = ["FileCheckpoints", "clear", "continue_as", "decode", "encode", "folder", "reached_by",
            "request_stop", "round_of", "stop_file", "withdraw"]

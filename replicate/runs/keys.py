@@ -92,15 +92,10 @@ def numerics(config: RunConfig) -> dict[str, int]:
     return {name: NUMERICS[name] for name in (config.model, config.algorithm_name) if NUMERICS.get(name)}
 
 
-def sidecar_config(meta: dict) -> RunConfig:
-    """The config a run's JSON sidecar records (its other fields, ``elapsed_s`` and the like, aside)."""
-    return RunConfig.from_dict(meta)
-
-
 def entry_name(meta: dict) -> str:
     """The name this code gives the run a JSON sidecar describes (``<key>`` or ``<key>_to_<loss>``):
     an entry made under another ``VERSION``, ``NUMERICS`` or config has another name."""
-    name = key(sidecar_config(meta), _Named(meta.get("extra_metrics")) if meta.get("extra_metrics") else None,
+    name = key(RunConfig.from_dict(meta), _Named(meta.get("extra_metrics")) if meta.get("extra_metrics") else None,
                device=str(meta["device"]).split(":")[0], code=meta.get("code"))
     return name if meta.get("target") is None else f"{name}_to_{meta['target']:g}"
 

@@ -160,14 +160,9 @@ def tune_then_run(groups: dict[Hashable, list], config_of: Callable, seeds, tune
     ``extra_metrics`` is ``pool.frame``'s (the runs' keyed hook); with ``stop_loss`` every run ends at
     its first evaluation whose training loss is at most that (rounds-to-target figures); with ``halving``
     the candidates are tuned by successive halving (module docstring)."""
-    tuning = tuple(seeds[:tune_seeds])
+    tuning, halving = tuple(seeds[:tune_seeds]), halving or Halving(levels=1)
     _refuse_repeats(groups, seeds)
-    return _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, extra_metrics, stop_loss,
-                          halving or Halving(levels=1))
 
-
-def _tune_then_run(groups, config_of, seeds, tuning, score, pick, workers, log, extra_metrics, stop_loss,
-                   halving) -> Tuned:
     def compute(configs):
         pool.compute([(c, stop_loss, extra_metrics) for c in configs], workers=workers, log=log)  # pool.Job fields
 

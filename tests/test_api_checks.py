@@ -190,3 +190,19 @@ def test_an_algorithm_of_ones_own_keeps_its_defaults_as_written():
             Mine(x="a")
     finally:
         protocol.ALGORITHMS.pop("defaults_as_written"), protocol.EXAMPLES.pop("defaults_as_written")
+
+
+def test_a_run_whose_stderr_is_a_log_file_writes_no_progress_bar(tmp_path):
+    """A script under a job scheduler writes stderr to a file: the runs' bars (the engine's, the sweep's) would fill
+    it with carriage-return updates, so none is drawn there; a terminal and a notebook keep theirs."""
+    import os
+    import subprocess
+
+    code = ("import replicate as rp\n"
+            "base = rp.RunConfig(dataset='synthetic(1,1)', rounds=30, local_steps=5, batch_size=10, client_lr=0.05,\n"
+            "                    algorithm=rp.FedAvg(scheme='weighted', clients_per_round=10))\n"
+            "print(len(rp.compare({'a': base, 'b': base.replace(seed=1)})))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "REPLICATE_CACHE": str(tmp_path / "cache")})
+    assert done.returncode == 0 and done.stdout.strip() == "62", done.stderr
+    assert done.stderr == "", done.stderr  # the bars (tqdm with disable=None) stay off where stderr is no terminal

@@ -284,8 +284,9 @@ def _run(problem, specs, work, options, execution, trainer, extra_metrics, retur
         run.resume(checkpoints.load(index))
     batch = _Batch(problem, work, trainer, options.objective, execution, options.eval_every, extra_metrics,
                    checkpoints, runs)
-    bar = tqdm(total=max(run.rounds for run in runs), desc=options.desc, disable=not options.progress, leave=False,
-               mininterval=1.0)
+    # disable=None: no bar where stderr is no terminal (a job's log file), one in a terminal or a notebook
+    bar = tqdm(total=max(run.rounds for run in runs), desc=options.desc, disable=None if options.progress else True,
+               leave=False, mininterval=1.0)
     boundary_passed = min(run.next for run in runs) > 0  # a batch starting at round 0 has nothing to save yet
     while True:
         if boundary_passed and (checkpoints.due() or checkpoints.stop()):  # 6. checkpoint

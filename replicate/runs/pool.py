@@ -71,7 +71,7 @@ def compute(jobs: list[Job | tuple], workers: int = 2, progress: bool = True,
     from tqdm.auto import tqdm
 
     with tqdm(total=len(missing), desc=f"runs ({executor.name})", unit="run",
-              disable=not progress or log is not None, leave=False) as bar:
+              disable=None if progress and log is None else True, leave=False) as bar:  # None: as the engine's
         def done(task: list[Job], results: list[tuple[str, dict]]) -> None:
             for job, (text, meta) in zip(task, results):
                 cache.store(job.config, job.target, job.extra_metrics, text, meta)

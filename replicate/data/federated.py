@@ -22,12 +22,12 @@ def offsets_of(sizes) -> np.ndarray:
     return offsets
 
 
-
 def size_statistics(name: str, sizes) -> dict:
     """Devices, samples, and the mean and std (ddof = 0) of the samples per device."""
     sizes = np.asarray(sizes, dtype=np.float64)
     return {"dataset": name, "devices": int(sizes.size), "samples": int(sizes.sum()), "mean": float(sizes.mean()),
             "std": float(sizes.std())}
+
 
 @dataclass(frozen=True)
 class Split:

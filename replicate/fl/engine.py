@@ -284,7 +284,7 @@ def _run(problem, specs, work, options, execution, trainer, extra_metrics, retur
         run.resume(checkpoints.load(index))
     batch = _Batch(problem, work, trainer, options.objective, execution, options.eval_every, extra_metrics,
                    checkpoints, runs)
-    # disable=None: no bar where stderr is no terminal (a job's log file), one in a terminal or a notebook
+    # disable=None: no bar where stderr is not a terminal (a job's log file); a terminal and a notebook keep it
     bar = tqdm(total=max(run.rounds for run in runs), desc=options.desc, disable=None if options.progress else True,
                leave=False, mininterval=1.0)
     boundary_passed = min(run.next for run in runs) > 0  # a batch starting at round 0 has nothing to save yet

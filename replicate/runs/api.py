@@ -25,7 +25,8 @@ COLUMNS = {
 
 
 def run(config: RunConfig, *, use_cache: bool = True, progress: bool = True) -> pd.DataFrame:
-    """Train one run and return its history (``COLUMNS``), or read it from the run cache."""
+    """Train one run and return its history (``COLUMNS``), or read it from the run cache. ``progress``: a bar over
+    its rounds in a terminal or a notebook (none where stderr is a file, such as a job's log)."""
     if not isinstance(config, RunConfig):
         raise ReplicateError(f"run takes a RunConfig, got {type(config).__name__}; for several, use compare()")
     return cache.run(config, progress=progress, use_cache=use_cache)

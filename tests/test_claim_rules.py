@@ -209,6 +209,26 @@ def test_a_wrapped_title_gets_the_reduced_label_on_its_own_line_above_it():
     plt.close(fig)
 
 
+
+def test_a_table_titled_on_its_axes_gets_the_label_on_a_line_above_it():
+    """A table figure carries its title on its axes, where a figure title would be drawn over it (the smoke tables
+    once were unreadable so): the label is a figure title in a line added at the top, the axes kept where they
+    were from the bottom, and the label's bottom above the axes' title."""
+    import matplotlib.pyplot as plt
+
+    from replicate.report.claims import SMOKE_LABEL, label_reduced
+
+    fig, ax = plt.subplots(figsize=(6, 2))
+    ax.set_title("Table 2: ours (paper)")
+    ax.axis("off")
+    axes_top = ax.get_position().y1 * 2
+    label_reduced(fig, SMOKE_LABEL, own_line=True)
+    assert fig.get_suptitle() == SMOKE_LABEL and fig.get_size_inches()[1] > 2
+    assert ax.get_position().y1 * fig.get_size_inches()[1] == pytest.approx(axes_top)
+    renderer = fig.canvas.get_renderer()
+    assert fig._suptitle.get_window_extent(renderer).y0 >= ax.title.get_window_extent(renderer).y1
+    plt.close(fig)
+
 def test_charles_closed_form_claims_are_consistency_checks():
     """Properties of closed-form formulas (figs 1-4, 5, 7-10) and Table 1's identities are not counted."""
     from replicate.experiments.charles2021 import frontiers

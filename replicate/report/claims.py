@@ -281,6 +281,10 @@ def label_reduced(fig, label: str = REDUCED_LABEL, *, own_line: bool = False) ->
     title = fig.get_suptitle()
     if label in title:
         return
+    if not title and any(ax.get_title() for ax in fig.axes):  # a table's title sits on its axes, where a figure
+        fig.suptitle(label)                                    # title would cover it: the label gets a line above
+        _grow_top(fig, 1.5 * fig._suptitle.get_fontsize() / 72)
+        return
     if "\n" not in title and not (own_line and title):
         size = fig._suptitle.get_fontsize() if title else None  # keep the figure's own title size
         fig.suptitle(f"{label}: {title}" if title else label, **({"fontsize": size} if size else {}))

@@ -137,6 +137,21 @@ def test_sync_takes_the_ledger_over_a_differing_cached_run(tmp_path, monkeypatch
     assert (settings.current().cache / "replaced" / f"{entry.name}.csv").read_bytes() == mine  # kept, not lost
 
 
+
+def test_a_cpu_piece_of_the_ledger_counts_neither_as_gpu_runs_nor_in_the_gpu_concurrency(tmp_path, monkeypatch):
+    """A cluster of CPUs may add its runs too: the estimate on cuda counts the ledger's cuda runs and measures its
+    concurrency on their pieces only (a CPU piece once showed as "154 runs on cuda" where 134 were)."""
+    archive_file, _ = _gpu_job(tmp_path, monkeypatch)  # computed on this CPU
+    monkeypatch.setenv("REPLICATE_LEDGER", str(tmp_path / "ledger"))
+    ledger.add(archive_file, "a CPU cluster", wall_s=1.0)
+    (piece,) = ledger.index()
+    assert piece["device"] == "cpu" and piece["runs"] == 2 and piece["wall_s"] == 1.0
+    assert estimate.concurrency(device="cuda") == 1.0  # no cuda piece: nothing measured
+    pieces = [{"device": "cuda", "run_s": 30.0, "wall_s": 10.0}, {"device": "cpu", "run_s": 5.0, "wall_s": 10.0}]
+    assert (estimate.concurrency(pieces, "cuda"), estimate.concurrency(pieces, "cpu")) == (3.0, 0.5)
+    assert sum(estimate._on(meta, "cuda") for meta in ledger.runs().values()) == 0
+    assert sum(estimate._on(meta, "cpu") for meta in ledger.runs().values()) == 2
+
 def test_the_ledger_can_be_switched_off(monkeypatch):
     monkeypatch.setenv("REPLICATE_LEDGER", "off")
     assert ledger.root() is None and ledger.sync() == (0, 0, 0) and ledger.index() == []

@@ -99,7 +99,7 @@ def beyond(rows, budget_s: float):
 def plan(budget_s: float, device: str = "cuda", commands: bool = False) -> str:
     from replicate.experiments import estimate
 
-    table, rate = rows(device), estimate.concurrency()
+    table, rate = rows(device), estimate.concurrency(device=device)
     if commands:  # each line with the session's time from its projected start on (.ci/device-check gives each
         lines, start, extras = [], 0.0, list(AFTER_STEM)  # the time actually left, so a unit done early leaves it
         for row, share in queue(table, budget_s, rate):  # to the next)

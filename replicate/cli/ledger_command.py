@@ -71,7 +71,7 @@ def estimate_table(device: str = "cuda") -> str:
     """``figures --estimate``: done / left of every GPU-scale figure on ``device``, from the committed ledger."""
     from replicate.experiments import estimate
 
-    rows, rate = estimate.table(device, estimate.reached()), estimate.concurrency()
+    rows, rate = estimate.table(device, estimate.reached()), estimate.concurrency(device=device)
     lines = [f"GPU-scale figures' paper profiles on {device} (runs in the ledger / runs of the figure; wall minutes "
              f"at the concurrency measured on the ledger's runs, {rate:.1f} run-seconds per second)",
              "", f"{'figure [panels]':44s} {'tuning':>9s} {'final':>7s} {'spent':>11s} {'left':>13s} {'a round':>9s}"]

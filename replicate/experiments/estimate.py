@@ -126,6 +126,11 @@ def steps(config, epochs: dict[str, float]) -> float:
     return config.rounds * config.local_epochs * epochs[f"{config.dataset}, b = {config.batch_size}"]
 
 
+def _on(meta: dict, device: str) -> bool:
+    """Whether a ledger run (its sidecar's fields) was computed on ``device``'s kind (``cuda:1`` is cuda)."""
+    return str(meta.get("device", "")).split(":")[0] == device
+
+
 def _flat(config) -> dict:
     values = config.to_dict()
     values.update({f"algorithm.{k}": v for k, v in values.pop("algorithm").items()})
@@ -151,7 +156,7 @@ def progress(unit: Unit, runs: dict[str, dict], device: str = "cuda", epochs: di
     tuning, final = (list(dict.fromkeys(filter(keep, part))) for part in _figure(unit.key).plan())
     keys = {cache.key(c, device=device): c for c in tuning}
     final = [c for c in final if cache.key(c, device=device) not in keys]
-    on_device = {name: meta for name, meta in runs.items() if str(meta.get("device", "")).split(":")[0] == device}
+    on_device = {name: meta for name, meta in runs.items() if _on(meta, device)}
     flat_runs = [_flat(RunConfig.from_dict(meta)) for meta in on_device.values()]
     done_final = [c for c in final if _is_final_done(c, flat_runs)]
     rate = _seconds_per_step(on_device, epochs)
@@ -239,11 +244,12 @@ def _terms(config, shared: float = 1.0) -> tuple[float, float]:
     return dispatch, gflop * 1e9 * (config.clients_per_round or 0) / DEVICE_FLOPS
 
 
-def concurrency(pieces: list[dict] | None = None) -> float:
-    """Run-seconds per wall second, measured over the ledger's pieces that record the ``wall_s`` they took
-    (runs of a batch share its time, and worker processes run side by side); 1 when none does."""
+def concurrency(pieces: list[dict] | None = None, device: str = "cuda") -> float:
+    """Run-seconds per wall second, measured over the ledger's pieces of runs on ``device`` that record the
+    ``wall_s`` they took (runs of a batch share its time, and worker processes run side by side); 1 when none
+    does."""
     pieces = ledger.index() if pieces is None else pieces
-    timed = [p for p in pieces if p.get("wall_s") and p.get("run_s")]
+    timed = [p for p in pieces if p.get("wall_s") and p.get("run_s") and p.get("device", device) == device]
     return sum(p["run_s"] for p in timed) / sum(p["wall_s"] for p in timed) if timed else 1.0
 
 
@@ -266,9 +272,10 @@ def write_status(device: str = "cuda") -> None:
     path = paths.figures_dir() / work.FILE
     recorded = json.loads(path.read_text())
     data = {key: recorded[key] for key in ("generated_by", "rows", "arena") if key in recorded}
-    rows, rate = table(device), concurrency()
+    rows, rate = table(device), concurrency(device=device)
     data["estimate"] = {
-        "device": device, "concurrency": round(rate, 2), "ledger_runs": len(ledger.runs()),
+        "device": device, "concurrency": round(rate, 2),
+        "ledger_runs": sum(_on(meta, device) for meta in ledger.runs().values()),  # this device's, not every one
         "left_min": round(left_s(rows) / rate / 60, 1),
         "graphed_min": round(left_s(rows, graphed=True) / rate / 60, 1),
         "rows": [{"figure": row.unit.label, "tuning": list(row.tuning), "final": list(row.final),

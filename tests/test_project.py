@@ -311,3 +311,14 @@ def test_modules_stay_readable_sizes():
     assert len(algorithm_files) >= 5
     long = {path: n for path in algorithm_files if (n := len(Path(path).read_text().splitlines())) > 250}
     assert long == {}
+
+
+def test_figures_list_shows_the_figures_named_and_refuses_an_unknown_name(capsys):
+    """`figures --list li2020` lists that paper's figures only; a misspelt name is refused as it is without --list."""
+    from replicate.cli.main import main
+
+    assert main(["figures", "--list", "li2020"]) == 0
+    keys = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert keys and all(key.startswith("li2020/") for key in keys) and "li2020/fig2" in keys
+    assert main(["figures", "--list", "li2099"]) == 2
+    assert "unknown figure 'li2099'; did you mean li2020?" in capsys.readouterr().err

@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
     fig.add_argument("--profile", default="smoke", choices=["smoke", "paper"],
                      help="smoke: minutes, written to build/figures; paper: full scale, written to figures/ "
                           "(with --set: to build/figures, labelled MODIFIED)")
-    fig.add_argument("--list", action="store_true", help="list the available figures and exit")
+    fig.add_argument("--list", action="store_true", help="list the figures named (a paper: its figures; none: every one) and exit")
     fig.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                      help="a notebook parameter (a knob of its parameters cell, checked against it); repeat it "
                           "for several")
@@ -98,7 +98,7 @@ def _figures_command(args) -> int:
         print(ledger_command.estimate_table("cuda"))
         return 0
     if args.list:
-        for nb in notebooks.discover():
+        for nb in notebooks.resolve(args.names):  # the figures named (a paper: its figures), or every one
             print(f"{nb.key:28s} notebooks/{nb.path.name:34s} {nb.title}")
         return 0
     from replicate.cli import budget, preflight

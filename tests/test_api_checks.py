@@ -35,6 +35,9 @@ from replicate.runs.config import RunConfig
     (dict(model="mlp", hidden=0), r"hidden \(the width of 'mlp''s hidden layer\) must be >= 1, got 0"),
     (dict(num_clients=0), "num_clients must be >= 1, got 0"),
     (dict(dataset="quadratic", num_clients=5), "fixed counterexample: leave data_seed and num_clients unset"),
+    (dict(dataset="quadratic", local_steps=5), r"full gradients, so a run gives local_steps and batch_size=None "
+                                               r"\(got batch_size=64, local_steps=5\)"),
+    (dict(dataset="quadratic", batch_size=None, local_epochs=2), "got batch_size=None, local_steps=None"),
 ])
 def test_a_run_config_refuses_a_wrong_value_when_made(changes, said):
     start = time.perf_counter()
@@ -50,7 +53,7 @@ def test_numpy_scalars_and_the_packages_names_are_accepted():
     assert type(config.algorithm.clients_per_round) is int
     assert keys.key(config, device="cpu") == keys.key(config.replace(rounds=3), device="cpu")  # one entry
     assert type(rp.FedProx(prox_mu=0).prox_mu) is int  # a Python int stays one: recorded keys keep their names
-    assert RunConfig(dataset="quadratic").dataset == "quadratic"
+    assert RunConfig(dataset="quadratic", local_steps=5, batch_size=None).dataset == "quadratic"
     assert RunConfig(dataset="synthetic(0.5,0.5)", model="Net@0123456789ab").model == "Net@0123456789ab"
 
 

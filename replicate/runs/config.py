@@ -92,6 +92,10 @@ class RunConfig:
         if self.dataset == "quadratic" and (self.data_seed, self.num_clients) != (None, None):
             raise ReplicateError("dataset 'quadratic' is Li et al.'s fixed counterexample: leave data_seed and "
                                  "num_clients unset")
+        if self.dataset == "quadratic" and (self.batch_size is not None or self.local_steps is None):
+            raise ReplicateError("dataset 'quadratic': its clients take full gradients, so a run gives local_steps "
+                                 f"and batch_size=None (got batch_size={self.batch_size!r}, "
+                                 f"local_steps={self.local_steps!r})")
         if isinstance(self.model, str) and not _RECORDED.get():
             models.check_preset(self.model, self.hidden)
         if self.execution not in engine.EXECUTIONS:

@@ -9,10 +9,11 @@ from replicate.core.errors import ReplicateError
 
 EXIT_STATUS = """exit status:
   0    every notebook named ran and published its figures (with --check: and they agree)
-  1    a notebook failed (the others ran; its committed figures were left unchanged), or --check found a
-       difference
+  1    a notebook failed (the others ran; its committed figures were left unchanged), one of several named
+       was skipped for data this machine lacks (said, with the command that fetches it), or --check found
+       a difference
   2    bad input, said in one line before anything runs: an unknown figure, parameter or value, a setting
-       of the environment that does not parse, a wrong option
+       of the environment that does not parse, a wrong option, or the one figure named reads missing data
   75   stopped, to be resumed: the --time-budget was spent, or the command got SIGTERM (a job at its time
        limit, a preempted machine); the runs in flight saved at their next round boundary; rerun the same
        command to go on (a requeueing job script tests for 75)

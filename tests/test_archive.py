@@ -54,10 +54,12 @@ def test_export_import_and_replot_without_computing(tmp_path, monkeypatch, capsy
     cache.run(QUAD.replace(rounds=7), progress=False)  # in the cache, not behind the figure
     file = tmp_path / "fig2.tar.xz"
     monkeypatch.setattr(paths, "figures_dir", lambda: tmp_path / "no_committed_figures")  # whatever is committed
-    assert main(["cache", "export", str(file), "li2020/fig2", "li2020/fig1a"]) == 0
+    publish(None, first.head(1), [], paper="li2020", figure="table2", profile="smoke")  # a table: no run provenance
+    assert main(["cache", "export", str(file), "li2020/fig2", "li2020/fig1a", "li2020/table2"]) == 0
     out, err = capsys.readouterr()
     assert f"wrote {file}" in out and ": 4 runs" in out
-    assert "not exported: li2020/fig1a" in err  # no record of it names its runs (never published here)
+    assert "not exported: li2020/fig1a (" in err  # no record of it names its runs (never published here)
+    assert "nothing to export for li2020/table2: they train no runs" in err  # rerunning it would not help
     manifest = json.loads(_members(file)["manifest.json"])
     assert manifest["cache_version"] == keys.VERSION and len(manifest["entries"]) == 4
     assert all(e["device"].split(":")[0] == run_device().type and len(e["csv_sha256"]) == 64

@@ -114,14 +114,19 @@ def _cache(args) -> int:
     if args.names:
         from replicate.cli import runner
 
-        names, unnamed, records = set(), [], []
+        names, unnamed, runless, records = set(), [], [], []
         for nb in runner.resolve(args.names):
             named = _recorded_runs(nb)
-            if not named:
+            if named is None:
+                runless.append(nb.key)
+            elif not named:
                 unnamed.append(nb.key)
-            for record, runs in named.items():
+            for record, runs in (named or {}).items():
                 names |= runs
                 records.append(record)
+        if runless:
+            print(f"nothing to export for {', '.join(runless)}: they train no runs (tables, closed forms)",
+                  file=sys.stderr)
         if unnamed:
             print(f"not exported: {', '.join(unnamed)} (no published record of theirs names its runs; rerun them "
                   "to publish one, or export the whole cache: no NAMES)", file=sys.stderr)
@@ -142,23 +147,27 @@ def _cache(args) -> int:
     return 0
 
 
-def _recorded_runs(nb) -> dict[str, set[str]]:
+def _recorded_runs(nb) -> dict[str, set[str]] | None:
     """The cache entries each published claims record of this figure names (``run_seconds``), by the record's
     path: the committed one in figures/ and the last one in build/figures, whatever their profile; a record
-    published before records named their runs is left out."""
+    published before records named their runs is left out. None: its records show it trains no runs (a table,
+    a closed form: no run provenance at all)."""
     import json
     from pathlib import Path
 
     from replicate.core import paths, settings
     from replicate.runs import cache
 
-    named = {}
+    named, records = {}, []
     for root in (paths.figures_dir(), settings.current().build / "figures"):
         claims = root / nb.paper / f"{nb.figure}.claims.json"
-        if claims.exists() and (runs := cache.recorded_runs(json.loads(claims.read_text()))) is not None:
+        if not claims.exists():
+            continue
+        records.append(json.loads(claims.read_text()))
+        if (runs := cache.recorded_runs(records[-1])) is not None:
             shown = claims.relative_to(Path.cwd()) if paths.within(claims, Path.cwd()) else claims
             named[str(shown)] = set(runs)
-    return named
+    return None if records and not any("run_seconds" in record for record in records) else named
 
 
 __all__ = ["add_parsers"]

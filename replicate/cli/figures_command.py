@@ -28,7 +28,8 @@ def add_parser(sub) -> None:
     fig.add_argument("--profile", default="smoke", choices=["smoke", "paper"],
                      help="smoke: minutes, written to build/figures; paper: full scale, written to figures/ "
                           "(with --set: to build/figures, labelled MODIFIED)")
-    fig.add_argument("--list", action="store_true", help="list the figures named (a paper: its figures; none: every one) and exit")
+    fig.add_argument("--list", action="store_true",
+                     help="list the figures named (a paper: its figures; none: every one) and exit")
     fig.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                      help="a notebook parameter (a knob of its parameters cell, checked against it); repeat it "
                           "for several")

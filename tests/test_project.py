@@ -322,3 +322,12 @@ def test_figures_list_shows_the_figures_named_and_refuses_an_unknown_name(capsys
     assert keys and all(key.startswith("li2020/") for key in keys) and "li2020/fig2" in keys
     assert main(["figures", "--list", "li2099"]) == 2
     assert "unknown figure 'li2099'; did you mean li2020?" in capsys.readouterr().err
+
+
+def test_the_command_says_its_version(capsys):
+    import replicate
+    from replicate.cli.main import main
+
+    with pytest.raises(SystemExit) as exit:
+        main(["--version"])
+    assert exit.value.code == 0 and capsys.readouterr().out.strip() == f"replicate {replicate.__version__}"

@@ -75,12 +75,14 @@ def main(argv=None) -> int:
         prog="python -m replicate",
         description="The replication package's commands: arena, figures, bench, data, cache, ledger and report "
                     "(`python -m replicate COMMAND --help` describes one).")
+    from replicate import __version__
+
+    parser.add_argument("--version", action="version", version=f"replicate {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("arena", help="every algorithm on the same datasets at one budget, tuned alike",
-                   description="python -m replicate arena [--algorithm path/to/file.py:ClassName] [--algorithm NAME "
-                               "...] [--model path/to/file.py:NAME] [--dataset path/to/file.py:NAME] [--dataset NAME "
-                               "...] [--profile paper] [--set NAME=VALUE ...] [figures' options]: runs "
-                               "notebooks/arena_leaderboard.ipynb as `figures arena/leaderboard` does (the "
+                   usage="python -m replicate arena [-h] [--algorithm FILE:Class | NAME ...] [--model FILE:NAME] "
+                         "[--dataset FILE:NAME | NAME ...] [figures' options]",
+                   description="Runs notebooks/arena_leaderboard.ipynb as `figures arena/leaderboard` does (the "
                                "leaderboard, its curves and trials as CSVs, the curves and rank map in "
                                "build/figures/arena, or figures/arena at the paper profile). --algorithm FILE:Class "
                                "adds your registered algorithm; --algorithm NAME (repeatable) picks the entries to run "

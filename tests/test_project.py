@@ -331,3 +331,15 @@ def test_the_command_says_its_version(capsys):
     with pytest.raises(SystemExit) as exit:
         main(["--version"])
     assert exit.value.code == 0 and capsys.readouterr().out.strip() == f"replicate {replicate.__version__}"
+
+
+def test_an_unknown_option_is_refused_naming_the_command_whose_help_lists_them(capsys):
+    from replicate.cli.main import main
+
+    for argv, prog in ((["arena", "--frobnicate"], "python -m replicate arena"),
+                       (["figures", "li2020/fig2", "--frob"], "python -m replicate figures")):
+        with pytest.raises(SystemExit) as exit:
+            main(argv)
+        err = capsys.readouterr().err.strip()
+        assert exit.value.code == 2 and err == (f"{prog}: error: unrecognized arguments: {argv[-1]} "
+                                                f"(`{prog} --help` lists its options)"), err

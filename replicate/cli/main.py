@@ -63,6 +63,7 @@ def main(argv=None) -> int:
         if arg == "--time-budget" and argv[i + 1].startswith("-") and argv[i + 1] not in ("-h", "--help"):
             argv[i:i + 2] = [f"--time-budget={argv[i + 1]}"]
             break
+    command = argv[0] if argv and not argv[0].startswith("-") else None  # the arena's argv becomes figures'
     if argv[:1] == ["arena"] and not {"-h", "--help"} & set(argv):  # the arena is its notebook, run as figures are
         from replicate.cli import arena
 
@@ -106,8 +107,10 @@ def main(argv=None) -> int:
         # `data fetch --dry-run mnist`: argparse gives the names after a flag to no one where a positional (the
         # action) precedes them; they are the command's names all the same
         args.names = [*args.names, *extra]
-    elif extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    elif extra:  # named with the command whose --help lists what it takes
+        prog = f"{parser.prog} {command}" if command else parser.prog
+        parser.exit(2, f"{prog}: error: unrecognized arguments: {' '.join(extra)} (`{prog} --help` lists its "
+                       "options)\n")
     try:
         from replicate.core import settings
 

@@ -293,7 +293,8 @@ def test_a_renamed_schedule_keeps_its_runs_cache_entries():
     from replicate.runs.config import RunConfig
 
     for before, now in FORMER_NAMES.items():
-        config = RunConfig(dataset="quadratic", algorithm=Stem(momentum_c=2.0), lr_schedule=now, lr_decay=0.5)
+        config = RunConfig(dataset="quadratic", algorithm=Stem(momentum_c=2.0), lr_schedule=now, lr_decay=0.5,
+                           local_steps=5, batch_size=None)
         recorded = config.to_dict() | {"lr_schedule": before, "device": "cpu"}
         assert RunConfig.from_dict(recorded) == config
         assert keys.entry_name(recorded) == keys.key(config, device="cpu")

@@ -92,6 +92,9 @@ def test_theorem5_bound_grid():
     frame = fig2.theorem5(fig2.Fig2Config(theorem5_lrs=(0.01,), theorem5_steps=(2, 5)))
     assert len(frame) == 2 and (frame.y >= frame.bound).all()
     assert (frame.bound > 0).all()
+    # a grid: any number of rates by any number of steps, as a notebook's parameters cell may set them
+    config = fig2.Fig2Config.for_profile("smoke", theorem5_lrs=[0.005, 0.02], theorem5_steps=[2, 5, 10])
+    assert len(fig2.theorem5(config)) == 6
 
 
 def test_stopped_runs_end_at_the_target_and_are_cached_apart():

@@ -45,8 +45,6 @@ class Fig2Config(knobs.FigureConfig):
     def validate(self) -> None:
         if len(self.decay) != len(self.local_steps):
             raise ReplicateError("Fig2Config: give one decay value per entry of local_steps")
-        if len(self.theorem5_lrs) != len(self.theorem5_steps):
-            raise ReplicateError("Fig2Config: give one theorem5_lrs value per entry of theorem5_steps")
         for steps, decay in zip(self.local_steps, self.decay):
             self.run_config(steps, decay)
 

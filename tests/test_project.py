@@ -79,7 +79,8 @@ def test_notebook_is_thin_and_parameterized(path):
     assert nb["metadata"].get("replicate", {}).get("figure", figure) == figure
     # every repository file its markdown names in code quotes (a spec, a module) exists: a clone has no shared/
     markdown = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
-    named = re.findall(r"`((?:docs|replicate|figures|notebooks|data|tests)/[\w./-]+\.(?:md|py|ipynb|csv|json))`", markdown)
+    named = re.findall(r"`((?:docs|replicate|figures|notebooks|data|tests)/[\w./-]+\.(?:md|py|ipynb|csv|json))`",
+                       markdown)
     assert all((paths.REPO / name).exists() for name in named), [n for n in named if not (paths.REPO / n).exists()]
     assert "shared/" not in markdown
 

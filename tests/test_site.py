@@ -48,6 +48,19 @@ def test_links_point_at_staged_pages_and_a_link_to_nothing_stops_the_assembly(tm
         site.assemble(tmp_path / "src", repo=repo)
 
 
+
+def test_a_list_under_a_paragraph_and_the_stars_of_mathematics_read_on_the_site_as_on_github(tmp_path):
+    """GitHub starts a list right under a paragraph line, mkdocs' Markdown only after a blank line (the specs' lists
+    ran into their paragraphs); a lone star in a table or a claim is mathematics (w*, EMNIST*), never emphasis."""
+    repo = tmp_path / "repo"
+    (repo / "docs").mkdir(parents=True)
+    (repo / "docs" / "index.md").write_text(
+        "A paragraph:\n- one\n  continued\n- two\n\n| a | ‖w − w*‖ and F* | **FAIL** |\n\n*italic* stays\n")
+    text = (site.assemble(tmp_path / "src", repo=repo) / "index.md").read_text()
+    assert text == ("A paragraph:\n\n- one\n  continued\n- two\n\n| a | ‖w − w\\*‖ and F\\* | **FAIL** |\n\n"
+                    "*italic* stays\n")
+    assert site._cell("‖w̃* − w*‖ | EMNIST*") == "‖w̃\\* − w\\*‖ \\| EMNIST\\*"
+
 @pytest.fixture(scope="module")
 def site_dir(tmp_path_factory) -> Path:
     """The built site: ``make test``'s (``REPLICATE_SITE_DIR``), else built here in strict mode."""

@@ -35,6 +35,8 @@ STYLE = """.md-grid { max-width: 90rem; }
 _LINK = re.compile(r"(!?\[[^\]\n]*\]\()([^)\s]+)((?:\s+\"[^\"]*\")?\))")  # [text](target "title")
 _ATTRIBUTE = re.compile(r"\b(src|href)=\"([^\"]+)\"")  # raw HTML, which mkdocs neither checks nor rewrites
 _SCHEME = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*:")
+_ITEM = re.compile(r"\s*(?:[-*+]|\d+\.)\s")  # a list item's start
+_LONE_STAR = re.compile(r"(?<![*\\])\*(?!\*)")  # w*, F*, EMNIST*: a star of the mathematics, not emphasis
 
 
 def sources(repo: Path) -> dict[str, str]:
@@ -74,6 +76,12 @@ def _rewrite(text: str, source: str, pages: dict[str, str], repo: Path, staging:
             line = _elided(line)
             line = _LINK.sub(lambda m: m[1] + target(m[2], html=False) + m[3], line)
             line = _ATTRIBUTE.sub(lambda m: f'{m[1]}="{target(m[2], html=True)}"', line)
+            if line.startswith("|"):  # a table's cells hold mathematics, never emphasis
+                line = _LONE_STAR.sub(r"\\*", line)
+            previous = lines[-1] if lines else "\n"
+            if _ITEM.match(line) and previous.strip() and not _ITEM.match(previous) and not previous[0].isspace():
+                lines.append("\n")  # a list right under a paragraph: GitHub starts one there, mkdocs' Markdown
+                # only after a blank line (it ran the items into the paragraph)
         lines.append(line)
     return "".join(lines)
 
@@ -83,8 +91,13 @@ def _elided(text: str) -> str:
     return text.replace("[...]", "\\[...\\]")
 
 
+def _quoted(text) -> str:
+    """Text of a record (a claim, a quotation) as markdown shows it: its "[...]" and lone stars kept as text."""
+    return _LONE_STAR.sub(r"\\*", _elided(str(text)))
+
+
 def _cell(text) -> str:
-    return _elided(str(text)).replace("|", "\\|").replace("\n", " ")
+    return _quoted(text).replace("|", "\\|").replace("\n", " ")
 
 
 def _short(paper: str) -> str:
@@ -117,7 +130,7 @@ def figure_page(key: str, record: dict, what: str, by_key: dict, root: Path) -> 
     lines += [f"- {item.name}: {item.text(by_key)}" for item in items if item.text(by_key)] + ([""] if items else [])
     quotes = list(dict.fromkeys(c["source"] for c in record["claims"] if c.get("source")))
     if quotes:
-        lines += ["## What the paper says", ""] + [line for q in quotes for line in (f"> {_elided(q)}", "")]
+        lines += ["## What the paper says", ""] + [line for q in quotes for line in ("> " + _quoted(q), "")]
     lines += ["## Claims", "", "| kind | claim | paper | ours | margin | verdict |", "|---|---|---|---|---|---|"]
     for c in record["claims"]:
         verdict = replication.verdict_of(c)

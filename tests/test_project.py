@@ -74,6 +74,8 @@ def test_notebook_is_thin_and_parameterized(path):
     assert all(not c.get("outputs") or "NBVAL_CHECK_OUTPUT" in s for c, s in zip(code, src))
     assert "publish(" in src[-1]  # ends with the claims cell
     assert "config=config" in src[-1]  # so a paper-profile run with edited knobs is labelled "modified"
+    # and the figure shown inline says so too, before the claims cell publishes it
+    assert any(s.startswith("fig = ") and "claims.label(fig, profile, config, out_dir)" in s for s in src)
     assert nb["cells"][0]["cell_type"] == "markdown"
     paper, _, figure = path.stem.partition("_")
     assert nb["metadata"].get("replicate", {}).get("figure", figure) == figure

@@ -171,6 +171,24 @@ def scale_of(profile: str, out_dir, changed=None) -> str:
     return "modified" if changed or MODIFIED_FOLDER in folders else "paper"
 
 
+def label(fig, profile: str, config=None, out_dir=None) -> None:
+    """Say on ``fig`` the scale it was drawn at and the stand-in data its runs read, as ``publish`` saves it. A
+    notebook's plot cell calls it, so that the figure shown inline says it too: a smoke (or modified) figure must
+    not pass for the paper's. Labelling twice changes nothing."""
+    changed = config.changed() if config is not None and profile == "paper" else {}
+    scale = scale_of(profile, out_dir, changed)
+    if scale == "reduced":
+        label_reduced(fig)
+    elif scale == "smoke":  # beside a committed paper-scale figure, it must not pass for one
+        label_reduced(fig, SMOKE_LABEL, own_line=True)
+    elif scale == "modified":
+        label_reduced(fig, MODIFIED_LABEL + (f" ({', '.join(changed)})" if changed else ""), own_line=True)
+    # the offline stand-ins its runs read (knob data_source = "stand-in", replicate.data.variants)
+    stand_ins = list(config.stand_in_loaders()) if hasattr(config, "stand_in_loaders") else []
+    if stand_ins:
+        label_reduced(fig, f"{STAND_IN_LABEL}: {', '.join(stand_ins)}", own_line=True)
+
+
 class ClaimsTable:
     """The claims of one figure as a table: HTML in Jupyter, text elsewhere (shown once)."""
 
@@ -220,17 +238,9 @@ def publish(fig, data: pd.DataFrame, claims: list[Claim], *, paper: str, figure:
     stem = output_dir(out_dir) / paper / figure
     changed = config.changed() if config is not None and profile == "paper" else {}
     scale = scale_of(profile, out_dir, changed)
-    # the offline stand-ins its runs read (knob data_source = "stand-in", replicate.data.variants): said on the figure
     stand_ins = list(config.stand_in_loaders()) if hasattr(config, "stand_in_loaders") else []
     if fig is not None:
-        if scale == "reduced":
-            label_reduced(fig)
-        elif scale == "smoke":  # beside a committed paper-scale figure, it must not pass for one
-            label_reduced(fig, SMOKE_LABEL, own_line=True)
-        elif scale == "modified":
-            label_reduced(fig, MODIFIED_LABEL + (f" ({', '.join(changed)})" if changed else ""), own_line=True)
-        if stand_ins:
-            label_reduced(fig, f"{STAND_IN_LABEL}: {', '.join(stand_ins)}", own_line=True)
+        label(fig, profile, config, out_dir)  # the notebook's plot cell has labelled it already: not twice
         plotting.save(fig, stem)
     atomic_write_text(stem.with_suffix(".csv"), data.to_csv(index=False, float_format="%.6g"))
     for name, table in (tables or {}).items():

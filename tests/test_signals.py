@@ -212,7 +212,7 @@ def test_papermills_log_is_quiet_once_a_stop_is_asked(caplog):
         signum = None
 
     signals, logger = Asked(), logging.getLogger("papermill")
-    with runner._quiet_when_stopping(signals):
+    with runner._papermill_log(signals):
         logger.error("a cell's kernel died")
         signals.signum = signal.SIGINT
         logger.error("Kernel died while waiting for execute reply.")

@@ -156,7 +156,7 @@ def _route_asyncio_log(kernel_log: Path | None):
 
 
 @contextmanager
-def _quiet_when_stopping(signals: Signals, log_output: bool = False):
+def _papermill_log(signals: Signals, log_output: bool = False):
     """papermill's log: with ``-v`` shown at INFO (each cell, and the notebook's output), which no handler shows by
     default; and dropped once a stop is asked: nbclient logs "Kernel died while waiting for execute reply." when
     the kernel interrupted at a second Ctrl-C exits before it replies, and the command's one line already says
@@ -233,7 +233,7 @@ def run(names: list[str], profile: str = "smoke", overrides: dict | None = None,
     budget = Budget(time_budget, on_deadline=lambda: checkpoints.request_stop(stop)) if time_budget else None
     try:
         with (settings.use(settings.current().replace(stop_file=stop)), Signals(stop, budget).installed() as signals,
-              _quiet_when_stopping(signals, log_output)):
+              _papermill_log(signals, log_output)):
             return len(blocked) + _run_all(notebooks, profile, overrides, executed_dir, committed, target, budget,
                                            log_output, signals)
     finally:

@@ -171,20 +171,25 @@ def scale_of(profile: str, out_dir, changed=None) -> str:
     return "modified" if changed or MODIFIED_FOLDER in folders else "paper"
 
 
+def _run_as(profile: str, config, out_dir) -> tuple[dict, str, list[str]]:
+    """(the knobs a paper-profile run changed, its scale, the offline stand-ins its runs read: knob data_source =
+    "stand-in", replicate.data.variants), what a figure's label and its record both say."""
+    changed = config.changed() if config is not None and profile == "paper" else {}
+    stand_ins = list(config.stand_in_loaders()) if hasattr(config, "stand_in_loaders") else []
+    return changed, scale_of(profile, out_dir, changed), stand_ins
+
+
 def label(fig, profile: str, config=None, out_dir=None) -> None:
     """Say on ``fig`` the scale it was drawn at and the stand-in data its runs read, as ``publish`` saves it. A
     notebook's plot cell calls it, so that the figure shown inline says it too: a smoke (or modified) figure must
     not pass for the paper's. Labelling twice changes nothing."""
-    changed = config.changed() if config is not None and profile == "paper" else {}
-    scale = scale_of(profile, out_dir, changed)
+    changed, scale, stand_ins = _run_as(profile, config, out_dir)
     if scale == "reduced":
         label_reduced(fig)
     elif scale == "smoke":  # beside a committed paper-scale figure, it must not pass for one
         label_reduced(fig, SMOKE_LABEL, own_line=True)
     elif scale == "modified":
         label_reduced(fig, MODIFIED_LABEL + (f" ({', '.join(changed)})" if changed else ""), own_line=True)
-    # the offline stand-ins its runs read (knob data_source = "stand-in", replicate.data.variants)
-    stand_ins = list(config.stand_in_loaders()) if hasattr(config, "stand_in_loaders") else []
     if stand_ins:
         label_reduced(fig, f"{STAND_IN_LABEL}: {', '.join(stand_ins)}", own_line=True)
 
@@ -236,9 +241,7 @@ def publish(fig, data: pd.DataFrame, claims: list[Claim], *, paper: str, figure:
     if profile not in PROFILES:
         raise ReplicateError(f"profile must be one of {PROFILES}, got {profile!r}")
     stem = output_dir(out_dir) / paper / figure
-    changed = config.changed() if config is not None and profile == "paper" else {}
-    scale = scale_of(profile, out_dir, changed)
-    stand_ins = list(config.stand_in_loaders()) if hasattr(config, "stand_in_loaders") else []
+    changed, scale, stand_ins = _run_as(profile, config, out_dir)
     if fig is not None:
         label(fig, profile, config, out_dir)  # the notebook's plot cell has labelled it already: not twice
         plotting.save(fig, stem)
